@@ -1,0 +1,29 @@
+"""Micro-thread runtime: scheduler, clocks, timers and I/O readiness."""
+
+from flowcast.runtime.clock import Clock, RealClock, VirtualClock
+from flowcast.runtime.scheduler import (
+    Event,
+    MicroThread,
+    MicroThreadError,
+    Scheduler,
+    Timer,
+    Wait,
+    readable,
+    sleep,
+    sleep_until,
+)
+
+__all__ = [
+    "Clock",
+    "Event",
+    "MicroThread",
+    "MicroThreadError",
+    "RealClock",
+    "Scheduler",
+    "Timer",
+    "VirtualClock",
+    "Wait",
+    "readable",
+    "sleep",
+    "sleep_until",
+]

@@ -1,0 +1,445 @@
+"""A cooperative scheduler of generator micro-threads, one per house.
+
+A micro-thread is a generator.  What it yields tells the scheduler what it
+waits for:
+
+* ``None`` -- nothing; run me again in the next round (a cooperative yield);
+* a :class:`Wait` -- a directive such as :func:`sleep`, :func:`sleep_until`,
+  :func:`readable`, :meth:`Event.wait` or :meth:`MicroThread.join`.
+
+The hot path (a thread that yields ``None``) is a deque pop, a generator
+send and a deque append, so a switch costs little more than a bare
+generator round-robin.  Timers sit in a heap; sockets in a
+:mod:`selectors` selector.  When nothing is runnable the scheduler blocks in
+the selector until the next timer or datagram -- it never polls on a period,
+so an idle house costs no CPU and a datagram wakes it at once.  With a
+:class:`~flowcast.runtime.clock.VirtualClock` it instead jumps the clock to
+the next timer, which makes whole runs instant and repeatable.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import selectors
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import Any
+
+from flowcast.runtime.clock import Clock, RealClock
+
+__all__ = [
+    "Event",
+    "MicroThread",
+    "MicroThreadError",
+    "Scheduler",
+    "Timer",
+    "Wait",
+    "readable",
+    "sleep",
+    "sleep_until",
+]
+
+Body = Generator[Any, Any, Any]
+
+
+class MicroThreadError(RuntimeError):
+    """A micro-thread raised; the original exception is the ``__cause__``."""
+
+    def __init__(self, thread: "MicroThread", error: BaseException) -> None:
+        super().__init__(f"micro-thread {thread.name!r} failed: {error!r}")
+        self.thread = thread
+        self.error = error
+
+
+class Wait:
+    """Base of the directives a micro-thread yields to block.
+
+    ``park`` is called once with the scheduler and the yielding thread; it
+    must arrange for ``scheduler.wake(thread, value)`` to be called later.
+    """
+
+    __slots__ = ()
+
+    def park(self, scheduler: "Scheduler", thread: "MicroThread") -> None:
+        raise NotImplementedError
+
+
+class MicroThread:
+    """One generator and its bookkeeping; made by :meth:`Scheduler.spawn`."""
+
+    __slots__ = ("name", "gen", "step", "done", "result", "error", "_joiners", "_value")
+
+    def __init__(self, gen: Body, name: str) -> None:
+        self.name = name
+        self.gen = gen
+        self.step = gen.send
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self._joiners: list[MicroThread] = []
+        self._value: Any = None
+
+    def join(self) -> "Wait":
+        """Directive: wait until this thread ends; the yield returns its result."""
+        return _Join(self)
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else "live"
+        return f"<MicroThread {self.name!r} {state}>"
+
+
+class Timer:
+    """A callback due at a clock time; :meth:`cancel` disarms it."""
+
+    __slots__ = ("when", "callback", "args", "cancelled")
+
+    def __init__(self, when: float, callback: Callable[..., Any], args: tuple) -> None:
+        self.when = when
+        self.callback = callback
+        self.args = args
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class _Sleep(Wait):
+    __slots__ = ("delay",)
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    def park(self, scheduler: "Scheduler", thread: MicroThread) -> None:
+        scheduler.call_at(scheduler.clock.now() + self.delay, scheduler.wake, thread)
+
+
+class _SleepUntil(Wait):
+    __slots__ = ("when",)
+
+    def __init__(self, when: float) -> None:
+        self.when = when
+
+    def park(self, scheduler: "Scheduler", thread: MicroThread) -> None:
+        scheduler.call_at(self.when, scheduler.wake, thread)
+
+
+class _Readable(Wait):
+    __slots__ = ("fileobj",)
+
+    def __init__(self, fileobj: Any) -> None:
+        self.fileobj = fileobj
+
+    def park(self, scheduler: "Scheduler", thread: MicroThread) -> None:
+        fileobj = self.fileobj
+
+        def ready() -> None:
+            scheduler.remove_reader(fileobj)
+            scheduler.wake(thread)
+
+        scheduler.add_reader(fileobj, ready)
+
+
+class _Join(Wait):
+    __slots__ = ("target",)
+
+    def __init__(self, target: MicroThread) -> None:
+        self.target = target
+
+    def park(self, scheduler: "Scheduler", thread: MicroThread) -> None:
+        if self.target.done:
+            scheduler.wake(thread, self.target.result)
+        else:
+            self.target._joiners.append(thread)
+
+
+def sleep(delay: float) -> Wait:
+    """Directive: resume after ``delay`` seconds of the scheduler's clock."""
+    return _Sleep(delay)
+
+
+def sleep_until(when: float) -> Wait:
+    """Directive: resume when the scheduler's clock reaches ``when``."""
+    return _SleepUntil(when)
+
+
+def readable(fileobj: Any) -> Wait:
+    """Directive: resume once ``fileobj`` (a socket or fd) is readable.
+
+    One-shot: it registers and unregisters with the selector each time.  A
+    stack that reads continuously should use :meth:`Scheduler.add_reader`
+    with a persistent callback instead.
+    """
+    return _Readable(fileobj)
+
+
+class Event:
+    """A flag micro-threads can wait on; ``set`` wakes every waiter.
+
+    Used where a wake-up comes from inside the process -- a simulated
+    network delivering a datagram, a queue share getting a message.
+    """
+
+    __slots__ = ("_flag", "_waiters")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._waiters: list[tuple[Scheduler, MicroThread]] = []
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        self._flag = True
+        waiters, self._waiters = self._waiters, []
+        for scheduler, thread in waiters:
+            scheduler.wake(thread)
+
+    def clear(self) -> None:
+        self._flag = False
+
+    def wait(self) -> Wait:
+        """Directive: resume when the flag is set (at once if it is)."""
+        return _EventWait(self)
+
+
+class _EventWait(Wait):
+    __slots__ = ("event",)
+
+    def __init__(self, event: Event) -> None:
+        self.event = event
+
+    def park(self, scheduler: "Scheduler", thread: MicroThread) -> None:
+        if self.event._flag:
+            scheduler.wake(thread)
+        else:
+            self.event._waiters.append((scheduler, thread))
+
+
+class Scheduler:
+    """Runs micro-threads, timers and socket callbacks on one clock.
+
+    ``run`` returns when nothing is left to do (no runnable thread, no timer,
+    no reader), when ``until`` is reached, or after :meth:`stop`.  An
+    exception escaping a micro-thread stops the run and is raised from it as
+    :class:`MicroThreadError`, unless the thread was spawned with
+    ``on_error``: a house must fail loudly, not lose a behaviour silently.
+    """
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock: Clock = clock if clock is not None else RealClock()
+        self._ready: deque[MicroThread] = deque()
+        self._timers: list[tuple[float, int, Timer]] = []
+        self._seq = itertools.count()
+        self._selector = selectors.DefaultSelector()
+        self._readers = 0
+        self._stopping = False
+        self._failure: MicroThreadError | None = None
+        self._error_handlers: dict[MicroThread, Callable[[MicroThread, BaseException], None]] = {}
+        self._threads: set[MicroThread] = set()
+        self._waker: tuple[socket.socket, socket.socket] | None = None
+        self.switches = 0
+
+    # -- micro-threads -------------------------------------------------
+
+    def spawn(
+        self,
+        body: Body,
+        *,
+        name: str | None = None,
+        on_error: Callable[[MicroThread, BaseException], None] | None = None,
+    ) -> MicroThread:
+        """Start ``body`` (a generator) in the next round."""
+        if not hasattr(body, "send"):
+            raise TypeError(f"spawn() needs a generator, got {type(body).__name__}")
+        thread = MicroThread(body, name or getattr(body, "__name__", "thread"))
+        self._threads.add(thread)
+        if on_error is not None:
+            self._error_handlers[thread] = on_error
+        self._ready.append(thread)
+        return thread
+
+    def wake(self, thread: MicroThread, value: Any = None) -> None:
+        """Make a parked thread runnable; ``value`` is what its yield returns."""
+        if not thread.done:
+            thread._value = value
+            self._ready.append(thread)
+
+    def cancel(self, thread: MicroThread) -> None:
+        """End a thread now, running its ``finally`` blocks."""
+        if thread.done:
+            return
+        try:
+            thread.gen.close()
+        except BaseException as error:  # noqa: BLE001 - reported like any failure
+            self._finish(thread, None, error)
+        else:
+            self._finish(thread, None, None)
+        try:
+            self._ready.remove(thread)
+        except ValueError:
+            pass
+
+    @property
+    def threads(self) -> frozenset[MicroThread]:
+        return frozenset(self._threads)
+
+    # -- timers and readers ---------------------------------------------
+
+    def call_at(self, when: float, callback: Callable[..., Any], *args: Any) -> Timer:
+        timer = Timer(when, callback, args)
+        heapq.heappush(self._timers, (when, next(self._seq), timer))
+        return timer
+
+    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> Timer:
+        return self.call_at(self.clock.now() + delay, callback, *args)
+
+    def add_reader(self, fileobj: Any, callback: Callable[[], Any]) -> None:
+        """Call ``callback()`` each time ``fileobj`` is readable, until removed."""
+        self._selector.register(fileobj, selectors.EVENT_READ, callback)
+        self._readers += 1
+
+    def remove_reader(self, fileobj: Any) -> None:
+        try:
+            self._selector.unregister(fileobj)
+        except (KeyError, ValueError):
+            return
+        self._readers -= 1
+
+    # -- running ---------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask ``run`` to return after the current round; safe in a signal handler."""
+        self._stopping = True
+        if self._waker is not None:
+            try:
+                self._waker[1].send(b"\0")
+            except OSError:
+                pass
+
+    def enable_wakeup(self) -> None:
+        """Let :meth:`stop` interrupt a blocking wait (needed for signal handlers)."""
+        if self._waker is None:
+            receive, send = socket.socketpair()
+            receive.setblocking(False)
+            send.setblocking(False)
+            self._waker = (receive, send)
+            self._selector.register(receive, selectors.EVENT_READ, self._drain_waker)
+
+    def _drain_waker(self) -> None:
+        assert self._waker is not None
+        try:
+            while self._waker[0].recv(4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def run(self, until: float | None = None) -> None:
+        """Run until idle, until clock time ``until``, or until stopped."""
+        self._stopping = False
+        ready = self._ready
+        while not self._stopping:
+            count = len(ready)
+            if count:
+                self.switches += count
+                for _ in range(count):
+                    thread = ready.popleft()
+                    value, thread._value = thread._value, None
+                    try:
+                        directive = thread.step(value)
+                    except StopIteration as stop:
+                        self._finish(thread, stop.value, None)
+                        continue
+                    except BaseException as error:  # noqa: BLE001 - routed to handler or run()
+                        self._finish(thread, None, error)
+                        continue
+                    if directive is None:
+                        ready.append(thread)
+                    else:
+                        try:
+                            directive.park(self, thread)
+                        except AttributeError:
+                            thread.gen.close()
+                            self._finish(
+                                thread,
+                                None,
+                                TypeError(f"micro-thread {thread.name!r} yielded {directive!r}, not a Wait"),
+                            )
+                if self._failure is not None:
+                    failure, self._failure = self._failure, None
+                    raise failure from failure.error
+            if not self._advance(until, bool(ready)):
+                return
+
+    def _advance(self, until: float | None, busy: bool) -> bool:
+        """Fire due timers and ready sockets; block if idle.  False means: return."""
+        clock = self.clock
+        timers = self._timers
+        now = clock.now()
+        if until is not None and now >= until:
+            # Everything due at ``until`` still runs, then the run ends.
+            return not busy and self._fire_due(now) and bool(self._ready)
+        waiting = self._readers > 0 or self._waker is not None
+        deadline = timers[0][0] if timers else None
+        if not busy and deadline is None and not waiting:
+            return False  # nothing left that could ever run
+        if until is not None and (deadline is None or deadline > until):
+            deadline = until
+        if clock.virtual:
+            if waiting:
+                # Real sockets under simulated time: look, but never let the
+                # wall clock pass while a timer could run instead.
+                block = not busy and deadline is None
+                for key, _ in self._selector.select(None if block else 0):
+                    key.data()
+            if not busy and deadline is not None and not self._ready:
+                clock.advance_to(deadline)  # type: ignore[attr-defined]
+        else:
+            timeout = 0.0 if busy else (None if deadline is None else max(0.0, deadline - now))
+            if waiting:
+                for key, _ in self._selector.select(timeout):
+                    key.data()
+            elif timeout:
+                time.sleep(timeout)
+        self._fire_due(clock.now())
+        return True
+
+    def _fire_due(self, now: float) -> bool:
+        timers = self._timers
+        fired = False
+        while timers and timers[0][0] <= now:
+            timer = heapq.heappop(timers)[2]
+            if not timer.cancelled:
+                fired = True
+                timer.callback(*timer.args)
+        return fired
+
+    def _finish(self, thread: MicroThread, result: Any, error: BaseException | None) -> None:
+        thread.done = True
+        thread.result = result
+        thread.error = error
+        self._threads.discard(thread)
+        handler = self._error_handlers.pop(thread, None)
+        for joiner in thread._joiners:
+            self.wake(joiner, result)
+        thread._joiners.clear()
+        if error is not None:
+            if handler is not None:
+                handler(thread, error)
+            elif self._failure is None and not isinstance(error, GeneratorExit):
+                self._failure = MicroThreadError(thread, error)
+
+    def close(self) -> None:
+        """End every live thread (their ``finally`` blocks run) and free the selector."""
+        for thread in list(self._threads):
+            self.cancel(thread)
+        self._failure = None
+        self._ready.clear()
+        self._timers.clear()
+        if self._waker is not None:
+            for sock in self._waker:
+                sock.close()
+            self._waker = None
+        self._selector.close()

@@ -1,0 +1,206 @@
+"""Scheduler behaviour: ordering, timers, virtual time, I/O wake-ups, errors."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from flowcast.runtime import (
+    Event,
+    MicroThreadError,
+    RealClock,
+    Scheduler,
+    VirtualClock,
+    readable,
+    sleep,
+    sleep_until,
+)
+
+
+def test_round_robin_order_is_spawn_order():
+    s = Scheduler(VirtualClock())
+    log = []
+
+    def worker(name):
+        for i in range(3):
+            log.append((name, i))
+            yield
+
+    for name in "abc":
+        s.spawn(worker(name), name=name)
+    s.run()
+    assert log == [(n, i) for i in range(3) for n in "abc"]
+
+
+def test_virtual_clock_jumps_to_timers_and_join_returns_result():
+    s = Scheduler(VirtualClock())
+    seen = []
+
+    def child():
+        for _ in range(3):
+            yield sleep(1.5)
+            seen.append(s.clock.now())
+        return "ok"
+
+    def parent():
+        result = yield s.spawn(child()).join()
+        seen.append(result)
+
+    s.spawn(parent())
+    s.run()
+    assert seen == [1.5, 3.0, 4.5, "ok"]
+    assert s.clock.now() == 4.5
+
+
+def test_run_until_stops_at_that_time_and_resumes():
+    s = Scheduler(VirtualClock())
+    ticks = []
+
+    def ticker():
+        while True:
+            ticks.append(s.clock.now())
+            yield sleep_until(s.clock.now() + 1.0)
+
+    s.spawn(ticker())
+    s.run(until=3.0)
+    assert ticks == [0.0, 1.0, 2.0, 3.0]
+    s.run(until=5.0)
+    assert ticks[-1] == 5.0
+    s.close()
+
+
+def test_same_seedless_run_gives_same_trace():
+    def trace():
+        s = Scheduler(VirtualClock())
+        out = []
+
+        def w(name, period):
+            for _ in range(5):
+                out.append((s.clock.now(), name))
+                yield sleep(period)
+
+        s.spawn(w("x", 0.3))
+        s.spawn(w("y", 0.2))
+        s.run()
+        return out
+
+    assert trace() == trace()
+
+
+def test_error_in_thread_raises_from_run_with_cause():
+    s = Scheduler(VirtualClock())
+
+    def bad():
+        yield
+        raise ValueError("boom")
+
+    s.spawn(bad(), name="bad")
+    with pytest.raises(MicroThreadError) as info:
+        s.run()
+    assert isinstance(info.value.__cause__, ValueError)
+    assert "bad" in str(info.value)
+
+
+def test_error_handler_keeps_run_going():
+    s = Scheduler(VirtualClock())
+    errors = []
+    done = []
+
+    def bad():
+        raise KeyError("x")
+        yield
+
+    def good():
+        yield sleep(1)
+        done.append(True)
+
+    s.spawn(bad(), on_error=lambda t, e: errors.append(type(e)))
+    s.spawn(good())
+    s.run()
+    assert errors == [KeyError] and done == [True]
+
+
+def test_yielding_a_non_directive_is_a_clear_error():
+    s = Scheduler(VirtualClock())
+
+    def wrong():
+        yield 42
+
+    s.spawn(wrong(), name="wrong")
+    with pytest.raises(MicroThreadError, match="yielded 42"):
+        s.run()
+
+
+def test_event_wakes_waiters():
+    s = Scheduler(VirtualClock())
+    ev = Event()
+    got = []
+
+    def waiter():
+        yield ev.wait()
+        got.append(s.clock.now())
+
+    def setter():
+        yield sleep(2)
+        ev.set()
+
+    s.spawn(waiter())
+    s.spawn(setter())
+    s.run()
+    assert got == [2.0]
+
+
+def test_cancel_runs_finally():
+    s = Scheduler(VirtualClock())
+    cleaned = []
+
+    def body():
+        try:
+            yield sleep(100)
+        finally:
+            cleaned.append(True)
+
+    t = s.spawn(body())
+    s.run(until=1)
+    s.cancel(t)
+    assert cleaned == [True] and t.done
+
+
+def test_datagram_wakes_blocked_scheduler_without_timer():
+    """A thread blocked on a socket wakes when a datagram arrives, not on a poll."""
+    s = Scheduler(RealClock())
+    a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    a.bind(("127.0.0.1", 0))
+    a.setblocking(False)
+    got = []
+
+    def reader():
+        yield readable(a)
+        got.append(a.recv(100))
+
+    s.spawn(reader())
+    sender = threading.Timer(0.05, lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"hi", a.getsockname()))
+    sender.start()
+    s.run(until=10.0)  # returns as soon as nothing is left, well before 10 s
+    sender.join()
+    a.close()
+    assert got == [b"hi"]
+    assert s.clock.now() < 5.0
+
+
+def test_stop_from_another_thread_interrupts_blocking_wait():
+    s = Scheduler(RealClock())
+    s.enable_wakeup()
+
+    def forever():
+        yield sleep(3600)
+
+    s.spawn(forever())
+    stopper = threading.Timer(0.05, s.stop)
+    stopper.start()
+    s.run()
+    stopper.join()
+    assert s.clock.now() < 60
+    s.close()
