@@ -1,0 +1,96 @@
+"""The differential corpus: ``tests/flow/corpus/*.flo`` and the run settings in their headers.
+
+Each script says in its leading comment block how it is to be run, so the
+script file alone is the whole test case::
+
+    # differential: period=0.125 until=5
+    # covers: timeout, next, print
+    # differs: <why flowcast deliberately does something else>   (optional)
+    # behaviors: <module> [<module> ...]                          (optional)
+
+Only the comment lines before the first statement are read.  A ``differs``
+script has a sibling ``NAME.expected`` file holding the trace flowcast must
+produce instead (one ``T FRAMER FROM -> TO`` line per transition), so the
+difference is asserted, not just tolerated.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+CORPUS_DIR = Path(__file__).resolve().parents[1] / "flow" / "corpus"
+
+_SETTINGS = re.compile(r"^#\s*differential:\s*(?P<body>.*)$")
+_KEYED = re.compile(r"^#\s*(?P<key>covers|differs|behaviors):\s*(?P<value>.*)$")
+
+
+@dataclass(frozen=True)
+class CorpusScript:
+    """One corpus script and how to run it on both sides."""
+
+    path: Path
+    period: float
+    until: float
+    covers: str = ""
+    differs: str = ""  # empty: traces must be equal
+    behaviors: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def expected_path(self) -> Path:
+        return self.path.with_suffix(".expected")
+
+
+def parse_header(path: Path) -> CorpusScript:
+    """Read the settings from the leading comment block of ``path``."""
+    settings: dict[str, str] = {}
+    keyed: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if not line.startswith("#"):
+            break
+        m = _SETTINGS.match(line)
+        if m:
+            for item in m.group("body").split():
+                key, _, value = item.partition("=")
+                settings[key] = value
+            continue
+        m = _KEYED.match(line)
+        if m:
+            keyed[m.group("key")] = (keyed.get(m.group("key"), "") + " " + m.group("value")).strip()
+    if "period" not in settings or "until" not in settings:
+        raise ValueError(f"{path}: header lacks '# differential: period=P until=U'")
+    return CorpusScript(
+        path=path,
+        period=float(settings["period"]),
+        until=float(settings["until"]),
+        covers=keyed.get("covers", ""),
+        differs=keyed.get("differs", ""),
+        behaviors=tuple(keyed.get("behaviors", "").split()),
+    )
+
+
+def corpus() -> list[CorpusScript]:
+    """All corpus scripts, sorted by name (stable test ids)."""
+    return [parse_header(p) for p in sorted(CORPUS_DIR.glob("*.flo"))]
+
+
+def parse_trace_lines(text: str) -> list[tuple[float, str, str, str]]:
+    """Parse ``T FRAMER FROM -> TO`` lines (the ``flowcast run --trace`` format)."""
+    out = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        t, framer, source, arrow, target = line.split()
+        if arrow != "->":
+            raise ValueError(f"bad trace line: {line!r}")
+        out.append((round(float(t), 6), framer, source, target))
+    return out
