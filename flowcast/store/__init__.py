@@ -1,1 +1,6 @@
-"""flowcast.store"""
+"""Store and shares: named, stamped values with optional history."""
+
+from flowcast.store.share import QueueShare, Share
+from flowcast.store.store import ShareNameError, Store, valid_share_name
+
+__all__ = ["QueueShare", "Share", "ShareNameError", "Store", "valid_share_name"]

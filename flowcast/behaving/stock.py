@@ -1,0 +1,41 @@
+"""Stock behaviours every house has (the ``flowcast.behaviours`` entry point).
+
+Small, general pieces that flows use as glue.  Transport wiring behaviours
+(roads, lanes, routers) are added by their layers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flowcast.behaving.registry import Io, behaviour
+
+
+@behaviour("count")
+def count(io: Io, step: float = 1) -> None:
+    """Add ``step`` to the output share's value each time it runs."""
+    share = io.output
+    if share is None:
+        raise ValueError("count needs an output share: 'do count to SHARE'")
+    share.update(value=(share.get("value") or 0) + step)
+
+
+@behaviour("forward")
+def forward(io: Io) -> None:
+    """Move every message from the input queue share to the output queue share."""
+    source, target = io.input, io.output
+    queue = getattr(source, "queue", None)
+    if queue is None or not hasattr(target, "push"):
+        raise ValueError("forward needs queue shares: 'do forward from Q1 to Q2'")
+    while queue:
+        target.push(queue.popleft())
+
+
+@behaviour("mirror")
+def mirror(io: Io) -> None:
+    """Copy the input share's fields onto the output share."""
+    if io.input is None or io.output is None:
+        raise ValueError("mirror needs 'from SHARE to SHARE'")
+    io.output.update(io.input.fields())
+
+

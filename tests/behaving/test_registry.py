@@ -1,0 +1,90 @@
+"""Behaviour registry: marking, naming, parameters, loading from files."""
+
+import textwrap
+
+import pytest
+
+from flowcast.behaving.registry import BehaviourError, Registry, behaviour, canonical_name
+
+
+def test_canonical_names_join_ioflo_and_dotted_forms():
+    assert canonical_name("PickPeppers") == "pick.peppers"
+    assert canonical_name("pick peppers") == "pick.peppers"
+    assert canonical_name("controller.pid.depth") == "controller.pid.depth"
+    assert canonical_name("pick_peppers") == "pick.peppers"
+
+
+def test_parameters_are_checked_and_coerced():
+    @behaviour("scale")
+    def scale(io, factor: float = 1.0, label: str = "x"):
+        return None
+
+    reg = Registry()
+    found = reg.add(scale)
+    assert found.form == "function"
+    assert found.bind({"factor": 2}) == {"factor": 2.0}
+    with pytest.raises(BehaviourError, match="did you mean 'factor'"):
+        found.bind({"fctor": 2})
+    with pytest.raises(BehaviourError, match="wants float"):
+        found.bind({"factor": "big"})
+
+
+def test_required_parameter_missing_is_an_error():
+    @behaviour()
+    def needy(io, target: str):
+        return None
+
+    with pytest.raises(BehaviourError, match="needs parameter"):
+        Registry().add(needy).bind({})
+
+
+def test_two_registries_do_not_share_behaviours():
+    @behaviour("only.here")
+    def f(io):
+        return None
+
+    a, b = Registry(), Registry()
+    a.add(f)
+    assert "only.here" in a and "only.here" not in b
+
+
+def test_load_from_file_and_forms(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(textwrap.dedent('''
+        from flowcast.behaving import behaviour
+
+        @behaviour("tick")
+        def tick(io, step=1):
+            n = 0
+            while True:
+                n += step
+                yield n
+
+        @behaviour()
+        class PickPeppers:
+            def __init__(self, io, count: int = 2):
+                self.count = count
+            def __call__(self):
+                return self.count
+    '''))
+    reg = Registry()
+    loaded = reg.load(str(path))
+    assert sorted(b.name for b in loaded) == ["PickPeppers", "tick"]
+    assert reg.find("pick peppers").form == "class"
+    assert reg.find("tick").form == "generator"
+
+
+def test_load_missing_or_broken_module_is_a_clear_error(tmp_path):
+    reg = Registry()
+    with pytest.raises(BehaviourError, match="not found"):
+        reg.load("nowhere/missing.py", tmp_path)
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise RuntimeError('nope')\n")
+    with pytest.raises(BehaviourError, match="nope"):
+        reg.load(str(bad))
+
+
+def test_entry_points_bring_stock_behaviours():
+    reg = Registry()
+    reg.load_entry_points()
+    assert "count" in reg and "forward" in reg
