@@ -613,14 +613,14 @@ class _Builder:
                 io.named[key] = share
         if found.form == "function":
             target = found.target
-            return lambda: target(io, **params)
+            return _located(lambda: target(io, **params), name, act.where)
         if found.form == "class":
             try:
                 instance = found.target(io, **params)
             except Exception as error:  # noqa: BLE001 - user code: report where it was asked for
                 self.error(f"behaviour {name!r} failed to start: {error!r}", act.where)
                 return None
-            return instance
+            return _located(instance, name, act.where)
         # Generator: one run per frame entry, advanced each time the act runs.
         factory = found.target
         state: dict[str, Any] = {"gen": None}
@@ -641,7 +641,23 @@ class _Builder:
                 gen.close()
 
         frame.exacts.append(close)
-        return run
+        return _located(run, name, act.where)
+
+
+class BehaviourFailure(RuntimeError):
+    """A behaviour raised while running; says which and where it was asked for."""
+
+
+def _located(call: Callable[[], Any], name: str, where: Where | None) -> Callable[[], Any]:
+    place = f"{where}: " if where is not None else ""
+
+    def run() -> Any:
+        try:
+            return call()
+        except Exception as error:
+            raise BehaviourFailure(f"{place}behaviour {name!r} raised {error!r}") from error
+
+    return run
 
 
 def _add(a: Any, b: Any) -> Any:

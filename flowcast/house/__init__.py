@@ -1,1 +1,1 @@
-"""flowcast.house"""
+"""House process, manor house, launcher/supervisor."""

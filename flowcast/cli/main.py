@@ -1,0 +1,116 @@
+"""The ``flowcast`` command.
+
+Each sub-command lives in the layer it belongs to and exposes
+``main(argv) -> int``; this module only dispatches, so ``flowcast --help``
+stays fast and a broken optional layer cannot stop the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from flowcast.flow.errors import FlowError
+from flowcast.runtime import MicroThreadError
+
+#: sub-command -> (module, help).  Modules are imported only when used.
+DELEGATED = {
+    "convert": ("flowcast.flow.convert", "convert a flow between .flo and YAML"),
+    "keys": ("flowcast.transport.keycli", "manage estate keys and accepted remotes"),
+    "chaos": ("flowcast.transport.chaos", "run a lossy UDP relay between two estates"),
+}
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="flowcast run", description="Run a flow script's house.")
+    p.add_argument("flow", type=Path, help="a .flo or .yaml flow script")
+    p.add_argument("--house", help="which house of the flow (default: the first)")
+    p.add_argument("--period", type=float, default=0.125, help="skedder tick in seconds (default 0.125)")
+    p.add_argument("--until", type=float, default=None, help="stop after this many seconds of flow time")
+    p.add_argument("--virtual", action="store_true", help="simulated time: run as fast as possible, repeatably")
+    p.add_argument("--trace", action="store_true", help="print each frame transition as 'T FRAMER FROM -> TO'")
+    return p
+
+
+def _load(path: Path):
+    from flowcast.flow.loader import load_flow
+
+    if not path.is_file():
+        raise FlowError(f"no such flow file: {path}")
+    return load_flow(path)
+
+
+def cmd_run(argv: Sequence[str]) -> int:
+    from flowcast.house.house import House
+
+    args = _run_parser().parse_args(argv)
+    if args.period <= 0:
+        print("flowcast run: --period must be positive", file=sys.stderr)
+        return 2
+    spec = _load(args.flow)
+    house = House(
+        spec.house(args.house),
+        period=args.period,
+        virtual=args.virtual,
+        base=args.flow.resolve().parent,
+        on_transition=(lambda t: print(t, flush=True)) if args.trace else None,
+        out=lambda line: print(line, flush=True),
+    )
+    house.run(args.until, handle_signals=True)
+    if house.stopped_by is not None:
+        print(f"flowcast: stopped by {house.stopped_by.name} at t={house.skedder.stamp:g}", file=sys.stderr)
+    return 0
+
+
+def cmd_check(argv: Sequence[str]) -> int:
+    from flowcast.flow.builder import build_house
+    from flowcast.flow.skedder import Stamp
+
+    p = argparse.ArgumentParser(prog="flowcast check", description="Parse and resolve a flow; run nothing.")
+    p.add_argument("flow", type=Path)
+    args = p.parse_args(argv)
+    spec = _load(args.flow)
+    framers = 0
+    for house in spec.houses:
+        built = build_house(house, stamp=Stamp(), out=lambda line: None, base=args.flow.resolve().parent)
+        framers += len(built.framers)
+    print(f"{args.flow}: ok ({len(spec.houses)} house(s), {framers} framer(s))")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {"run": (cmd_run, "run a flow"), "check": (cmd_check, "parse and resolve a flow")}
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: flowcast COMMAND [args]\n\ncommands:")
+        for name, (_, text) in commands.items():
+            print(f"  {name:<9} {text}")
+        for name, (_, text) in DELEGATED.items():
+            print(f"  {name:<9} {text}")
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    try:
+        if name in commands:
+            return commands[name][0](rest)
+        if name in DELEGATED:
+            module = importlib.import_module(DELEGATED[name][0])
+            return int(module.main(rest) or 0)
+    except FlowError as error:
+        print(error, file=sys.stderr)
+        return 1
+    except MicroThreadError as error:
+        cause = error.__cause__ or error
+        print(f"flowcast: {error.thread.name} stopped: {cause}", file=sys.stderr)
+        return 1
+    from flowcast.flow.errors import did_you_mean
+
+    hint = did_you_mean(name, [*commands, *DELEGATED])
+    print(f"flowcast: unknown command {name!r}{'; ' + hint if hint else ''}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

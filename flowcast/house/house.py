@@ -1,0 +1,79 @@
+"""A House: one scheduler, one store, the framers of one flow house.
+
+One house runs per CPU core, each in its own process; this class is what
+runs inside that process.  It owns the clock choice (real or virtual), the
+skedder micro-thread, and a clean stop: on SIGINT/SIGTERM or :meth:`stop`
+the scheduler returns, the skedder is cancelled and every running framer is
+aborted, so its exit acts run before the process leaves.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+from flowcast.behaving import Registry
+from flowcast.flow.builder import BuiltHouse, build_house
+from flowcast.flow.framer import Transition
+from flowcast.flow.skedder import Skedder, Stamp
+from flowcast.flow.spec import HouseSpec
+from flowcast.runtime import RealClock, Scheduler, VirtualClock
+
+__all__ = ["House"]
+
+
+class House:
+    """Build a house from its spec and run it on a scheduler."""
+
+    def __init__(
+        self,
+        spec: HouseSpec,
+        *,
+        period: float = 0.125,
+        virtual: bool = False,
+        base: Path | None = None,
+        registry: Registry | None = None,
+        on_transition: Callable[[Transition], None] | None = None,
+        out: Callable[[str], None] = print,
+    ) -> None:
+        if period <= 0:
+            raise ValueError("period must be positive")
+        self.stamp = Stamp()
+        self.built: BuiltHouse = build_house(
+            spec, stamp=self.stamp, registry=registry, on_transition=on_transition, out=out, base=base
+        )
+        self.scheduler = Scheduler(VirtualClock() if virtual else RealClock())
+        self.skedder = Skedder(self.built.taskables, period, self.stamp)
+        self.stopped_by: signal.Signals | None = None
+
+    @property
+    def name(self) -> str:
+        return self.built.name
+
+    @property
+    def store(self):
+        return self.built.store
+
+    def run(self, until: float | None = None, *, handle_signals: bool = False) -> None:
+        """Run until the framers finish, ``until`` flow seconds pass, or a stop."""
+        scheduler = self.scheduler
+        scheduler.spawn(self.skedder.run(scheduler, until), name=f"skedder:{self.name}")
+        previous = {}
+        if handle_signals:
+            scheduler.enable_wakeup()
+
+            def on_signal(signum: int, _frame: object) -> None:
+                self.stopped_by = signal.Signals(signum)
+                scheduler.stop()
+
+            previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            scheduler.run()
+        finally:
+            scheduler.close()  # cancels the skedder: running framers' exit acts run
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def stop(self) -> None:
+        self.scheduler.stop()
