@@ -118,11 +118,20 @@ class _Builder:
         if parts[0] == "frame" and len(parts) > 2:
             name = frame.name if (parts[1] == "me" and frame is not None) else parts[1]
             return ".".join(["framer", framer.name, "frame", name, *parts[2:]])
-        inode = (frame.inode if frame is not None and frame.inode else "") or framer.inode
+        # Ioflo: the framer's ``via`` inode, then the inodes of the frame and
+        # its overs; ``me.x`` (Ioflo's "of me") takes the framer's inode only.
+        inodes = [framer.inode]
         if parts[0] == "me":
             parts = parts[1:]
-        inode = inode.strip(".")
-        return ".".join([inode, *parts]) if inode else ".".join(parts)
+        elif frame is not None:
+            chain = []
+            node: Frame | None = frame
+            while node is not None:
+                chain.append(node.inode)
+                node = node.over
+            inodes.extend(reversed(chain))
+        prefix = [piece for inode in inodes if inode for piece in inode.strip(".").split(".")]
+        return ".".join([*prefix, *parts])
 
     def share(self, ref: Ref | str, framer: Framer, frame: Frame | None, where: Where | None) -> Share | None:
         path = ref.path if isinstance(ref, Ref) else ref
@@ -157,6 +166,10 @@ class _Builder:
                 on_transition=self.on_transition,
             )
             framer.inode = fspec.inode or ""
+            framer.bind_state(
+                self.store.share(f"framer.{fspec.name}.state.elapsed", {"value": 0.0}),
+                self.store.share(f"framer.{fspec.name}.state.recurred", {"value": 0}),
+            )
             self.framers[fspec.name] = framer
         for fspec in spec.framers:
             self.build_frames(fspec)
@@ -224,6 +237,18 @@ class _Builder:
                 frame.next = self.frame(framer, frame_spec.next, frame_spec.where)
             elif index + 1 < len(specs):
                 frame.next = framer.frames[specs[index + 1].name]
+        for frame_spec in specs:
+            if frame_spec.under:
+                frame = framer.frames[frame_spec.name]
+                under = self.frame(framer, frame_spec.under, frame_spec.where)
+                if under is not None:
+                    if under.over is not frame:
+                        if under.over is not None:
+                            under.over.unders.remove(under)
+                        under.over = frame
+                        frame.unders.append(under)
+                    frame.unders.remove(under)
+                    frame.unders.insert(0, under)  # the primary under: entered below this frame
         for frame in framer.frames.values():  # loops in nesting
             seen = {frame}
             over = frame.over
@@ -264,18 +289,31 @@ class _Builder:
     # -- acts ------------------------------------------------------------------
 
     def compile_frame(self, spec: FrameSpec, frame: Frame, framer: Framer) -> None:
+        acts = list(spec.acts)
         for aux_spec in spec.auxes:
+            if aux_spec.needs:
+                # A conditional aux is an interrupter among the frame's
+                # transitions; its place among them is its place in the script.
+                acts.append(
+                    Act("aux", "precur", {"framer": aux_spec.framer, "needs": list(aux_spec.needs)}, aux_spec.where)
+                )
+                continue
             aux = self.tasker(aux_spec.framer, framer, aux_spec.where)
             if aux is None:
                 continue
             if aux.schedule != "aux":
                 self.error(f"framer {aux.name!r} is not an aux framer (be aux)", aux_spec.where)
                 continue
-            if aux_spec.needs:
-                self.error("conditional aux is not supported yet", aux_spec.where)
-                continue
             frame.auxes.append(aux)
-        for act in spec.acts:
+        if any(a.verb == "aux" for a in acts):
+            acts.sort(key=_script_order)
+        deferred_exits: list[Callable[[], Any]] = []
+        for act in acts:
+            if act.verb == "aux":
+                compiled = self.act_aux(act, frame, framer, deferred_exits)
+                if compiled is not None:
+                    frame.preacts.append(compiled)
+                continue
             compiled = self.compile_act(act, frame, framer)
             if compiled is None:
                 continue
@@ -293,6 +331,58 @@ class _Builder:
                 self.error(f"unknown context {act.context!r}", act.where)
                 continue
             target.append(compiled)
+        frame.exacts.extend(deferred_exits)
+
+    def act_aux(self, act: Act, frame: Frame, framer: Framer, exits: list[Callable[[], Any]]):
+        """A conditional aux (Ioflo's Suspender): while it runs, the frames
+        below this one are suspended -- the outline is cut at this frame."""
+        aux = self.tasker(act.args.get("framer", ""), framer, act.where)
+        if aux is None:
+            return None
+        if aux.schedule != "aux":
+            self.error(f"framer {aux.name!r} is not an aux framer (be aux)", act.where)
+            return None
+        needs = self.needs(act.args.get("needs", ()), frame, framer)
+        if needs is None:
+            return None
+        head = frame.outline[: frame.outline.index(frame) + 1]
+
+        def release() -> None:
+            aux.exit_all()
+            aux.main = None
+
+        def run() -> bool:
+            if aux.done:
+                for need in needs:
+                    if not need():
+                        return False
+                if aux.main is not None and aux.main is not frame:
+                    return False
+                if not aux.check_start():
+                    return False
+                aux.main = frame
+                aux.enter_all()
+                aux.recur()
+                if aux.done:
+                    release()
+                    return False
+                framer.actives = head
+                return True
+            aux.segue()
+            aux.recur()
+            if aux.done:
+                release()
+                if framer.active is not None:
+                    framer.actives = framer.active.outline
+                return False
+            return True
+
+        def exit_unless_done() -> None:
+            if not aux.done:
+                release()
+
+        exits.append(exit_unless_done)
+        return run
 
     def compile_act(self, act: Act, frame: Frame, framer: Framer) -> Callable[[], Any] | None:
         method = getattr(self, "act_" + act.verb, None)
@@ -330,7 +420,11 @@ class _Builder:
 
         return run
 
-    act_set = act_put  # ``set GOAL with DATA``; the front end resolved the goal path
+    def act_set(self, act: Act, frame: Frame, framer: Framer):
+        """``set GOAL with DATA`` or ``set GOAL from SRC``; the front end resolved the goal path."""
+        if act.args.get("src") is not None:
+            return self._copy(act, frame, framer, None)
+        return self.act_put(act, frame, framer)
 
     def _copy(self, act: Act, frame: Frame, framer: Framer, combine: Callable[[Any, Any], Any] | None):
         src_ref: Ref = act.args["src"]
@@ -658,6 +752,11 @@ def _located(call: Callable[[], Any], name: str, where: Where | None) -> Callabl
             raise BehaviourFailure(f"{place}behaviour {name!r} raised {error!r}") from error
 
     return run
+
+
+def _script_order(act: Act) -> tuple[int, int]:
+    where = act.where
+    return (where.line, where.col) if where is not None else (0, 0)
 
 
 def _add(a: Any, b: Any) -> Any:

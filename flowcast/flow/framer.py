@@ -194,15 +194,30 @@ class Framer:
         self.elapsed = 0.0
         self.recurred = 0
         self.inode: str = ""
+        self._elapsed_share: Any = None
+        self._recurred_share: Any = None
 
     # -- timers ------------------------------------------------------------
+
+    def bind_state(self, elapsed: Any, recurred: Any) -> None:
+        """Shares (``framer.NAME.state.elapsed`` / ``.recurred``) that mirror the timers."""
+        self._elapsed_share = elapsed
+        self._recurred_share = recurred
 
     def _restart_timer(self) -> None:
         self.started_at = self._stamp()
         self.elapsed = 0.0
+        self.recurred = 0
+        if self._elapsed_share is not None:
+            self._elapsed_share.update(value=0.0)
+            self._recurred_share.update(value=0)
 
     def _update_timer(self) -> None:
         self.elapsed = self._stamp() - self.started_at
+        self.recurred += 1
+        if self._elapsed_share is not None:
+            self._elapsed_share.update(value=self.elapsed)
+            self._recurred_share.update(value=self.recurred)
 
     # -- outline bookkeeping ----------------------------------------------
 
@@ -211,7 +226,9 @@ class Framer:
         self.actives = frame.outline
 
     def _leaf(self) -> str:
-        return self.actives[-1].name if self.actives else "-"
+        # The active frame's full outline: a conditional aux may have cut
+        # ``actives`` short, but the framer is still "in" its leaf.
+        return self.active.outline[-1].name if self.active is not None else "-"
 
     def _emit(self, source: str) -> None:
         if self.on_transition is not None:
@@ -239,7 +256,6 @@ class Framer:
     def enter(self, enters: list[Frame]) -> None:
         if enters:
             self._restart_timer()
-            self.recurred = 0
         for frame in enters:
             frame.enter()
 
@@ -249,7 +265,6 @@ class Framer:
 
     def segue(self) -> bool:
         self._update_timer()
-        self.recurred += 1
         # Auxes change state first, top down, so a higher frame's transition
         # this tick already sees what its auxes did.
         for frame in self.actives:
