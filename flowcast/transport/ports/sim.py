@@ -38,7 +38,7 @@ from typing import Any
 
 from flowcast.transport.port import Address
 
-__all__ = ["Conditions", "SimNetwork", "SimPort"]
+__all__ = ["Conditions", "Impairer", "SimNetwork", "SimPort", "flip_bits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +69,62 @@ def _delay_pair(delay: float | tuple[float, float]) -> tuple[float, float]:
         return (float(delay), float(delay))
     low, high = delay
     return (float(low), float(high))
+
+
+class Impairer:
+    """Decides what a lossy link does to one datagram (steps 2-5 of the model).
+
+    Shared by the simulated network and the chaos relay, so both commit the
+    same faults with the same meaning.  ``key`` names a link direction: the
+    FIFO rule holds per key.
+    """
+
+    def __init__(self, rng: random.Random, counts: Counter[str]) -> None:
+        self.random = rng
+        self.counts = counts
+        self._fifo: dict[Hashable, float] = {}
+
+    def __call__(self, cond: Conditions, data: bytes, now: float, key: Hashable) -> list[tuple[float, bytes]]:
+        """``(time, datagram)`` for each copy that will arrive (none if lost)."""
+        counts = self.counts
+        rng = self.random
+        rand = rng.random
+        if cond.loss and rand() < cond.loss:
+            counts["lost"] += 1
+            return []
+        if cond.corrupt and data and rand() < cond.corrupt:
+            data = flip_bits(rng, data)
+            counts["corrupted"] += 1
+        copies = 1
+        if cond.duplicate and rand() < cond.duplicate:
+            copies = 2
+            counts["duplicated"] += 1
+        out = []
+        for _ in range(copies):
+            low, high = cond.delay
+            when = now + (low if low == high else rng.uniform(low, high))
+            if cond.reorder and rand() < cond.reorder:
+                counts["reordered"] += 1
+                when += cond.reorder_window * (1.0 - rand())  # in (0, window]
+            else:
+                last = self._fifo.get(key, when)
+                if last > when:
+                    when = last
+                self._fifo[key] = when
+            out.append((when, data))
+        return out
+
+    def forget(self, key: Hashable) -> None:
+        self._fifo.pop(key, None)
+
+
+def flip_bits(rng: random.Random, data: bytes) -> bytes:
+    """``data`` with 1 to 3 distinct random bits flipped."""
+    flipped = bytearray(data)
+    bits = len(flipped) * 8
+    for bit in rng.sample(range(bits), min(bits, rng.randint(1, 3))):
+        flipped[bit >> 3] ^= 1 << (bit & 7)
+    return bytes(flipped)
 
 
 class SimNetwork:
@@ -113,7 +169,7 @@ class SimNetwork:
         self.trace: list[tuple[float, Address, Address, bytes]] | None = [] if record else None
         self._ports: dict[Address, SimPort] = {}
         self._links: dict[tuple[Address, Address], Conditions] = {}
-        self._fifo: dict[tuple[Address, Address], float] = {}
+        self._impair = Impairer(self.random, self.counts)
         self._cuts: list[dict[Address, int]] = []
 
     # -- topology ------------------------------------------------------------
@@ -173,44 +229,15 @@ class SimNetwork:
     # -- moving datagrams ------------------------------------------------------
 
     def _send(self, data: bytes, source: Address, destination: Address) -> None:
-        counts = self.counts
-        counts["sent"] += 1
+        self.counts["sent"] += 1
         if self._cuts and self.separated(source, destination):
-            counts["partitioned"] += 1
+            self.counts["partitioned"] += 1
             return
         cond = self._links.get((source, destination), self.defaults)
-        rand = self.random.random
-        if cond.loss and rand() < cond.loss:
-            counts["lost"] += 1
-            return
-        if cond.corrupt and data and rand() < cond.corrupt:
-            data = self._flip_bits(data)
-            counts["corrupted"] += 1
-        copies = 1
-        if cond.duplicate and rand() < cond.duplicate:
-            copies = 2
-            counts["duplicated"] += 1
         now = self.scheduler.clock.now()
-        key = (source, destination)
-        for _ in range(copies):
-            low, high = cond.delay
-            when = now + (low if low == high else self.random.uniform(low, high))
-            if cond.reorder and rand() < cond.reorder:
-                counts["reordered"] += 1
-                when += cond.reorder_window * (1.0 - rand())  # in (0, window]
-            else:
-                last = self._fifo.get(key, when)
-                if last > when:
-                    when = last
-                self._fifo[key] = when
-            self.scheduler.call_at(when, self._arrive, data, source, destination)
-
-    def _flip_bits(self, data: bytes) -> bytes:
-        flipped = bytearray(data)
-        bits = len(flipped) * 8
-        for bit in self.random.sample(range(bits), min(bits, self.random.randint(1, 3))):
-            flipped[bit >> 3] ^= 1 << (bit & 7)
-        return bytes(flipped)
+        call_at = self.scheduler.call_at
+        for when, copy in self._impair(cond, data, now, (source, destination)):
+            call_at(when, self._arrive, copy, source, destination)
 
     def _arrive(self, data: bytes, source: Address, destination: Address) -> None:
         if self._cuts and self.separated(source, destination):
