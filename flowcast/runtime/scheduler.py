@@ -240,7 +240,8 @@ class Scheduler:
         self._error_handlers: dict[MicroThread, Callable[[MicroThread, BaseException], None]] = {}
         self._threads: set[MicroThread] = set()
         self._waker: tuple[socket.socket, socket.socket] | None = None
-        self.switches = 0
+        self.switches = 0  # micro-thread steps run
+        self.waits = 0  # times the loop looked for timers and I/O
 
     # -- micro-threads -------------------------------------------------
 
@@ -377,6 +378,7 @@ class Scheduler:
         """Fire due timers and ready sockets; block if idle.  False means: return."""
         clock = self.clock
         timers = self._timers
+        self.waits += 1
         now = clock.now()
         if until is not None and now >= until:
             # Everything due at ``until`` still runs, then the run ends.

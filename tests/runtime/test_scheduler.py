@@ -204,3 +204,18 @@ def test_stop_from_another_thread_interrupts_blocking_wait():
     stopper.join()
     assert s.clock.now() < 60
     s.close()
+
+
+def test_idle_scheduler_blocks_instead_of_polling():
+    """Waiting 50 ms for one timer takes a handful of loop turns, not a poll per period."""
+    s = Scheduler(RealClock())
+    woke = []
+
+    def sleeper():
+        yield sleep(0.05)
+        woke.append(s.clock.now())
+
+    s.spawn(sleeper())
+    s.run()
+    assert woke and woke[0] >= 0.05
+    assert s.waits <= 4, f"scheduler looped {s.waits} times while idle"
