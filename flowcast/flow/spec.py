@@ -85,6 +85,17 @@ class Need:
       running, stopped, aborted);
     * ``updated`` / ``changed`` -- ``state`` was updated / changed since the
       frame was entered.
+
+    Added by the FloScript front end (optional; None when not written):
+
+    * ``frame`` / ``framer`` -- the ``in frame [F] [in framer [G]]`` clause of
+      an aux ``done`` need (``any in frame me is done``): the frame whose auxes
+      are meant and its framer, ``me`` when named without a name.  Both None is
+      Ioflo's default: for ``any``/``all`` the current frame of the current
+      framer; for ``aux NAME`` the aux NAME of the current framer, wherever it
+      runs.  For ``updated``/``changed``, ``frame`` is the ``in frame [F]``
+      clause: the frame whose entry resets the mark (``me`` = this frame);
+    * ``marker`` -- the ``by MARKER`` name of an ``updated``/``changed`` need.
     """
 
     kind: str
@@ -98,6 +109,9 @@ class Need:
     aux: str | None = None
     status: str | None = None
     where: Where | None = field(default=None, compare=False)
+    frame: str | None = None
+    framer: str | None = None
+    marker: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,7 +131,8 @@ class Act:
     * ``set``: ``dst`` (Ref of the goal share) and ``data`` or ``src``;
     * ``print``: ``message`` (str);
     * ``bid``: ``control`` (start/stop/run/abort/ready), ``taskers`` (list of
-      names, ``me`` or ``all``);
+      names, ``me`` or ``all``), ``period`` (added: ``bid run X at PERIOD`` --
+      a number, a Ref to read the period from, or None when not given);
     * ``ready`` / ``start`` / ``stop`` / ``run`` / ``abort``: ``taskers`` (list);
     * ``done``: ``taskers`` (list, ``me`` by default);
     * ``go``: ``far`` (frame name, ``next`` or ``me``), ``needs`` (list of Need),
@@ -152,6 +167,11 @@ class FrameSpec:
     acts: list[Act] = field(default_factory=list)
     auxes: list[Aux] = field(default_factory=list)
     where: Where | None = field(default=None, compare=False)
+    # Added for ``under NAME``: the primary under frame, the one entered below
+    # this frame when this frame is entered.  None means Ioflo's default, the
+    # first frame written ``in`` this one.  The front end also makes the named
+    # frame's ``over`` this frame.
+    under: str | None = None
 
 
 @dataclass

@@ -1,0 +1,162 @@
+"""Whole-flow name checks, shared by both front ends.
+
+A ``go`` may name a frame written further down, a ``bid`` a framer defined
+later, so these checks run once the whole flow is read.  They report every
+problem found, each located and with a "did you mean" where a close name
+exists; the caller raises them together.  Behaviour and share names are not
+checked here: only the builder knows which behaviours and shares exist.
+
+One fix-up happens here too, because it needs every frame: ``under NAME``
+makes the named frame's ``over`` the frame that named it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from flowcast.flow.errors import FlowError, did_you_mean
+from flowcast.flow.spec import FlowSpec, FramerSpec, FrameSpec, HouseSpec, Need, Where
+
+
+def locate(where: Where | None, word: str) -> Where | None:
+    """The position of ``word`` on ``where``'s line at or after its column.
+
+    Acts keep the position of their statement; an error about one name in
+    the statement should point at that name, not at the verb.
+    """
+    if where is None or not where.text or not word:
+        return where
+    pattern = re.compile(rf"(?<![\w.]){re.escape(word)}(?![\w])")
+    m = pattern.search(where.text, max(0, where.col - 1))
+    if m is None:
+        return where
+    return Where(where.file, where.line, m.start() + 1, where.text)
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.errors: list[FlowError] = []
+
+    def error(self, message: str, where: Where | None, word: str = "", hint: str = "") -> None:
+        self.errors.append(FlowError(message, locate(where, word) if word else where, hint))
+
+    def name(self, kind: str, name: str, known: Iterable[str], where: Where | None, extra: str = "") -> bool:
+        names = list(known)
+        if name in names:
+            return True
+        hint = did_you_mean(name, names)
+        if not hint and extra:
+            hint = extra
+        self.error(f"unknown {kind} {name!r}", where, name, hint)
+        return False
+
+    # -- walk ------------------------------------------------------------------
+
+    def house(self, house: HouseSpec) -> None:
+        seen: set[str] = set()
+        for framer in house.framers:
+            if framer.name in seen:
+                self.error(f"framer {framer.name!r} defined twice in house {house.name!r}", framer.where)
+            seen.add(framer.name)
+        for framer in house.framers:
+            self.framer(house, framer)
+
+    def framer(self, house: HouseSpec, framer: FramerSpec) -> None:
+        frames = {f.name: f for f in framer.frames}
+        if len(frames) != len(framer.frames):
+            seen: set[str] = set()
+            for f in framer.frames:
+                if f.name in seen:
+                    self.error(f"frame {f.name!r} defined twice in framer {framer.name!r}", f.where)
+                seen.add(f.name)
+        if not framer.frames:
+            self.error(f"framer {framer.name!r} has no frames", framer.where, hint="add 'frame NAME' after it")
+        if framer.first is not None:
+            self.name("first frame", framer.first, frames, framer.where)
+        for frame in framer.frames:
+            if frame.over is not None:
+                self.name("over frame", frame.over, frames, frame.where)
+            if frame.next is not None:
+                self.name("next frame", frame.next, frames, frame.where)
+        for frame in framer.frames:
+            if frame.under is not None and self.name("under frame", frame.under, frames, frame.where):
+                under = frames[frame.under]
+                if under.over is None:
+                    under.over = frame.name
+                elif under.over != frame.name:
+                    self.error(f"frame {under.name!r} is in {under.over!r}, so it cannot be under {frame.name!r}",
+                               frame.where)
+        self.cycles(framer, frames)
+        for i, frame in enumerate(framer.frames):
+            has_next = frame.next is not None or i + 1 < len(framer.frames)
+            self.frame(house, framer, frame, frames, has_next)
+
+    def cycles(self, framer: FramerSpec, frames: dict[str, FrameSpec]) -> None:
+        done: set[str] = set()
+        for start in framer.frames:
+            path: list[str] = []
+            on_path: set[str] = set()
+            name: str | None = start.name
+            while name is not None and name in frames and name not in done:
+                if name in on_path:
+                    loop = path[path.index(name):] + [name]
+                    self.error(f"frames nest in a loop: {' in '.join(loop)}", frames[name].where)
+                    break
+                on_path.add(name)
+                path.append(name)
+                name = frames[name].over
+            done.update(path)
+
+    def frame(self, house: HouseSpec, framer: FramerSpec, frame: FrameSpec,
+              frames: dict[str, FrameSpec], has_next: bool) -> None:
+        framers = {f.name: f for f in house.framers}
+        for act in frame.acts:
+            args = act.args
+            if act.verb == "go":
+                far = args.get("far")
+                if far == "next":
+                    if not has_next:
+                        self.error(f"'go next' from {frame.name!r}, the last frame of framer {framer.name!r}",
+                                   act.where, hint="add 'next NAME' to this frame or name the target frame")
+                elif far != "me" and isinstance(far, str):
+                    self.name("frame", far, frames, act.where, "targets are a frame name, next or me")
+            if act.verb in ("go", "let"):
+                for need in args.get("needs", []):
+                    self.need(house, framer, need, framers)
+            elif act.verb == "bid":
+                for t in args.get("taskers", []):
+                    if t not in ("me", "all"):
+                        self.name("tasker", t, framers, act.where)
+            elif act.verb in ("ready", "start", "stop", "run", "abort", "done"):
+                for t in args.get("taskers", []):
+                    if t != "me":
+                        self.name("tasker", t, framers, act.where)
+        for aux in frame.auxes:
+            if self.name("aux framer", aux.framer, framers, aux.where):
+                if framers[aux.framer].schedule != "aux":
+                    self.error(f"framer {aux.framer!r} is used as an aux but is not 'be aux'", aux.where,
+                               hint=f"declare it 'framer {aux.framer} be aux'")
+            for need in aux.needs:
+                self.need(house, framer, need, framers)
+
+    def need(self, house: HouseSpec, framer: FramerSpec, need: Need, framers: dict[str, FramerSpec]) -> None:
+        if need.kind in ("done", "status") and need.tasker not in (None, "me"):
+            self.name("tasker", need.tasker, framers, need.where)
+        if need.kind == "done" and need.aux not in (None, "any", "all"):
+            aux_names = [f.name for f in house.framers if f.schedule == "aux"]
+            self.name("aux framer", need.aux, aux_names, need.where)
+        owner = framer
+        if need.framer not in (None, "me"):
+            if self.name("framer", need.framer, framers, need.where):
+                owner = framers[need.framer]
+        if need.frame not in (None, "me"):
+            self.name("frame", need.frame, [f.name for f in owner.frames], need.where)
+
+
+def check_names(spec: FlowSpec) -> list[FlowError]:
+    """Every name problem in ``spec``, in source order (empty when all is well)."""
+    checker = _Checker()
+    for house in spec.houses:
+        checker.house(house)
+    return checker.errors

@@ -1,0 +1,523 @@
+"""FloScript (Ioflo 2.0.3's language) -> :class:`FlowSpec`.
+
+The parser walks the statements :mod:`flolex` cuts, keeping Ioflo's
+builder state (current house, framer, frame and context) and filling the
+model the way Ioflo's ``Builder.build*`` methods fill its objects -- the
+same defaults, the same native contexts, the same path normalisation --
+so that the builder downstream can reproduce Ioflo's runs.  Names that can
+only be checked once the whole script is read (a ``go`` to a frame written
+later) are checked by :mod:`flonames` at the end, all problems at once.
+
+Ioflo statements flowcast does not implement (servers, loggers, clones,
+``rear``/``raze``, ...) fail here with a located "not supported" error
+rather than being half-understood.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from flowcast.flow import flowords as w
+from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
+from flowcast.flow.flolex import Statement, Token, lex
+from flowcast.flow.flonames import check_names
+from flowcast.flow.floneeds import needs as needs_
+from flowcast.flow.spec import (
+    CONTEXTS,
+    SCHEDULES,
+    Act,
+    Aux,
+    FlowSpec,
+    FramerSpec,
+    FrameSpec,
+    HouseSpec,
+    Init,
+    Need,
+    Ref,
+)
+
+#: Ioflo verbs flowcast deliberately does not implement.
+UNSUPPORTED: tuple[str, ...] = ("server", "logger", "loggee", "rear", "raze", "use", "flo", "give", "take")
+
+#: Where each frame action runs when no context line precedes it (Ioflo's
+#: "native" context of the verb).
+NATIVE: dict[str, str] = {
+    "do": "recur",
+    "put": "enter", "inc": "enter", "copy": "enter", "set": "enter", "print": "enter",
+    "bid": "enter", "done": "enter",
+    "ready": "benter", "start": "enter", "stop": "exit", "run": "recur", "abort": "enter",
+}
+
+_FIAT_VERBS = ("ready", "start", "stop", "run", "abort")
+_CONTROLS = ("start", "run", "stop", "abort", "ready")
+
+
+def parse_flo(text: str, file: str = "<string>") -> FlowSpec:
+    """Parse a FloScript text; raise :class:`FlowError` (or several) on any problem."""
+    try:
+        statements = lex(text, file)
+        spec = _Parser(file).parse(statements)
+    except FlowError:
+        raise
+    except RecursionError as exc:  # defensive: the parser does not recurse on input depth
+        raise FlowError(f"flow script too deeply nested to read: {exc}") from None
+    errors = check_names(spec)
+    if errors:
+        raise errors[0] if len(errors) == 1 else FlowErrors(errors)
+    return spec
+
+
+def load_flo(path: str | Path) -> FlowSpec:
+    """Read and parse a ``.flo`` file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise FlowError(f"{p}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise FlowError(f"cannot read flow {p}: {exc.strerror or exc}") from None
+    return parse_flo(text, str(p))
+
+
+def make_act(verb: str, context: str, args: dict[str, Any], where: Any = None) -> Act:
+    """An Act with every argument key present, so equal meaning means equal Acts.
+
+    Both front ends build acts here: an argument the script did not give
+    gets the same empty default whichever language it came from.
+    """
+    full = dict(args)
+    if verb == "do":
+        full.setdefault("name", None)
+        full.setdefault("inode", None)
+        for key in ("with", "per"):
+            full.setdefault(key, {})
+        for key in ("from", "to"):
+            full.setdefault(key, [])
+    elif verb == "bid":
+        full.setdefault("period", None)
+    elif verb in ("inc", "set"):
+        full.setdefault("data", None)
+        full.setdefault("src", None)
+    elif verb == "go":
+        full.setdefault("human", "")
+    return Act(verb, context, full, where)  # type: ignore[arg-type]
+
+
+class _Parser:
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.spec = FlowSpec(source=file)
+        self.house: HouseSpec | None = None
+        self.framer: FramerSpec | None = None
+        self.frame: FrameSpec | None = None
+        self.context: str | None = None  # None: each verb's native context
+        self.verbs: dict[str, Callable[[w.Cursor], None]] = {
+            "house": self.house_,
+            "init": self.init,
+            "load": self.load,
+            "log": self.log,
+            "framer": self.framer_,
+            "first": self.first,
+            "frame": self.frame_,
+            "over": self.over,
+            "under": self.under,
+            "next": self.next_,
+            "native": self.native,
+            **{c: self.context_line for c in CONTEXTS},
+            "do": self.do,
+            "go": self.go,
+            "let": self.let,
+            "timeout": self.timeout,
+            "repeat": self.repeat,
+            "print": self.print_,
+            "put": self.put,
+            "inc": self.inc,
+            "copy": self.copy,
+            "set": self.set_,
+            "bid": self.bid,
+            **{v: self.fiat for v in _FIAT_VERBS},
+            "done": self.done,
+            "aux": self.aux,
+        }
+
+    # -- driver --------------------------------------------------------------
+
+    def parse(self, statements: list[Statement]) -> FlowSpec:
+        for st in statements:
+            cur = w.Cursor(st)
+            verb = st.verb
+            handler = self.verbs.get(verb.text) if not verb.quoted else None
+            if handler is None:
+                raise self._unknown_verb(verb)
+            handler(cur)
+        return self.spec
+
+    def _unknown_verb(self, verb: Token) -> FlowError:
+        supported = ", ".join(sorted(self.verbs))
+        if verb.text in UNSUPPORTED:
+            return FlowError(f"'{verb.text}' is an Ioflo statement not supported by flowcast", verb.where,
+                             hint=f"supported statements: {supported}")
+        if verb.reserved:
+            return FlowError(f"connective {verb.text!r} cannot start a statement", verb.where,
+                             hint="connectives continue the statement above; 'load' statements cannot be continued")
+        hint = did_you_mean(verb.text, list(self.verbs) + list(UNSUPPORTED))
+        hint = f"{hint} " if hint else ""
+        return FlowError(f"unknown statement {verb.text!r}", verb.where, hint=f"{hint}supported statements: {supported}")
+
+    def _need_house(self, cur: w.Cursor) -> HouseSpec:
+        if self.house is None:
+            raise FlowError(f"'{cur.verb}' before any house", cur.tokens[0].where,
+                            hint="start the script with 'house NAME'")
+        return self.house
+
+    def _need_framer(self, cur: w.Cursor) -> FramerSpec:
+        self._need_house(cur)
+        if self.framer is None:
+            raise FlowError(f"'{cur.verb}' outside a framer", cur.tokens[0].where,
+                            hint="write 'framer NAME' first")
+        return self.framer
+
+    def _need_frame(self, cur: w.Cursor) -> FrameSpec:
+        self._need_framer(cur)
+        if self.frame is None:
+            raise FlowError(f"'{cur.verb}' outside a frame", cur.tokens[0].where,
+                            hint="write 'frame NAME' first")
+        return self.frame
+
+    def _add(self, cur: w.Cursor, verb: str, args: dict[str, Any], context: str | None = None) -> None:
+        frame = self._need_frame(cur)
+        ctx = context or self.context or NATIVE[verb]
+        frame.acts.append(make_act(verb, ctx, args, cur.tokens[0].where))
+
+    # -- house level ---------------------------------------------------------
+
+    def house_(self, cur: w.Cursor) -> None:
+        name = cur.take_name("a house name")
+        cur.done()
+        if any(h.name == name.text for h in self.spec.houses):
+            raise cur.fail(f"house {name.text!r} already defined", name)
+        self.house = HouseSpec(name.text, where=name.where)
+        self.spec.houses.append(self.house)
+        self.framer = self.frame = None
+        self.context = None
+
+    def init(self, cur: w.Cursor) -> None:
+        house = self._need_house(cur)
+        start = cur.tokens[0].where
+        dst_fields = w.fields(cur)
+        dst = Ref(w.plain_path(cur), dst_fields)
+        conn = cur.take("'with DATA' or 'from SOURCE'")
+        if conn.text in ("with", "to"):
+            if dst_fields:
+                raise cur.fail("'init ... with' takes fields in its data, not before the path", cur.tokens[1])
+            house.inits.append(Init(dst, data=w.direct(cur), where=start))
+        elif conn.text == "from":
+            src_fields = w.fields(cur)
+            house.inits.append(Init(dst, src=Ref(w.plain_path(cur, "a source path"), src_fields), where=start))
+        else:
+            raise cur.fail(f"expected 'with' or 'from' after the path, found {conn.text!r}", conn,
+                           hint=did_you_mean(conn.text, ["with", "from", "to"]))
+        cur.done()
+
+    def load(self, cur: w.Cursor) -> None:
+        house = self._need_house(cur)
+        tok = cur.take_word("a behaviour module (a path such as behaviors/counter.py or a dotted module)")
+        cur.done()
+        if tok.value.endswith(".flo"):
+            raise cur.fail("loading other .flo files is not supported by flowcast; 'load' loads behaviour modules", tok)
+        house.loads.append(tok.value)
+
+    def log(self, cur: w.Cursor) -> None:
+        house = self._need_house(cur)
+        if cur.at_end():
+            raise cur.fail("'log' needs at least one share path")
+        while not cur.at_end():
+            tok = cur.peek()
+            path = w.plain_path(cur)
+            r = Ref(path)
+            if r in house.logs:
+                raise cur.fail(f"share {path!r} is already logged", tok)
+            house.logs.append(r)
+
+    # -- framers and frames --------------------------------------------------
+
+    def framer_(self, cur: w.Cursor) -> None:
+        house = self._need_house(cur)
+        name = cur.take_name("a framer name")
+        framer = FramerSpec(name.text, schedule="inactive", where=name.where)  # Ioflo's default
+        while not cur.at_end():
+            conn = cur.take("an option")
+            if conn.text == "be":
+                opt = cur.take_word("a schedule")
+                if opt.text not in SCHEDULES:
+                    raise cur.fail(f"unknown schedule {opt.text!r}", opt,
+                                   hint=did_you_mean(opt.text, SCHEDULES) or f"schedules: {', '.join(SCHEDULES)}")
+                framer.schedule = opt.text  # type: ignore[assignment]
+            elif conn.text == "at":
+                framer.period = max(0.0, w.real(cur.take("a period"), "a period"))
+            elif conn.text == "first":
+                framer.first = cur.take_name("a frame name").text
+            elif conn.text == "via":
+                framer.inode = w.indirect(cur, node=True, what="an inode path")
+            elif conn.text == "in":
+                raise cur.fail("framer ordering ('in front/mid/back') is not supported by flowcast", conn)
+            else:
+                raise cur.fail(f"unexpected {conn.text!r} in framer statement", conn,
+                               hint=did_you_mean(conn.text, ["be", "at", "first", "via"]) or
+                               "options: be SCHEDULE, at PERIOD, first FRAME, via INODE")
+        if any(f.name == name.text for f in house.framers):
+            raise cur.fail(f"framer {name.text!r} already defined in house {house.name!r}", name)
+        house.framers.append(framer)
+        self.framer = framer
+        self.frame = None
+        self.context = None
+
+    def first(self, cur: w.Cursor) -> None:
+        framer = self._need_framer(cur)
+        framer.first = cur.take_name("a frame name").text
+        cur.done()
+
+    def frame_(self, cur: w.Cursor) -> None:
+        framer = self._need_framer(cur)
+        name = cur.take_name("a frame name")
+        if name.text in ("next", "prev"):
+            raise cur.fail(f"{name.text!r} is reserved and cannot name a frame", name)
+        frame = FrameSpec(name.text, where=name.where)
+        while not cur.at_end():
+            conn = cur.take("an option")
+            if conn.text == "in":
+                frame.over = cur.take_name("the over frame's name").text
+            elif conn.text == "via":
+                frame.inode = w.indirect(cur, node=True, what="an inode path")
+            else:
+                raise cur.fail(f"unexpected {conn.text!r} in frame statement", conn,
+                               hint=did_you_mean(conn.text, ["in", "via"]) or "options: in OVER, via INODE")
+        if any(f.name == name.text for f in framer.frames):
+            raise cur.fail(f"frame {name.text!r} already defined in framer {framer.name!r}", name)
+        framer.frames.append(frame)
+        if framer.first is None:
+            framer.first = frame.name
+        self.frame = frame
+        self.context = None
+
+    def over(self, cur: w.Cursor) -> None:
+        frame = self._need_frame(cur)
+        frame.over = cur.take_name("a frame name").text
+        cur.done()
+
+    def under(self, cur: w.Cursor) -> None:
+        frame = self._need_frame(cur)
+        frame.under = cur.take_name("a frame name").text
+        cur.done()
+
+    def next_(self, cur: w.Cursor) -> None:
+        frame = self._need_frame(cur)
+        frame.next = cur.take_name("a frame name").text if not cur.at_end() else None
+        cur.done()
+
+    def native(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        cur.done()
+        self.context = None
+
+    def context_line(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        cur.done()
+        self.context = cur.verb
+
+    # -- actions ---------------------------------------------------------------
+
+    def do(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        stops = ("as", "at", "via", "with", "from", "per", "for", "cum", "qua", "to")
+        parts = self._parts(cur, stops, "a behaviour name")
+        args: dict[str, Any] = {"behaviour": parts, "with": {}, "per": {}, "from": [], "to": []}
+        context = None
+        while not cur.at_end():
+            conn = cur.take("an option")
+            key = conn.text
+            if key == "as":
+                args["name"] = self._parts(cur, stops, "a name after 'as'")
+            elif key == "at":
+                ctx = cur.take_word("a context")
+                if ctx.text not in CONTEXTS + ("native",):
+                    raise cur.fail(f"unknown context {ctx.text!r}", ctx,
+                                   hint=did_you_mean(ctx.text, CONTEXTS) or f"contexts: {', '.join(CONTEXTS)}")
+                context = "recur" if ctx.text == "native" else ctx.text  # Ioflo: explicit native is recur
+            elif key == "via":
+                args["inode"] = w.indirect(cur, node=True, what="an inode path")
+            elif key in ("with", "per"):
+                data = w.direct(cur)
+                args[key].update(data)
+            elif key in ("from", "to"):
+                args[key].append(w.ref(cur))
+            elif key in ("for", "cum", "qua"):
+                raise cur.fail(f"'do ... {key}' is not supported by flowcast", conn,
+                               hint="use 'with', 'per', 'from' or 'to'")
+            else:
+                raise cur.fail(f"unexpected {key!r} in do statement", conn,
+                               hint=did_you_mean(key, stops) or "options: as, at, via, with, from, per, to")
+        self._add(cur, "do", args, context or self.context or "recur")
+
+    def _parts(self, cur: w.Cursor, stops: tuple[str, ...], what: str) -> str:
+        parts: list[str] = []
+        while (tok := cur.peek()) is not None and not (not tok.quoted and tok.text in stops):
+            if tok.quoted or tok.reserved or not w.IDENT.match(tok.text.replace(".", "_")):
+                raise cur.fail(f"invalid word {tok.text!r} in {what}", tok)
+            parts.append(tok.text)
+            cur.i += 1
+        if not parts:
+            raise cur.fail(f"'{cur.verb}' needs {what} here")
+        return ".".join(parts)
+
+    def go(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        far = cur.take_name("a target frame (a frame name, next or me)")
+        needs = self._if_needs(cur, optional=True)
+        self._add(cur, "go", {"far": far.text, "needs": needs or [Need("always", where=far.where)],
+                              "human": cur.statement.human}, "precur")
+
+    def let(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        cur.accept("me")
+        tok = cur.peek()
+        if tok is None or tok.text != "if":
+            raise cur.fail("expected 'if' and the entry conditions", tok)
+        needs = self._if_needs(cur, optional=False)
+        self._add(cur, "let", {"needs": needs}, "benter")
+
+    def _if_needs(self, cur: w.Cursor, optional: bool) -> list[Need]:
+        if cur.at_end() and optional:
+            return []
+        conn = cur.take("'if'")
+        if conn.text != "if":
+            raise cur.fail(f"expected 'if', found {conn.text!r}", conn, hint=did_you_mean(conn.text, ["if"]))
+        return needs_(cur, self.framer.name if self.framer else None)
+
+    def timeout(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        tok = cur.take("a time in seconds")
+        value = abs(w.real(tok, "a timeout"))
+        cur.done()
+        need = Need("elapsed", op=">=", goal_value=float(value), where=tok.where)
+        self._add(cur, "go", {"far": "next", "needs": [need], "human": cur.statement.human}, "precur")
+
+    def repeat(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        tok = cur.take("a count")
+        value = abs(w.real(tok, "a repeat count"))
+        cur.done()
+        need = Need("recurred", op=">=", goal_value=int(value), where=tok.where)
+        self._add(cur, "go", {"far": "next", "needs": [need], "human": cur.statement.human}, "precur")
+
+    def print_(self, cur: w.Cursor) -> None:
+        # Ioflo prints the words as written, quotes and all.
+        self._add(cur, "print", {"message": " ".join(t.text for t in cur.tokens[1:])})
+
+    def put(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        data = w.direct(cur)
+        self._expect(cur, "into")
+        dst = w.ref(cur)
+        cur.done()
+        self._add(cur, "put", {"data": data, "dst": dst})
+
+    def inc(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        dst = w.ref(cur)
+        conn = cur.take("'with DATA' or 'from SOURCE'")
+        if conn.text == "with":
+            start = cur.peek()
+            data = w.direct(cur)
+            for key, val in data.items():
+                if isinstance(val, str) or val is None or isinstance(val, bool):
+                    raise cur.fail(f"'inc' needs numbers; {key} is {val!r}", start)
+            self._add(cur, "inc", {"dst": dst, "data": data})
+        elif conn.text == "from":
+            self._add(cur, "inc", {"dst": dst, "src": w.ref(cur)})
+        else:
+            raise cur.fail(f"expected 'with' or 'from', found {conn.text!r}", conn,
+                           hint=did_you_mean(conn.text, ["with", "from"]))
+        cur.done()
+
+    def copy(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        src = w.ref(cur)
+        self._expect(cur, "into")
+        dst = w.ref(cur)
+        cur.done()
+        self._add(cur, "copy", {"src": src, "dst": dst})
+
+    def set_(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        tok = cur.peek()
+        if tok is not None and tok.text in ("elapsed", "recurred"):
+            cur.i += 1
+            dst = Ref(f"framer.me.goal.{tok.text}")
+            direct_words, indirect_words = ("with", "to"), ("from", "by")
+        else:
+            dst = w.ref(cur, what="a goal share")
+            direct_words, indirect_words = ("with",), ("from",)
+        conn = cur.take("'with DATA' or 'from SOURCE'")
+        if conn.text in direct_words:
+            self._add(cur, "set", {"dst": dst, "data": w.direct(cur)})
+        elif conn.text in indirect_words:
+            self._add(cur, "set", {"dst": dst, "src": w.ref(cur)})
+        else:
+            raise cur.fail(f"expected 'with' or 'from', found {conn.text!r}", conn,
+                           hint=did_you_mean(conn.text, ["with", "from"]))
+        cur.done()
+
+    def bid(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        control = cur.take_word("a control (start, stop, run, abort or ready)")
+        if control.text not in _CONTROLS:
+            raise cur.fail(f"unknown bid control {control.text!r}", control,
+                           hint=did_you_mean(control.text, _CONTROLS) or f"controls: {', '.join(_CONTROLS)}")
+        taskers: list[str] = []
+        while (tok := cur.peek()) is not None and tok.text != "at":
+            taskers.append(cur.take_name("a tasker name").text)
+        period: float | Ref | None = None
+        if cur.accept("at"):
+            tok = cur.take("a period (a number or a share)")
+            try:
+                period = max(0.0, float(w.number(tok.text))) if not tok.quoted else None
+            except ValueError:
+                period = None
+            if period is None:
+                cur.i -= 1
+                period = w.ref(cur, single=True, what="a period share")
+        cur.done()
+        self._add(cur, "bid", {"control": control.text, "taskers": taskers or ["me"], "period": period})
+
+    def fiat(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        taskers = [cur.take_name("a tasker name").text]
+        while not cur.at_end():
+            taskers.append(cur.take_name("a tasker name").text)
+        self._add(cur, cur.verb, {"taskers": taskers})
+
+    def done(self, cur: w.Cursor) -> None:
+        self._need_frame(cur)
+        taskers: list[str] = []
+        while not cur.at_end():
+            taskers.append(cur.take_name("a tasker name").text)
+        self._add(cur, "done", {"taskers": taskers or ["me"]})
+
+    def aux(self, cur: w.Cursor) -> None:
+        frame = self._need_frame(cur)
+        name = cur.take_name("an aux framer name")
+        needs: list[Need] = []
+        if not cur.at_end():
+            tok = cur.peek()
+            if tok is not None and tok.text in ("as", "via"):
+                raise cur.fail(f"cloned aux framers ('aux ... {tok.text}') are not supported by flowcast", tok)
+            needs = self._if_needs(cur, optional=False)
+        frame.auxes.append(Aux(name.text, tuple(needs), name.where))
+
+    def _expect(self, cur: w.Cursor, word: str) -> None:
+        tok = cur.take(f"'{word}'")
+        if tok.text != word:
+            raise cur.fail(f"expected {word!r}, found {tok.text!r}", tok, hint=did_you_mean(tok.text, [word]))

@@ -1,0 +1,668 @@
+"""YAML flows: the same model as FloScript, in a schema people can read.
+
+A flow is a mapping with ``house:`` (one house) or ``houses:`` (a list of
+them); see docs/flows.md for the schema.  Share references and conditions
+are written in FloScript's own words (``value in .state.depth``,
+``elapsed >= goal and .ready``) and read by the FloScript code, so they
+mean exactly the same in both languages; everything else is plain YAML.
+
+Errors point into the YAML file: the document is composed into a node tree
+first, so every value keeps its line and column, and a condition's tokens
+are placed inside their scalar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from flowcast.flow import florender as render
+from flowcast.flow import flowords as w
+from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
+from flowcast.flow.floneeds import needs as parse_needs
+from flowcast.flow.flolex import Statement, Token, chunk, split_lines
+from flowcast.flow.flonames import check_names
+from flowcast.flow.floscript import NATIVE, make_act
+from flowcast.flow.spec import (
+    CONTEXTS,
+    SCHEDULES,
+    Act,
+    Aux,
+    FlowSpec,
+    FramerSpec,
+    FrameSpec,
+    HouseSpec,
+    Init,
+    Need,
+    Ref,
+    Where,
+)
+
+#: Keys an act may have besides its verb, per verb.
+ACT_KEYS: dict[str, tuple[str, ...]] = {
+    "do": ("as", "at", "via", "with", "per", "from", "to"),
+    "put": ("into", "at"),
+    "inc": ("with", "from", "at"),
+    "copy": ("into", "at"),
+    "set": ("with", "from", "at"),
+    "print": ("at",),
+    "bid": ("taskers", "period", "at"),
+    "ready": ("at",), "start": ("at",), "stop": ("at",), "run": ("at",), "abort": ("at",),
+    "done": ("at",),
+    "go": ("if", "human"),
+    "timeout": ("human",),
+    "repeat": ("human",),
+    "let": (),
+}
+_FIXED_CONTEXT = {"go": "precur", "timeout": "precur", "repeat": "precur", "let": "benter"}
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def load_yaml(path: str | Path) -> FlowSpec:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise FlowError(f"{p}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise FlowError(f"cannot read flow {p}: {exc.strerror or exc}") from None
+    return parse_yaml(text, str(p))
+
+
+def parse_yaml(text: str, file: str = "<string>") -> FlowSpec:
+    """Parse a YAML flow; raise :class:`FlowError` (or several) on any problem."""
+    spec = _Reader(text, file).flow()
+    errors = check_names(spec)
+    if errors:
+        raise errors[0] if len(errors) == 1 else FlowErrors(errors)
+    return spec
+
+
+# -- reading ------------------------------------------------------------------
+
+
+class _Reader:
+    def __init__(self, text: str, file: str) -> None:
+        self.file = file
+        self.lines = split_lines(text)
+        self.text = text
+        self.loader: yaml.SafeLoader | None = None
+        self.framer: FramerSpec | None = None
+
+    # node helpers
+
+    def where(self, node: yaml.Node) -> Where:
+        mark = node.start_mark
+        line = self.lines[mark.line] if 0 <= mark.line < len(self.lines) else ""
+        return Where(self.file, mark.line + 1, mark.column + 1, line)
+
+    def error(self, message: str, node: yaml.Node, hint: str = "") -> FlowError:
+        return FlowError(message, self.where(node), hint)
+
+    def compose(self) -> yaml.Node | None:
+        try:
+            self.loader = yaml.SafeLoader(self.text)
+            try:
+                return self.loader.get_single_node()
+            finally:
+                self.loader.dispose()
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = None
+            if mark is not None:
+                line = self.lines[mark.line] if 0 <= mark.line < len(self.lines) else ""
+                where = Where(self.file, mark.line + 1, mark.column + 1, line)
+            raise FlowError(f"YAML syntax: {exc.problem or exc.context}", where) from None
+        except yaml.YAMLError as exc:
+            raise FlowError(f"YAML syntax: {exc}") from None
+        except RecursionError:
+            raise FlowError("YAML nested too deeply") from None
+
+    def value(self, node: yaml.Node, what: str) -> Any:
+        """A scalar's Python value (int, float, bool, None or str)."""
+        if not isinstance(node, yaml.ScalarNode):
+            raise self.error(f"{what} must be a single value, not a {_kind(node)}", node)
+        assert self.loader is not None
+        try:
+            value = self.loader.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            raise self.error(f"bad {what}: {exc}", node) from None
+        if not isinstance(value, _SCALARS):
+            raise self.error(f"{what} must be a number, string, boolean or null, not {type(value).__name__}", node)
+        return value
+
+    def text_of(self, node: yaml.Node, what: str) -> str:
+        if not isinstance(node, yaml.ScalarNode):
+            raise self.error(f"{what} must be text, not a {_kind(node)}", node)
+        return str(node.value)
+
+    def name(self, node: yaml.Node, what: str) -> str:
+        text = self.text_of(node, what)
+        if not w.IDENT.match(text) or text in w.RESERVED:
+            raise self.error(f"invalid {what} {text!r}: expected a name like 'idle' or 'leg2'", node)
+        return text
+
+    def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        if not isinstance(node, yaml.MappingNode):
+            raise self.error(f"{what} must be a mapping, not a {_kind(node)}", node)
+        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for key_node, val_node in node.value:
+            key = self.text_of(key_node, f"a key of {what}")
+            if key in out:
+                raise self.error(f"key {key!r} given twice in {what}", key_node)
+            if key not in allowed:
+                hint = did_you_mean(key, allowed) or f"keys of {what}: {', '.join(allowed)}"
+                raise self.error(f"unknown key {key!r} in {what}", key_node, hint)
+            out[key] = (key_node, val_node)
+        return out
+
+    def items(self, node: yaml.Node, what: str) -> list[yaml.Node]:
+        if isinstance(node, yaml.SequenceNode):
+            return list(node.value)
+        raise self.error(f"{what} must be a list, not a {_kind(node)}", node)
+
+    def list_or_one(self, node: yaml.Node) -> list[yaml.Node]:
+        return list(node.value) if isinstance(node, yaml.SequenceNode) else [node]
+
+    def cursor(self, node: yaml.Node, verb: str, what: str) -> w.Cursor:
+        """FloScript tokens of a scalar, placed where they are in the file."""
+        text = self.text_of(node, what)
+        where = self.where(node)
+        mark, end = node.start_mark, node.end_mark
+        style = getattr(node, "style", None)
+        offset = where.col - 1 + (1 if style in ("'", '"') else 0)
+        raw = where.text[offset:offset + len(text)]
+        exact = mark.line == end.line and raw == text and "\n" not in text
+        flat = text.replace("\r", " ").replace("\n", " ")
+        tokens, _ = chunk(flat, self.file, where.line, where.text, offset if exact else where.col - 1, exact)
+        if not tokens:
+            raise self.error(f"{what} is empty", node)
+        verb_tok = Token(verb, where.line, where.col, where.text, self.file)
+        return w.Cursor(Statement([verb_tok, *tokens]))
+
+    def ref(self, node: yaml.Node, what: str = "a share reference", inode: bool = False) -> Ref:
+        cur = self.cursor(node, what, what)
+        r = Ref(w.indirect(cur, node=True), ()) if inode else w.ref(cur, what=what)
+        cur.done()
+        return r
+
+    def inode(self, node: yaml.Node) -> str:
+        return self.ref(node, "an inode path", inode=True).path
+
+    def refs(self, node: yaml.Node, what: str) -> list[Ref]:
+        return [self.ref(n, what) for n in self.list_or_one(node)]
+
+    def data(self, node: yaml.Node, what: str) -> dict[str, Any]:
+        """``{field: value, ...}`` or a lone value meaning field ``value``."""
+        if isinstance(node, yaml.ScalarNode):
+            return {"value": self.value(node, what)}
+        if not isinstance(node, yaml.MappingNode):
+            raise self.error(f"{what} must be a value or a mapping of fields, not a {_kind(node)}", node)
+        data: dict[str, Any] = {}
+        for key_node, val_node in node.value:
+            key = self.text_of(key_node, "a field name")
+            if not w.IDENT.match(key):
+                raise self.error(f"invalid field name {key!r}", key_node)
+            if key in data:
+                raise self.error(f"field {key!r} given twice", key_node)
+            data[key] = self.value(val_node, f"field {key!r}")
+        if not data:
+            raise self.error(f"{what} has no fields", node)
+        if len(data) > 1 and "value" in data:
+            raise self.error("field 'value' must be the only field when given", node)
+        return data
+
+    def conditions(self, node: yaml.Node) -> list[Need]:
+        found: list[Need] = []
+        for item in self.list_or_one(node):
+            cur = self.cursor(item, "if", "a condition")
+            found.extend(parse_needs(cur, self.framer.name if self.framer else None))
+        return found
+
+    # structure
+
+    def flow(self) -> FlowSpec:
+        root = self.compose()
+        spec = FlowSpec(source=self.file)
+        if root is None:
+            raise FlowError("empty YAML flow: expected 'house: NAME' or 'houses: [...]'",
+                            Where(self.file, 1, 1, self.lines[0] if self.lines else ""))
+        if isinstance(root, yaml.MappingNode) and any(
+                isinstance(k, yaml.ScalarNode) and k.value == "houses" for k, _ in root.value):
+            top = self.mapping(root, "the flow", ("houses",))
+            for item in self.items(top["houses"][1], "houses"):
+                spec.houses.append(self.house(item))
+        else:
+            spec.houses.append(self.house(root))
+        names = [h.name for h in spec.houses]
+        for i, house in enumerate(spec.houses):
+            if house.name in names[:i]:
+                raise FlowError(f"house {house.name!r} defined twice", house.where)
+        return spec
+
+    def house(self, node: yaml.Node) -> HouseSpec:
+        m = self.mapping(node, "a house", ("house", "load", "log", "init", "framers"))
+        if "house" not in m:
+            raise self.error("a house needs 'house: NAME'", node)
+        house = HouseSpec(self.name(m["house"][1], "house name"), where=self.where(m["house"][1]))
+        if "load" in m:
+            house.loads = [self.text_of(n, "a behaviour module") for n in self.list_or_one(m["load"][1])]
+        if "log" in m:
+            for n in self.list_or_one(m["log"][1]):
+                r = self.ref(n, "a logged share")
+                if r in house.logs:
+                    raise self.error(f"share {r.path!r} is already logged", n)
+                house.logs.append(r)
+        if "init" in m:
+            house.inits = [self.init(n) for n in self.items(m["init"][1], "init")]
+        if "framers" in m:
+            for item in self.items(m["framers"][1], "framers"):
+                house.framers.append(self.framer_(item))
+        return house
+
+    def init(self, node: yaml.Node) -> Init:
+        m = self.mapping(node, "an init", ("init", "with", "from"))
+        if "init" not in m or ("with" in m) == ("from" in m):
+            raise self.error("an init needs 'init: PATH' and one of 'with: DATA' or 'from: SOURCE'", node)
+        dst = self.plain(m["init"][1])
+        if "with" in m:
+            if dst.fields:
+                raise self.error("'init ... with' takes fields in its data, not before the path", m["init"][1])
+            return Init(dst, data=self.data(m["with"][1], "init data"), where=self.where(node))
+        return Init(dst, src=self.plain(m["from"][1]), where=self.where(node))
+
+    def plain(self, node: yaml.Node) -> Ref:
+        cur = self.cursor(node, "init", "a share path")
+        names = w.fields(cur)
+        r = Ref(w.plain_path(cur), names)
+        cur.done()
+        return r
+
+    def framer_(self, node: yaml.Node) -> FramerSpec:
+        m = self.mapping(node, "a framer", ("framer", "be", "at", "first", "via", "frames"))
+        if "framer" not in m:
+            raise self.error("a framer needs 'framer: NAME'", node)
+        framer = FramerSpec(self.name(m["framer"][1], "framer name"), schedule="inactive",
+                            where=self.where(m["framer"][1]))
+        self.framer = framer
+        if "be" in m:
+            be = self.text_of(m["be"][1], "a schedule")
+            if be not in SCHEDULES:
+                raise self.error(f"unknown schedule {be!r}", m["be"][1],
+                                 did_you_mean(be, SCHEDULES) or f"schedules: {', '.join(SCHEDULES)}")
+            framer.schedule = be  # type: ignore[assignment]
+        if "at" in m:
+            framer.period = max(0.0, self.number(m["at"][1], "a period"))
+        if "via" in m:
+            framer.inode = self.inode(m["via"][1])
+        if "frames" in m:
+            for item in self.items(m["frames"][1], "frames"):
+                framer.frames.append(self.frame(item))
+        if "first" in m:
+            framer.first = self.name(m["first"][1], "first frame")
+        elif framer.frames:
+            framer.first = framer.frames[0].name
+        return framer
+
+    def number(self, node: yaml.Node, what: str) -> float:
+        value = self.value(node, what)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(f"{what} must be a number", node)
+        return float(value)
+
+    def frame(self, node: yaml.Node) -> FrameSpec:
+        m = self.mapping(node, "a frame", ("frame", "in", "via", "next", "under", "aux", "acts"))
+        if "frame" not in m:
+            raise self.error("a frame needs 'frame: NAME'", node)
+        name = self.name(m["frame"][1], "frame name")
+        if name in ("next", "prev"):
+            raise self.error(f"{name!r} is reserved and cannot name a frame", m["frame"][1])
+        frame = FrameSpec(name, where=self.where(m["frame"][1]))
+        if "in" in m:
+            frame.over = self.name(m["in"][1], "over frame")
+        if "via" in m:
+            frame.inode = self.inode(m["via"][1])
+        if "next" in m:
+            frame.next = self.name(m["next"][1], "next frame")
+        if "under" in m:
+            frame.under = self.name(m["under"][1], "under frame")
+        if "aux" in m:
+            frame.auxes = [self.aux(n) for n in self.list_or_one(m["aux"][1])]
+        if "acts" in m:
+            frame.acts = [self.act(n) for n in self.items(m["acts"][1], "acts")]
+        return frame
+
+    def aux(self, node: yaml.Node) -> Aux:
+        if isinstance(node, yaml.ScalarNode):
+            return Aux(self.name(node, "aux framer name"), where=self.where(node))
+        m = self.mapping(node, "an aux", ("framer", "if"))
+        if "framer" not in m:
+            raise self.error("an aux needs 'framer: NAME'", node)
+        needs = tuple(self.conditions(m["if"][1])) if "if" in m else ()
+        return Aux(self.name(m["framer"][1], "aux framer name"), needs, self.where(m["framer"][1]))
+
+    def act(self, node: yaml.Node) -> Act:
+        if not isinstance(node, yaml.MappingNode) or not node.value:
+            raise self.error("an act must be a mapping such as 'do: counter' or 'go: next'", node)
+        verbs = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode) and k.value in ACT_KEYS]
+        if len(verbs) != 1:
+            first = node.value[0][0]
+            key = str(getattr(first, "value", ""))
+            if not verbs:
+                hint = did_you_mean(key, ACT_KEYS) or f"verbs: {', '.join(ACT_KEYS)}"
+                raise self.error(f"act has no verb (found {key!r})", first, hint)
+            raise self.error(f"act has several verbs: {', '.join(verbs)}", first, "write one act per list item")
+        verb = verbs[0]
+        m = self.mapping(node, f"a '{verb}' act", (verb,) + ACT_KEYS[verb])
+        key_node, main = m[verb]
+        where = self.where(key_node)
+        context = NATIVE.get(verb, _FIXED_CONTEXT.get(verb, "enter"))
+        if "at" in m:
+            ctx = self.text_of(m["at"][1], "a context")
+            if ctx not in CONTEXTS:
+                raise self.error(f"unknown context {ctx!r}", m["at"][1],
+                                 did_you_mean(ctx, CONTEXTS) or f"contexts: {', '.join(CONTEXTS)}")
+            context = ctx
+        handler: Callable[[dict[str, tuple[yaml.Node, yaml.Node]], yaml.Node], tuple[str, dict[str, Any]]]
+        handler = getattr(self, f"act_{verb}")
+        out_verb, args = handler(m, main)
+        context = _FIXED_CONTEXT.get(verb, context)
+        return make_act(out_verb, context, args, where)
+
+    # acts: each returns (model verb, args)
+
+    def act_do(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        cur = self.cursor(main, "do", "a behaviour name")
+        parts = []
+        while not cur.at_end():
+            tok = cur.take("a behaviour name")
+            if tok.quoted or tok.reserved or not w.IDENT.match(tok.text.replace(".", "_")):
+                raise cur.fail(f"invalid word {tok.text!r} in a behaviour name", tok)
+            parts.append(tok.text)
+        args: dict[str, Any] = {"behaviour": ".".join(parts)}
+        if "as" in m:
+            args["name"] = self.text_of(m["as"][1], "an act name")
+        if "via" in m:
+            args["inode"] = self.inode(m["via"][1])
+        for key in ("with", "per"):
+            if key in m:
+                args[key] = self.data(m[key][1], f"'{key}' data")
+        for key in ("from", "to"):
+            if key in m:
+                args[key] = self.refs(m[key][1], f"a '{key}' share")
+        return "do", args
+
+    def act_put(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        if "into" not in m:
+            raise self.error("'put' needs 'into: SHARE'", main)
+        return "put", {"data": self.data(main, "put data"), "dst": self.ref(m["into"][1])}
+
+    def _with_or_from(self, verb: str, m: dict, main: yaml.Node, dst: Ref, numbers: bool) -> tuple[str, dict]:
+        if ("with" in m) == ("from" in m):
+            raise self.error(f"'{verb}' needs one of 'with: DATA' or 'from: SOURCE'", main)
+        if "with" in m:
+            data = self.data(m["with"][1], f"{verb} data")
+            if numbers:
+                for key, val in data.items():
+                    if isinstance(val, bool) or not isinstance(val, (int, float)):
+                        raise self.error(f"'inc' needs numbers; {key} is {val!r}", m["with"][1])
+            return verb, {"dst": dst, "data": data}
+        return verb, {"dst": dst, "src": self.ref(m["from"][1])}
+
+    def act_inc(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        return self._with_or_from("inc", m, main, self.ref(main), numbers=True)
+
+    def act_set(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        text = self.text_of(main, "a goal share")
+        dst = Ref(f"framer.me.goal.{text}") if text in ("elapsed", "recurred") else self.ref(main, "a goal share")
+        return self._with_or_from("set", m, main, dst, numbers=False)
+
+    def act_copy(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        if "into" not in m:
+            raise self.error("'copy' needs 'into: SHARE'", main)
+        return "copy", {"src": self.ref(main), "dst": self.ref(m["into"][1])}
+
+    def act_print(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        value = self.value(main, "a message")
+        return "print", {"message": "" if value is None else self.text_of(main, "a message")}
+
+    def taskers(self, node: yaml.Node | None, default: list[str]) -> list[str]:
+        if node is None or (isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null")):
+            return list(default)
+        found = [self.name(n, "tasker name") for n in self.list_or_one(node)]
+        return found or list(default)
+
+    def act_bid(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        control = self.text_of(main, "a bid control")
+        controls = ("start", "run", "stop", "abort", "ready")
+        if control not in controls:
+            raise self.error(f"unknown bid control {control!r}", main, did_you_mean(control, controls))
+        period: float | Ref | None = None
+        if "period" in m:
+            node = m["period"][1]
+            value = self.value(node, "a period") if isinstance(node, yaml.ScalarNode) else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                period = max(0.0, float(value))
+            else:
+                period = self.ref(node, "a period share")
+        return "bid", {"control": control, "taskers": self.taskers(m.get("taskers", (None, None))[1], ["me"]),
+                       "period": period}
+
+    def _fiat(self, verb: str, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        found = self.taskers(main, [])
+        if not found:
+            raise self.error(f"'{verb}' needs a tasker name", main)
+        return verb, {"taskers": found}
+
+    def act_ready(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        return self._fiat("ready", main)
+
+    def act_start(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        return self._fiat("start", main)
+
+    def act_stop(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        return self._fiat("stop", main)
+
+    def act_run(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        return self._fiat("run", main)
+
+    def act_abort(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        return self._fiat("abort", main)
+
+    def act_done(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        return "done", {"taskers": self.taskers(main, ["me"])}
+
+    def act_go(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        far = self.name(main, "go target (a frame name, next or me)")
+        texts: list[str] = []
+        needs: list[Need] = []
+        if "if" in m:
+            needs = self.conditions(m["if"][1])
+            texts = [self.text_of(n, "a condition") for n in self.list_or_one(m["if"][1])]
+        human = self.text_of(m["human"][1], "human") if "human" in m else go_human(far, texts)
+        return "go", {"far": far, "needs": needs or [Need("always", where=self.where(main))], "human": human}
+
+    def act_timeout(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        value = abs(self.number(main, "a timeout"))
+        human = self.text_of(m["human"][1], "human") if "human" in m else f"timeout {render.number(value)}"
+        need = Need("elapsed", op=">=", goal_value=value, where=self.where(main))
+        return "go", {"far": "next", "needs": [need], "human": human}
+
+    def act_repeat(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        value = int(abs(self.number(main, "a repeat count")))
+        human = self.text_of(m["human"][1], "human") if "human" in m else f"repeat {value}"
+        need = Need("recurred", op=">=", goal_value=value, where=self.where(main))
+        return "go", {"far": "next", "needs": [need], "human": human}
+
+    def act_let(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        return "let", {"needs": self.conditions(main)}
+
+
+def go_human(far: str, conditions: list[str]) -> str:
+    """The statement text a ``go`` act shows in traces when none is given."""
+    return f"go {far} if {' and '.join(conditions)}" if conditions else f"go {far}"
+
+
+def _kind(node: yaml.Node) -> str:
+    if isinstance(node, yaml.MappingNode):
+        return "mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "list"
+    return "value"
+
+
+# -- writing ------------------------------------------------------------------
+
+
+def dump_yaml(spec: FlowSpec) -> str:
+    """The flow as YAML that :func:`parse_yaml` reads back to an equal model."""
+    houses = [_house(h) for h in spec.houses]
+    doc: dict[str, Any] = houses[0] if len(houses) == 1 else {"houses": houses}
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100)
+
+
+def _data(data: dict[str, Any]) -> Any:
+    return data["value"] if list(data) == ["value"] else dict(data)
+
+
+def _refs(refs: list[Ref]) -> Any:
+    return render.ref(refs[0]) if len(refs) == 1 else [render.ref(r) for r in refs]
+
+
+def _house(house: HouseSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"house": house.name}
+    if house.loads:
+        out["load"] = list(house.loads)
+    if house.logs:
+        out["log"] = [render.ref(r) for r in house.logs]
+    if house.inits:
+        out["init"] = [_init(i) for i in house.inits]
+    if house.framers:
+        out["framers"] = [_framer(f) for f in house.framers]
+    return out
+
+
+def _init(init: Init) -> dict[str, Any]:
+    out: dict[str, Any] = {"init": render.ref(init.dst)}
+    if init.src is not None:
+        out["from"] = render.ref(init.src)
+    else:
+        out["with"] = _data(init.data or {})
+    return out
+
+
+def _framer(framer: FramerSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"framer": framer.name, "be": framer.schedule}
+    if framer.period:
+        out["at"] = framer.period
+    if framer.first is not None and (not framer.frames or framer.first != framer.frames[0].name):
+        out["first"] = framer.first
+    if framer.inode is not None:
+        out["via"] = framer.inode
+    out["frames"] = [_frame(f) for f in framer.frames]
+    return out
+
+
+def _frame(frame: FrameSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"frame": frame.name}
+    if frame.over is not None:
+        out["in"] = frame.over
+    if frame.inode is not None:
+        out["via"] = frame.inode
+    if frame.next is not None:
+        out["next"] = frame.next
+    if frame.under is not None:
+        out["under"] = frame.under
+    if frame.auxes:
+        out["aux"] = [a.framer if not a.needs else {"framer": a.framer, "if": render.needs(a.needs)}
+                      for a in frame.auxes]
+    if frame.acts:
+        out["acts"] = [_act(a) for a in frame.acts]
+    return out
+
+
+def _act(act: Act) -> dict[str, Any]:
+    a = act.args
+    verb = act.verb
+    out: dict[str, Any]
+    if verb == "go":
+        out = _go(a)
+    elif verb == "let":
+        out = {"let": render.needs(a["needs"])}
+    elif verb == "do":
+        out = {"do": a["behaviour"]}
+        if a.get("name") is not None:
+            out["as"] = a["name"]
+        if a.get("inode") is not None:
+            out["via"] = a["inode"]
+        for key in ("with", "per"):
+            if a.get(key):
+                out[key] = _data(a[key])
+        for key in ("from", "to"):
+            if a.get(key):
+                out[key] = _refs(a[key])
+    elif verb == "put":
+        out = {"put": _data(a["data"]), "into": render.ref(a["dst"])}
+    elif verb in ("inc", "set"):
+        dst: Ref = a["dst"]
+        short = verb == "set" and dst.path in ("framer.me.goal.elapsed", "framer.me.goal.recurred") and not dst.fields
+        out = {verb: dst.path.rsplit(".", 1)[1] if short else render.ref(dst)}
+        if a.get("src") is not None:
+            out["from"] = render.ref(a["src"])
+        else:
+            out["with"] = _data(a["data"])
+    elif verb == "copy":
+        out = {"copy": render.ref(a["src"]), "into": render.ref(a["dst"])}
+    elif verb == "print":
+        out = {"print": a["message"]}
+    elif verb == "bid":
+        out = {"bid": a["control"]}
+        if a["taskers"] != ["me"]:
+            out["taskers"] = list(a["taskers"])
+        period = a.get("period")
+        if period is not None:
+            out["period"] = render.ref(period) if isinstance(period, Ref) else period
+    elif verb in ("ready", "start", "stop", "run", "abort", "done"):
+        t = list(a["taskers"])
+        out = {verb: t[0] if len(t) == 1 else t}
+    else:
+        raise FlowError(f"act {verb!r} cannot be written as YAML", act.where)
+    native = _FIXED_CONTEXT.get(verb, NATIVE.get(verb))
+    if verb not in _FIXED_CONTEXT and act.context != native:
+        out["at"] = act.context
+    return out
+
+
+def _go(a: dict[str, Any]) -> dict[str, Any]:
+    needs: list[Need] = list(a["needs"])
+    human = a.get("human", "")
+    out: dict[str, Any]
+    default: str
+    if a["far"] == "next" and len(needs) == 1 and not needs[0].negate and needs[0].op == ">=" \
+            and needs[0].goal_ref is None and needs[0].tolerance is None \
+            and human.split(" ", 1)[0] in ("timeout", "repeat"):
+        n = needs[0]
+        if n.kind == "elapsed" and isinstance(n.goal_value, float) and human.startswith("timeout"):
+            out = {"timeout": n.goal_value}
+            default = f"timeout {render.number(n.goal_value)}"
+        elif n.kind == "recurred" and type(n.goal_value) is int and human.startswith("repeat"):
+            out = {"repeat": n.goal_value}
+            default = f"repeat {n.goal_value}"
+        else:
+            out, default = _plain_go(a["far"], needs)
+    else:
+        out, default = _plain_go(a["far"], needs)
+    if human != default:
+        out["human"] = human
+    return out
+
+
+def _plain_go(far: str, needs: list[Need]) -> tuple[dict[str, Any], str]:
+    out: dict[str, Any] = {"go": far}
+    text = render.needs(needs)
+    if text:
+        out["if"] = text
+    return out, go_human(far, [text] if text else [])
