@@ -1,0 +1,166 @@
+"""Keys, sealing and replay protection.
+
+Sealing uses libsodium's XSalsa20-Poly1305 (``crypto_secretbox``) through
+the raw PyNaCl bindings -- the fastest authenticated cipher reachable from
+Python here (NOTES.md).  It takes no associated data, so the 16-byte packet
+header *is* the nonce (zero-padded to 24 bytes): Poly1305's one-time key is
+derived from key and nonce, so a datagram whose header was altered fails to
+open exactly as a wrong tag would.  The header carries a per-direction
+counter that never repeats under one key, which keeps nonces unique.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+
+from nacl import bindings as _b
+from nacl.exceptions import BadSignatureError, CryptoError
+from nacl.signing import SigningKey, VerifyKey
+
+__all__ = [
+    "CryptoError",
+    "LongTermKeys",
+    "fingerprint",
+    "seal",
+    "open_sealed",
+    "box_seal",
+    "box_open",
+    "verify_signature",
+    "derive_session_keys",
+    "ReplayWindow",
+    "NONCE_PAD",
+    "MAC_SIZE",
+]
+
+MAC_SIZE = _b.crypto_secretbox_MACBYTES  # 16
+NONCE_PAD = b"\0" * 8
+_secretbox = _b.crypto_secretbox_easy
+_secretbox_open = _b.crypto_secretbox_open_easy
+
+
+def fingerprint(verkey: bytes, pubkey: bytes) -> str:
+    """The identity of an estate: a hash of both long-term public keys.
+
+    Hex, so it is safe as a file name whatever an estate calls itself.
+    """
+    return hashlib.blake2b(verkey + pubkey, digest_size=16, person=b"flowcast-fp").hexdigest()
+
+
+@dataclass(frozen=True)
+class LongTermKeys:
+    """An estate's long-term Ed25519 signing and X25519 encryption keys."""
+
+    sigseed: bytes  # 32-byte Ed25519 seed
+    prikey: bytes  # 32-byte X25519 secret
+
+    @classmethod
+    def generate(cls) -> "LongTermKeys":
+        return cls(os.urandom(32), os.urandom(32))
+
+    @property
+    def verkey(self) -> bytes:
+        return bytes(SigningKey(self.sigseed).verify_key)
+
+    @property
+    def pubkey(self) -> bytes:
+        return _b.crypto_scalarmult_base(self.prikey)
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.verkey, self.pubkey)
+
+    def sign(self, message: bytes) -> bytes:
+        """Detached 64-byte Ed25519 signature."""
+        return SigningKey(self.sigseed).sign(message).signature
+
+    def shared(self, remote_pubkey: bytes) -> bytes:
+        """Precomputed crypto_box key with a remote X25519 key (≈37 µs; cache it)."""
+        return _b.crypto_box_beforenm(remote_pubkey, self.prikey)
+
+
+def verify_signature(verkey: bytes, message: bytes, signature: bytes) -> bool:
+    try:
+        VerifyKey(verkey).verify(message, signature)
+    except (BadSignatureError, ValueError, TypeError, CryptoError):
+        return False
+    return True
+
+
+def seal(key: bytes, header: bytes, body: bytes) -> bytes:
+    """header + secretbox(body) with the header as nonce."""
+    return header + _secretbox(body, header + NONCE_PAD, key)
+
+
+def open_sealed(key: bytes, header: bytes, ciphertext: bytes) -> bytes:
+    """The body, or CryptoError if anything (header included) was altered."""
+    return _secretbox_open(ciphertext, header + NONCE_PAD, key)
+
+
+def box_seal(shared: bytes, nonce: bytes, message: bytes) -> bytes:
+    return _b.crypto_box_easy_afternm(message, nonce, shared)
+
+
+def box_open(shared: bytes, nonce: bytes, ciphertext: bytes) -> bytes:
+    return _b.crypto_box_open_easy_afternm(ciphertext, nonce, shared)
+
+
+def derive_session_keys(shared: bytes, initiator_short: bytes, responder_short: bytes) -> tuple[bytes, bytes]:
+    """(initiator→responder key, responder→initiator key) from the short-term DH.
+
+    Both keys depend only on fresh short-term keys, so they are new for every
+    session (also across restarts) and die with the short-term secrets:
+    forward secrecy.  Separate keys per direction keep nonces unique even
+    though each side counts from zero.
+    """
+    material = shared + initiator_short + responder_short
+    forward = hashlib.blake2b(material, digest_size=32, person=b"fc-sess-i2r").digest()
+    backward = hashlib.blake2b(material, digest_size=32, person=b"fc-sess-r2i").digest()
+    return forward, backward
+
+
+class ReplayWindow:
+    """Accepts each counter at most once, forever, within one session.
+
+    Counters above ``highest`` slide the window; counters within ``size`` of
+    it are checked against a bitmap; anything older is refused.  Refusing
+    what is too old (rather than trusting it) is what makes the guarantee
+    "forever": an old datagram can never be accepted again, at the price of
+    dropping packets reordered by more than ``size`` (they are resent).
+    """
+
+    __slots__ = ("size", "highest", "bits")
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.highest = -1
+        self.bits = 0  # bit i set: counter highest - i was seen
+
+    def check(self, counter: int) -> bool:
+        """True if ``counter`` has not been seen and is not too old (does not record)."""
+        offset = self.highest - counter
+        if offset < 0:
+            return True
+        if offset >= self.size:
+            return False
+        return not (self.bits >> offset) & 1
+
+    def accept(self, counter: int) -> bool:
+        """Record ``counter``; False (and nothing recorded) if it is a replay."""
+        offset = self.highest - counter
+        if offset < 0:
+            shift = -offset
+            if shift >= self.size:
+                self.bits = 1
+            else:
+                self.bits = ((self.bits << shift) | 1) & ((1 << self.size) - 1)
+            self.highest = counter
+            return True
+        if offset >= self.size:
+            return False
+        mask = 1 << offset
+        if self.bits & mask:
+            return False
+        self.bits |= mask
+        return True

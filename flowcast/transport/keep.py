@@ -1,0 +1,313 @@
+"""The keep: local long-term keys and the remote estates this one trusts.
+
+Layout (directory 0700, every file 0600, written atomically)::
+
+    KEEP/local.json                 this estate: name, role, mode, secret keys
+    KEEP/remotes/<fingerprint>.json one remote: name, role, mode, keys, status
+
+Remotes are keyed by key fingerprint (hex), never by a name from the wire:
+names and roles are validated for display and routing only and can never
+become paths.  Acceptance policies decide what a join from an unknown key
+does: ``never`` leaves it pending for an operator, ``once`` accepts the first
+key seen for a name and then pins it, ``always`` accepts everything.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from flowcast.transport.crypto import LongTermKeys, fingerprint
+
+__all__ = [
+    "Acceptance",
+    "Status",
+    "KeepError",
+    "Keep",
+    "RemoteRecord",
+    "Verdict",
+    "validate_name",
+    "MAX_PENDING",
+]
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}\Z")
+MAX_PENDING = 1000
+
+
+class KeepError(ValueError):
+    """A refused name, role, key or keep operation; the message is the reason."""
+
+
+class Acceptance(str, enum.Enum):
+    NEVER = "never"
+    ONCE = "once"
+    ALWAYS = "always"
+
+
+class Status(str, enum.Enum):
+    ACCEPTED = "accepted"
+    PENDING = "pending"
+    REJECTED = "rejected"
+
+
+def validate_name(value: object, what: str = "name") -> str:
+    """Return ``value`` if it is a safe estate/yard name or role, else raise KeepError.
+
+    1-64 characters of letters, digits, ``_ . -``, starting with a letter or
+    digit, and no ``..``: nothing a shell, a path or a log line could misread.
+    """
+    if not isinstance(value, str):
+        raise KeepError(f"{what} must be a string, not {type(value).__name__}")
+    if len(value) > 64:
+        raise KeepError(f"{what} is {len(value)} characters long (at most 64)")
+    if not _NAME.match(value) or ".." in value:
+        raise KeepError(f"{what} {value[:64]!r} must be letters, digits, '_', '.', '-' (no '..', spaces, separators or control characters)")
+    return value
+
+
+@dataclass
+class RemoteRecord:
+    name: str
+    role: str
+    mode: int
+    verkey: bytes
+    pubkey: bytes
+    status: Status
+    uid: int = 0
+    note: str = ""
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.verkey, self.pubkey)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["verkey"] = self.verkey.hex()
+        data["pubkey"] = self.pubkey.hex()
+        data["status"] = self.status.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RemoteRecord":
+        return cls(
+            name=validate_name(data["name"]),
+            role=validate_name(data["role"], "role"),
+            mode=int(data.get("mode", 0)),
+            verkey=bytes.fromhex(data["verkey"]),
+            pubkey=bytes.fromhex(data["pubkey"]),
+            status=Status(data["status"]),
+            uid=int(data.get("uid", 0)),
+            note=str(data.get("note", "")),
+        )
+
+
+@dataclass
+class Verdict:
+    """What a join gets: a status, the record (if any) and a reason for people."""
+
+    status: Status
+    record: RemoteRecord | None
+    reason: str = ""
+    events: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LocalIdentity:
+    name: str
+    role: str
+    mode: int
+    keys: LongTermKeys
+
+
+class Keep:
+    """Persistent (``path``) or in-memory (``path=None``) key store."""
+
+    def __init__(self, path: str | os.PathLike | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._remotes: dict[str, RemoteRecord] = {}
+        self._local: LocalIdentity | None = None
+        self._next_uid = 2  # 1 is the local estate
+        if self.path is not None:
+            self._open_dir()
+            self._load()
+
+    # -- files ---------------------------------------------------------
+
+    def _open_dir(self) -> None:
+        assert self.path is not None
+        for folder in (self.path, self.path / "remotes"):
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(folder, 0o700)
+
+    def _write(self, target: Path, data: dict) -> None:
+        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")  # mkstemp creates 0600
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump(data, handle, indent=1, sort_keys=True)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(temp, 0o600)
+            os.replace(temp, target)
+        except BaseException:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            raise
+
+    def _remote_file(self, fp: str) -> Path:
+        assert self.path is not None
+        if not re.fullmatch(r"[0-9a-f]{32}", fp):
+            raise KeepError(f"not a fingerprint: {fp[:40]!r}")
+        return self.path / "remotes" / f"{fp}.json"
+
+    def _load(self) -> None:
+        assert self.path is not None
+        local = self.path / "local.json"
+        if local.exists():
+            data = json.loads(local.read_text())
+            self._local = LocalIdentity(
+                validate_name(data["name"]),
+                validate_name(data["role"], "role"),
+                int(data.get("mode", 0)),
+                LongTermKeys(bytes.fromhex(data["sigseed"]), bytes.fromhex(data["prikey"])),
+            )
+        for file in sorted((self.path / "remotes").glob("*.json")):
+            try:
+                record = RemoteRecord.from_json(json.loads(file.read_text()))
+            except (KeyError, ValueError, TypeError):
+                continue  # a damaged record is ignored, never trusted
+            if file.stem != record.fingerprint:
+                continue
+            self._remotes[record.fingerprint] = record
+            self._next_uid = max(self._next_uid, record.uid + 1)
+
+    def _save(self, record: RemoteRecord) -> None:
+        if self.path is not None:
+            self._write(self._remote_file(record.fingerprint), record.to_json())
+
+    # -- local ---------------------------------------------------------
+
+    def local(self) -> LocalIdentity | None:
+        return self._local
+
+    def create_local(self, name: str, role: str | None = None, mode: int = 0, *, replace: bool = False) -> LocalIdentity:
+        """New long-term keys for this estate (refuses to overwrite unless ``replace``)."""
+        if self._local is not None and not replace:
+            raise KeepError("this keep already has local keys")
+        identity = LocalIdentity(validate_name(name), validate_name(role or name, "role"), int(mode), LongTermKeys.generate())
+        if self.path is not None:
+            self._write(
+                self.path / "local.json",
+                {
+                    "name": identity.name,
+                    "role": identity.role,
+                    "mode": identity.mode,
+                    "sigseed": identity.keys.sigseed.hex(),
+                    "prikey": identity.keys.prikey.hex(),
+                },
+            )
+        self._local = identity
+        return identity
+
+    def ensure_local(self, name: str, role: str | None = None, mode: int = 0) -> LocalIdentity:
+        return self._local if self._local is not None else self.create_local(name, role, mode)
+
+    # -- remotes -------------------------------------------------------
+
+    def remotes(self) -> list[RemoteRecord]:
+        return list(self._remotes.values())
+
+    def get(self, fp: str) -> RemoteRecord | None:
+        return self._remotes.get(fp)
+
+    def find(self, text: str) -> RemoteRecord:
+        """A remote by fingerprint, fingerprint prefix (≥6) or unique name."""
+        if text in self._remotes:
+            return self._remotes[text]
+        hits = [r for f, r in self._remotes.items() if (len(text) >= 6 and f.startswith(text)) or r.name == text]
+        if len(hits) != 1:
+            raise KeepError(f"{'no' if not hits else 'more than one'} remote matches {text[:64]!r}")
+        return hits[0]
+
+    def is_accepted(self, verkey: bytes, pubkey: bytes) -> RemoteRecord | None:
+        record = self._remotes.get(fingerprint(verkey, pubkey))
+        return record if record is not None and record.status is Status.ACCEPTED else None
+
+    def accepted_by_pubkey(self, pubkey: bytes) -> RemoteRecord | None:
+        for record in self._remotes.values():
+            if record.pubkey == pubkey and record.status is Status.ACCEPTED:
+                return record
+        return None
+
+    def add(self, record: RemoteRecord) -> RemoteRecord:
+        """Store a remote as given (operators and tests; joins use :meth:`admit`)."""
+        validate_name(record.name)
+        validate_name(record.role, "role")
+        if not record.uid:
+            record.uid = self._next_uid
+            self._next_uid += 1
+        self._remotes[record.fingerprint] = record
+        self._save(record)
+        return record
+
+    def set_status(self, fp: str, status: Status) -> RemoteRecord:
+        record = self.find(fp)
+        record.status = status
+        self._save(record)
+        return record
+
+    def forget(self, fp: str) -> RemoteRecord:
+        record = self.find(fp)
+        del self._remotes[record.fingerprint]
+        if self.path is not None:
+            try:
+                os.unlink(self._remote_file(record.fingerprint))
+            except FileNotFoundError:
+                pass
+        return record
+
+    def admit(self, name: object, role: object, mode: object, verkey: bytes, pubkey: bytes, policy: Acceptance) -> Verdict:
+        """Apply ``policy`` to a join's (already signature-checked) presentation."""
+        try:
+            name = validate_name(name)
+            role = validate_name(role, "role")
+        except KeepError as error:
+            return Verdict(Status.REJECTED, None, str(error))
+        if not isinstance(mode, int) or not 0 <= mode < 1 << 16:
+            return Verdict(Status.REJECTED, None, "mode must be an integer 0..65535")
+        if len(verkey) != 32 or len(pubkey) != 32:
+            return Verdict(Status.REJECTED, None, "keys must be 32 bytes")
+        fp = fingerprint(verkey, pubkey)
+        known = self._remotes.get(fp)
+        if known is not None:
+            if known.status is Status.REJECTED:
+                return Verdict(Status.REJECTED, known, "this key was rejected by an operator")
+            if known.status is Status.PENDING and policy is Acceptance.ALWAYS:
+                known.status = Status.ACCEPTED
+            if (known.name, known.role, known.mode) != (name, role, mode) and known.status is Status.ACCEPTED:
+                known.name, known.role, known.mode = name, role, mode
+            self._save(known)
+            return Verdict(known.status, known, "known key")
+        same_name = [r for r in self._remotes.values() if r.name == name and r.status is not Status.REJECTED]
+        if same_name and policy is Acceptance.ONCE:
+            return Verdict(
+                Status.REJECTED,
+                None,
+                f"estate {name!r} is pinned to key {same_name[0].fingerprint}; a changed key is refused",
+                [f"key-changed {name} {fp}"],
+            )
+        if policy is Acceptance.NEVER:
+            pending = sum(1 for r in self._remotes.values() if r.status is Status.PENDING)
+            if pending >= MAX_PENDING:
+                return Verdict(Status.REJECTED, None, "too many joins are pending")
+            status = Status.PENDING
+        else:
+            status = Status.ACCEPTED
+        record = self.add(RemoteRecord(name, role, mode, bytes(verkey), bytes(pubkey), status))
+        return Verdict(status, record, "new key", [f"{status.value} {name} {fp}"])

@@ -1,0 +1,818 @@
+"""Message transactions over one session: batching, acks, resend, order.
+
+A :class:`Channel` turns queued messages into packet *bodies* (sequences of
+frames, wire.py) and bodies back into delivered messages.  It knows nothing
+about sockets or crypto: the stack seals each body it builds under the next
+packet counter and hands the channel every body it opens.  That split is
+what lets a Road (sealed UDP, lossy) and a Lane (plain Unix datagrams,
+lossless and ordered) share it.
+
+Design, in the spirit of QUIC and SCTP rather than RAET's one transaction
+per exchange:
+
+* **Packets are acknowledged, not messages.**  An ACK lists ranges of packet
+  counters received; the sender keeps, per packet in flight, which message
+  segments it carried.  A packet acknowledged frees them; a packet declared
+  lost (three later packets acknowledged, or older than the retransmission
+  timeout) puts back exactly its unacknowledged segments -- selective resend
+  at no per-message cost.  Resends go in new packets with new counters, so
+  there is never a retransmission ambiguity in RTT samples.
+* **Delivery is reported by flow.**  Each ACK also carries, per flow, the
+  next sequence number the receiver has not yet *delivered*.  A sender marks
+  a message delivered only then: an acknowledged packet whose message still
+  waits behind a gap is not "delivered" (nothing is reported delivered that
+  was not).
+* **Many small messages, one packet.**  The builder packs frames until the
+  body is full; the stack seals each body with one AEAD call.
+* **Flow control.**  The receiver advertises a window (bytes it can still
+  hold); the sender keeps bytes in flight under min(window, cwnd), and cwnd
+  halves once per loss episode (AIMD), so a burst cannot bury the receiver
+  or a lossy path.
+* **Per-message reliability.**  ``timeout`` (deadline), ``retries`` (resends
+  of any one segment), ``burst`` (segments of this message in flight) or
+  fire-and-forget (``reliable=False``: sent once, delivered on arrival,
+  never ordered).  A reliable message that fails is replaced on the wire by
+  a SKIP frame so the receiver's flow moves on instead of waiting forever.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from flowcast.transport.wire import (
+    ACK,
+    ACK_FLOW,
+    ACK_RANGE,
+    F_UNRELIABLE,
+    MAX_ACK_FLOWS,
+    MAX_ACK_RANGES,
+    MSG,
+    PING,
+    SEG,
+    SKIP,
+    FrameKind,
+    WireError,
+)
+
+__all__ = ["Outgoing", "Channel", "QUEUED", "DELIVERED", "FAILED", "SENT"]
+
+QUEUED, DELIVERED, FAILED, SENT = 0, 1, 2, 3
+_STATE_NAMES = {QUEUED: "queued", DELIVERED: "delivered", FAILED: "failed", SENT: "sent"}
+_ACKED = 255  # in Outgoing.marks: this segment is acknowledged (else: times sent)
+
+_MSG_KIND, _SEG_KIND, _ACK_KIND, _SKIP_KIND, _PING_KIND = (
+    FrameKind.MSG,
+    FrameKind.SEG,
+    FrameKind.ACK,
+    FrameKind.SKIP,
+    FrameKind.PING,
+)
+_MSG_SIZE = MSG.size
+_SEG_SIZE = SEG.size
+_msg_unpack = MSG.unpack_from
+_seg_unpack = SEG.unpack_from
+_PING_FRAME = PING.pack(FrameKind.PING, 0)
+
+REORDER_THRESHOLD = 3  # packets acknowledged after one before it is called lost
+MIN_RTO = 0.02
+MAX_RTO = 2.0
+INITIAL_RTO = 0.25
+MAX_AHEAD = 1 << 20  # sequence numbers a receiver buffers beyond the next expected
+MIN_CWND = 64 * 1024
+
+
+class Outgoing:
+    """One message on its way; returned by ``send`` so the caller can watch it.
+
+    ``state`` is ``"queued"`` until the receiver reports delivery
+    (``"delivered"``), the message fails (``"failed"``, ``reason`` says why)
+    or -- fire-and-forget -- it left in a datagram (``"sent"``).
+    """
+
+    __slots__ = (
+        "flow",
+        "seq",
+        "flags",
+        "data",
+        "nseg",
+        "segsize",
+        "marks",
+        "next_seg",
+        "inflight",
+        "deadline",
+        "retries",
+        "burst",
+        "_state",
+        "reason",
+        "frame",
+        "skip",
+        "remote",
+        "timeout",
+    )
+
+    def __init__(
+        self,
+        data: bytes,
+        flow: int = 0,
+        flags: int = 0,
+        *,
+        timeout: float | None = None,
+        retries: int | None = None,
+        burst: int = 0,
+        remote: Any = None,
+    ) -> None:
+        self.flow = flow
+        self.seq = -1
+        self.flags = flags
+        self.data = data
+        self.nseg = 1
+        self.segsize = 0
+        self.marks = bytearray(1)
+        self.next_seg = 0
+        self.inflight = 0
+        self.timeout = timeout
+        self.deadline: float | None = None
+        self.retries = retries
+        self.burst = burst
+        self._state = QUEUED
+        self.reason = ""
+        self.frame: bytes | None = None
+        self.skip = False
+        self.remote = remote
+
+    @property
+    def state(self) -> str:
+        return _STATE_NAMES[self._state]
+
+    @property
+    def done(self) -> bool:
+        return self._state != QUEUED
+
+    @property
+    def delivered(self) -> bool:
+        return self._state == DELIVERED
+
+    def __repr__(self) -> str:
+        return f"<Outgoing flow={self.flow} seq={self.seq} {len(self.data)} B {self.state}{' ' + self.reason if self.reason else ''}>"
+
+
+class _FlowIn:
+    __slots__ = ("expected", "pending")
+
+    def __init__(self) -> None:
+        self.expected = 0
+        self.pending: dict[int, Any] = {}  # seq -> (flags, bytes) | _Partial | _SKIPPED
+
+
+class _Partial:
+    __slots__ = ("count", "parts", "size", "flags", "born")
+
+    def __init__(self, count: int, flags: int, born: float) -> None:
+        self.count = count
+        self.parts: dict[int, bytes] = {}
+        self.size = 0
+        self.flags = flags
+        self.born = born
+
+
+_SKIPPED = (0, None)
+
+
+class Channel:
+    """Sender and receiver halves of message transactions for one session.
+
+    ``deliver(flow, flags, payload)`` is called for every message in order;
+    ``completed(outgoing)`` for every message that reaches a final state.
+    ``held()`` says how many delivered bytes the application has not yet
+    taken (it shrinks the advertised window).  With ``acks=False`` (a lane)
+    the transport is trusted to be lossless and ordered: nothing is
+    acknowledged, and a message counts as delivered once it is handed over.
+    """
+
+    def __init__(
+        self,
+        max_body: int,
+        deliver: Callable[[int, int, bytes], None],
+        completed: Callable[[Outgoing], None] | None = None,
+        *,
+        held: Callable[[], int] | None = None,
+        acks: bool = True,
+        receive_window: int = 8 << 20,
+        max_message: int = (64 << 20) + (1 << 16),
+        max_cwnd: int = 16 << 20,
+        now: float = 0.0,
+    ) -> None:
+        if max_body < 256:
+            raise ValueError("max_body too small")
+        self.max_body = max_body
+        self.segsize = max_body - _SEG_SIZE - 64  # room for a small ACK beside it
+        self.deliver = deliver
+        self.completed = completed
+        self.held = held or (lambda: 0)
+        self.acks = acks
+        self.receive_window = receive_window
+        self.max_message = max_message
+        # sender
+        self.next_seq: dict[int, int] = {}
+        self.unreliable_seq = 0
+        self.unfinished: dict[int, deque[Outgoing]] = {}
+        self.fresh: deque[Outgoing] = deque()
+        self.resend: deque[tuple[Outgoing, int]] = deque()
+        self.inflight: dict[int, list] = {}  # counter -> [sent_at, nbytes, [msg, sn, msg, sn, ...]]
+        self.inflight_bytes = 0
+        self.cwnd = min(1 << 20, max_cwnd)
+        self.max_cwnd = max_cwnd
+        self.peer_window = 1 << 20
+        self.largest_acked = -1
+        self.recovery_point = -1
+        self.last_counter = -1
+        self.srtt: float | None = None
+        self.rttvar = 0.0
+        self.rto = INITIAL_RTO
+        self.backoff = 0
+        self.pending_count = 0  # reliable messages not yet final
+        self.ping_owed = False
+        self.last_progress = now
+        # receiver
+        self.flows_in: dict[int, _FlowIn] = {}
+        self.partials_unreliable: dict[tuple[int, int], _Partial] = {}
+        self.buffered = 0
+        self.recv_ranges: list[list[int]] = []
+        self.ack_owed = False
+        self.advertised = receive_window
+        self._flow_cursor = 0
+        self.counts: dict[str, int] = {"resent": 0, "lost_packets": 0, "duplicates": 0, "refused": 0, "failed": 0}
+
+    # -- sending -----------------------------------------------------------
+
+    def submit(self, msg: Outgoing, now: float) -> Outgoing:
+        data = msg.data
+        size = len(data)
+        if size > self.max_message:
+            raise ValueError(f"message of {size} bytes exceeds the {self.max_message}-byte limit")
+        flow = msg.flow
+        if msg.flags & F_UNRELIABLE:
+            seq = self.unreliable_seq
+            self.unreliable_seq = seq + 1
+        else:
+            seq = self.next_seq.get(flow, 0)
+            self.next_seq[flow] = seq + 1
+            queue = self.unfinished.get(flow)
+            if queue is None:
+                queue = self.unfinished[flow] = deque()
+            queue.append(msg)
+            self.pending_count += 1
+            if msg.timeout is not None and msg.deadline is None and self.acks:
+                msg.deadline = now + msg.timeout
+        msg.seq = seq
+        msg._state = QUEUED
+        msg.next_seg = 0
+        msg.inflight = 0
+        if size + _MSG_SIZE <= self.max_body - 64:
+            msg.nseg = 1
+            msg.marks = bytearray(1)
+            msg.frame = MSG.pack(_MSG_KIND, msg.flags, flow, seq, size) + data
+        else:
+            segsize = self.segsize
+            msg.segsize = segsize
+            msg.nseg = -(-size // segsize)
+            msg.marks = bytearray(msg.nseg)
+            msg.frame = None
+        self.fresh.append(msg)
+        return msg
+
+    def _segment(self, msg: Outgoing, sn: int) -> bytes:
+        if msg.skip:
+            return SKIP.pack(_SKIP_KIND, 0, msg.flow, msg.seq)
+        if msg.nseg == 1:
+            return msg.frame  # type: ignore[return-value]
+        start = sn * msg.segsize
+        piece = msg.data[start : start + msg.segsize]
+        return SEG.pack(_SEG_KIND, msg.flags, msg.flow, msg.seq, sn, msg.nseg, len(piece)) + piece
+
+    def has_output(self) -> bool:
+        return bool(self.ack_owed or self.ping_owed or self.resend or self.fresh)
+
+    def can_send(self) -> bool:
+        """Whether data frames may go now (acks and pings always may)."""
+        if not self.acks:
+            return True
+        limit = self.cwnd if self.cwnd < self.peer_window else self.peer_window
+        return self.inflight_bytes < limit
+
+    def build(self, extra: bytes = b"") -> tuple[bytes, list | None] | None:
+        """The next packet body and the frames to remember for it, or None.
+
+        ``extra`` (control frames from the stack) goes first.  The second
+        item is None when nothing in the body needs acknowledging.
+        """
+        parts: list[bytes] = []
+        size = 0
+        if extra:
+            parts.append(extra)
+            size = len(extra)
+        if self.ack_owed:
+            frame = self._ack_frame()
+            parts.append(frame)
+            size += len(frame)
+        frames: list = []
+        eliciting = False
+        if self.ping_owed:
+            self.ping_owed = False
+            parts.append(_PING_FRAME)
+            size += 2
+            eliciting = True
+        limit = self.max_body
+        acks = self.acks
+        if self.can_send():
+            resend = self.resend
+            while resend:
+                msg, sn = resend[0]
+                if msg._state != QUEUED or msg.marks[sn] == _ACKED:
+                    resend.popleft()
+                    continue
+                frame = self._segment(msg, sn)
+                if size + len(frame) > limit:
+                    break
+                resend.popleft()
+                parts.append(frame)
+                size += len(frame)
+                frames.append(msg)
+                frames.append(sn)
+                if msg.marks[sn] < 254:
+                    msg.marks[sn] += 1
+                msg.inflight += 1
+                self.counts["resent"] += 1
+            fresh = self.fresh
+            append = parts.append
+            fappend = frames.append
+            while fresh:
+                msg = fresh[0]
+                if msg._state != QUEUED:
+                    fresh.popleft()
+                    continue
+                if msg.nseg == 1:
+                    frame = msg.frame
+                    length = len(frame)  # type: ignore[arg-type]
+                    if size + length > limit:
+                        break
+                    fresh.popleft()
+                    append(frame)
+                    size += length
+                    if msg.flags & F_UNRELIABLE:
+                        msg._state = SENT
+                        if self.completed is not None:
+                            self.completed(msg)
+                    elif acks:
+                        fappend(msg)
+                        fappend(0)
+                        msg.marks[0] = 1
+                        msg.inflight = 1
+                    else:
+                        self._finish(msg, DELIVERED)
+                    continue
+                # a segmented message: as many segments as fit and burst allows
+                burst = msg.burst
+                full = False
+                while msg.next_seg < msg.nseg:
+                    if burst and msg.inflight >= burst and acks:
+                        full = True
+                        break
+                    sn = msg.next_seg
+                    frame = self._segment(msg, sn)
+                    if size + len(frame) > limit:
+                        full = True
+                        break
+                    append(frame)
+                    size += len(frame)
+                    msg.next_seg = sn + 1
+                    if acks and not msg.flags & F_UNRELIABLE:
+                        fappend(msg)
+                        fappend(sn)
+                        msg.marks[sn] = 1
+                        msg.inflight += 1
+                if msg.next_seg >= msg.nseg:
+                    fresh.popleft()
+                    if msg.flags & F_UNRELIABLE:
+                        msg._state = SENT
+                        if self.completed is not None:
+                            self.completed(msg)
+                    elif not acks:
+                        self._finish(msg, DELIVERED)
+                if full:
+                    break
+        if not parts:
+            return None
+        body = b"".join(parts) if len(parts) > 1 else parts[0]
+        if frames:
+            return body, frames
+        return body, ([] if eliciting else None)
+
+    def sent(self, counter: int, body_size: int, frames: list | None, now: float) -> None:
+        """Remember packet ``counter`` (just sealed and handed to the port)."""
+        self.last_counter = counter
+        if frames is not None and self.acks:
+            self.inflight[counter] = [now, body_size, frames]
+            self.inflight_bytes += body_size
+
+    # -- acknowledgements (sender side) ------------------------------------
+
+    def _on_ack(self, window: int, ranges: list[tuple[int, int]], flows: list[tuple[int, int]], now: float) -> None:
+        self.peer_window = window
+        inflight = self.inflight
+        newest = -1
+        newest_rec = None
+        for first, last in ranges:
+            if last - first <= 2 * len(inflight) + 8:
+                for counter in range(first, last + 1):
+                    rec = inflight.pop(counter, None)
+                    if rec is not None:
+                        self._packet_acked(rec)
+                        if counter > newest:
+                            newest, newest_rec = counter, rec
+            else:
+                for counter in [c for c in inflight if first <= c <= last]:
+                    rec = inflight.pop(counter)
+                    self._packet_acked(rec)
+                    if counter > newest:
+                        newest, newest_rec = counter, rec
+        if newest_rec is not None:
+            self.backoff = 0
+            self.last_progress = now
+            if newest > self.largest_acked:
+                self.largest_acked = newest
+                self._rtt_sample(now - newest_rec[0])
+            # packet-threshold loss: older packets overtaken by REORDER_THRESHOLD
+            limit = self.largest_acked - REORDER_THRESHOLD
+            while inflight:
+                counter = next(iter(inflight))
+                if counter > limit:
+                    break
+                self._lost(counter, inflight.pop(counter))
+        if flows:
+            unfinished = self.unfinished
+            for flow, expected in flows:
+                queue = unfinished.get(flow)
+                if not queue:
+                    continue
+                sent_limit = self.next_seq.get(flow, 0)
+                if expected > sent_limit:
+                    expected = sent_limit
+                while queue and queue[0].seq < expected:
+                    msg = queue.popleft()
+                    if msg._state == QUEUED:
+                        self._finish(msg, DELIVERED, dequeue=False)
+                self.last_progress = now
+
+    def _packet_acked(self, rec: list) -> None:
+        nbytes = rec[1]
+        self.inflight_bytes -= nbytes
+        frames = rec[2]
+        it = iter(frames)
+        for msg, sn in zip(it, it):
+            marks = msg.marks
+            if marks[sn] != _ACKED:
+                marks[sn] = _ACKED
+                msg.inflight -= 1
+        cwnd = self.cwnd
+        if cwnd < self.max_cwnd:
+            self.cwnd = cwnd + nbytes if cwnd < (self.max_cwnd >> 1) else cwnd + (nbytes * self.max_body) // cwnd
+
+    def _lost(self, counter: int, rec: list) -> None:
+        self.inflight_bytes -= rec[1]
+        self.counts["lost_packets"] += 1
+        if counter > self.recovery_point:
+            self.recovery_point = self.last_counter
+            self.cwnd = max(self.cwnd >> 1, MIN_CWND)
+        frames = rec[2]
+        it = iter(frames)
+        resend = self.resend
+        for msg, sn in zip(it, it):
+            if msg._state != QUEUED or msg.marks[sn] == _ACKED:
+                continue
+            msg.inflight -= 1
+            if msg.retries is not None and msg.marks[sn] > msg.retries:
+                self.fail(msg, "retries exhausted")
+            else:
+                resend.append((msg, sn))
+
+    def _rtt_sample(self, sample: float) -> None:
+        if sample < 0:
+            return
+        if self.srtt is None:
+            self.srtt = sample
+            self.rttvar = sample / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - sample)
+            self.srtt = 0.875 * self.srtt + 0.125 * sample
+        self.rto = min(MAX_RTO, max(MIN_RTO, self.srtt + 4 * self.rttvar))
+
+    def _finish(self, msg: Outgoing, state: int, *, dequeue: bool = True) -> None:
+        if msg._state != QUEUED:
+            return
+        msg._state = state
+        if not msg.flags & F_UNRELIABLE:
+            self.pending_count -= 1
+            if dequeue and self.acks is False:
+                queue = self.unfinished.get(msg.flow)
+                if queue and queue[0] is msg:
+                    queue.popleft()
+        if self.completed is not None and not msg.skip:
+            self.completed(msg)
+
+    def fail(self, msg: Outgoing, reason: str) -> None:
+        """Give up on ``msg``; a SKIP takes its place so the flow moves on."""
+        if msg._state != QUEUED:
+            return
+        msg.reason = reason
+        self.counts["failed"] += 1
+        queue = self.unfinished.get(msg.flow)
+        if not msg.skip and self.acks and queue is not None:
+            skip = Outgoing(b"", msg.flow)
+            skip.skip = True
+            skip.seq = msg.seq
+            for position, item in enumerate(queue):
+                if item is msg:
+                    queue[position] = skip
+                    break
+            self.pending_count += 1  # the skip is pending until delivered past
+            self.resend.appendleft((skip, 0))
+            skip.marks = bytearray(1)
+        self._finish(msg, FAILED)
+
+    # -- timers --------------------------------------------------------------
+
+    def _rto_now(self) -> float:
+        return min(MAX_RTO * 4, self.rto * (1 << self.backoff))
+
+    def next_deadline(self) -> float | None:
+        deadline = None
+        if self.inflight:
+            deadline = self.inflight[next(iter(self.inflight))][0] + self._rto_now()
+        elif self.pending_count and not self.resend and (not self.fresh or not self.can_send()):
+            deadline = self.last_progress + self._rto_now()
+        for queue in self.unfinished.values():
+            if queue:
+                head = queue[0]
+                if head.deadline is not None and (deadline is None or head.deadline < deadline):
+                    deadline = head.deadline
+        return deadline
+
+    def poll(self, now: float) -> None:
+        """Run what is due: time-threshold loss, probes, message deadlines."""
+        inflight = self.inflight
+        if inflight:
+            rto = self._rto_now()
+            first = next(iter(inflight))
+            if inflight[first][0] + rto <= now:
+                self.backoff = min(self.backoff + 1, 6)
+                while inflight:
+                    counter = next(iter(inflight))
+                    if inflight[counter][0] + rto > now:
+                        break
+                    self._lost(counter, inflight.pop(counter))
+                if not self.resend and self.pending_count:
+                    self.ping_owed = True
+        elif self.pending_count and not self.resend and (not self.fresh or not self.can_send()):
+            if self.last_progress + self._rto_now() <= now:
+                self.ping_owed = True
+                self.backoff = min(self.backoff + 1, 6)
+                self.last_progress = now
+        for queue in list(self.unfinished.values()):
+            while queue:
+                head = queue[0]
+                if head.deadline is None or head.deadline > now or head._state != QUEUED:
+                    break
+                self.fail(head, "timeout")
+                if queue and queue[0] is head:
+                    break
+
+    def take_unfinished(self) -> list[Outgoing]:
+        """Every reliable message not yet final, in flow order (for a new session)."""
+        out = []
+        for queue in self.unfinished.values():
+            out.extend(m for m in queue if m._state == QUEUED and not m.skip)
+        self.unfinished.clear()
+        self.fresh.clear()
+        self.resend.clear()
+        self.inflight.clear()
+        self.inflight_bytes = 0
+        self.pending_count = 0
+        return out
+
+    def fail_all(self, reason: str) -> None:
+        for msg in self.take_unfinished():
+            msg.reason = reason
+            msg._state = QUEUED
+            self.counts["failed"] += 1
+            msg._state = FAILED
+            if self.completed is not None:
+                self.completed(msg)
+
+    # -- receiving -----------------------------------------------------------
+
+    def received(self, counter: int) -> None:
+        """Record that packet ``counter`` was opened and handled (for ACKs)."""
+        ranges = self.recv_ranges
+        if ranges and ranges[-1][1] + 1 == counter:
+            ranges[-1][1] = counter
+        else:
+            ranges.append([counter, counter])
+            if len(ranges) > 256:
+                del ranges[:-MAX_ACK_RANGES]
+
+    def _ack_frame(self) -> bytes:
+        self.ack_owed = False
+        ranges = self.recv_ranges
+        chosen = ranges[-MAX_ACK_RANGES:]
+        self.recv_ranges = ranges[-8:]  # repeated next time: a lost ACK costs little
+        flows = self.flows_in
+        if len(flows) <= MAX_ACK_FLOWS:
+            items = [(flow, state.expected) for flow, state in flows.items()]
+        else:
+            keys = sorted(flows)
+            start = self._flow_cursor % len(keys)
+            picked = (keys[start:] + keys[:start])[:MAX_ACK_FLOWS]
+            self._flow_cursor = start + MAX_ACK_FLOWS
+            items = [(flow, flows[flow].expected) for flow in picked]
+        window = max(0, self.receive_window - self.held())
+        self.advertised = window
+        pieces = [ACK.pack(_ACK_KIND, 0, len(chosen), len(items), min(window, 0xFFFFFFFF))]
+        pack_range = ACK_RANGE.pack
+        for first, last in reversed(chosen):
+            pieces.append(pack_range(first, last))
+        pack_flow = ACK_FLOW.pack
+        for flow, expected in items:
+            pieces.append(pack_flow(flow, expected))
+        return b"".join(pieces)
+
+    def window_opened(self) -> None:
+        """The application took delivered bytes: tell the sender if it was starved."""
+        if self.acks and self.advertised < self.receive_window // 4 and self.receive_window - self.held() >= self.receive_window // 2:
+            self.ack_owed = True
+
+    def handle(self, body: bytes, now: float) -> None:
+        """Process every frame of an authenticated body; WireError if malformed."""
+        end = len(body)
+        off = 0
+        deliver = self.deliver
+        flows = self.flows_in
+        eliciting = False
+        try:
+            while off < end:
+                kind = body[off]
+                if kind == _MSG_KIND:
+                    _, flags, flow, seq, length = _msg_unpack(body, off)
+                    off += _MSG_SIZE
+                    stop = off + length
+                    if stop > end:
+                        raise WireError("message frame overruns the body")
+                    eliciting = True
+                    if flags & F_UNRELIABLE:
+                        deliver(flow, flags, body[off:stop])
+                    else:
+                        state = flows.get(flow)
+                        if state is None:
+                            state = flows[flow] = _FlowIn()
+                        expected = state.expected
+                        if seq == expected:
+                            state.expected = seq + 1
+                            deliver(flow, flags, body[off:stop])
+                            if state.pending:
+                                self._drain(flow, state)
+                        elif seq < expected or seq in state.pending:
+                            self.counts["duplicates"] += 1
+                        elif seq - expected > MAX_AHEAD or self.buffered + length > self.receive_window + self.max_message:
+                            raise _Refused
+                        else:
+                            state.pending[seq] = (flags, body[off:stop])
+                            self.buffered += length
+                    off = stop
+                elif kind == _SEG_KIND:
+                    _, flags, flow, seq, number, count, length = _seg_unpack(body, off)
+                    off += _SEG_SIZE
+                    stop = off + length
+                    if stop > end or count < 2 or number >= count:
+                        raise WireError("bad segment frame")
+                    eliciting = True
+                    self._segment_in(flags, flow, seq, number, count, body[off:stop], now)
+                    off = stop
+                elif kind == _ACK_KIND:
+                    _, flags, nranges, nflows, window = ACK.unpack_from(body, off)
+                    off += ACK.size
+                    if nranges > MAX_ACK_RANGES or nflows > MAX_ACK_FLOWS:
+                        raise WireError("ack frame too long")
+                    ranges = []
+                    for _ in range(nranges):
+                        first, last = ACK_RANGE.unpack_from(body, off)
+                        off += 16
+                        if last < first or last > self.last_counter:
+                            continue  # never sent: ignore rather than trust
+                        ranges.append((first, last))
+                    flow_items = []
+                    for _ in range(nflows):
+                        flow_items.append(ACK_FLOW.unpack_from(body, off))
+                        off += 10
+                    self._on_ack(window, ranges, flow_items, now)
+                elif kind == _SKIP_KIND:
+                    _, flags, flow, seq = SKIP.unpack_from(body, off)
+                    off += SKIP.size
+                    eliciting = True
+                    state = flows.get(flow)
+                    if state is None:
+                        state = flows[flow] = _FlowIn()
+                    if seq >= state.expected and seq - state.expected <= MAX_AHEAD:
+                        old = state.pending.get(seq)
+                        if isinstance(old, _Partial):
+                            self.buffered -= old.size
+                        elif old is not None and old[1] is not None:
+                            self.buffered -= len(old[1])
+                        state.pending[seq] = _SKIPPED
+                        self._drain(flow, state)
+                elif kind == _PING_KIND:
+                    off += 2
+                    eliciting = True
+                else:
+                    # ALLOW_ACK and CLOSE are the stack's; it strips them first.
+                    raise WireError(f"unexpected frame kind {kind}")
+        except _Refused:
+            self.counts["refused"] += 1
+            raise
+        except WireError:
+            raise
+        except (IndexError, ValueError, struct.error) as error:
+            raise WireError(f"truncated frame: {error}") from None
+        if eliciting and self.acks:
+            self.ack_owed = True
+
+    def _segment_in(self, flags: int, flow: int, seq: int, number: int, count: int, piece: bytes, now: float) -> None:
+        if flags & F_UNRELIABLE:
+            key = (flow, seq)
+            entry = self.partials_unreliable.get(key)
+            if entry is None:
+                if len(self.partials_unreliable) >= 64:
+                    oldest = min(self.partials_unreliable, key=lambda k: self.partials_unreliable[k].born)
+                    self.buffered -= self.partials_unreliable.pop(oldest).size
+                entry = self.partials_unreliable[key] = _Partial(count, flags, now)
+            complete = self._add_piece(entry, number, count, piece)
+            if complete is not None:
+                del self.partials_unreliable[key]
+                self.deliver(flow, flags, complete)
+            return
+        state = self.flows_in.get(flow)
+        if state is None:
+            state = self.flows_in[flow] = _FlowIn()
+        if seq < state.expected:
+            self.counts["duplicates"] += 1
+            return
+        entry = state.pending.get(seq)
+        if entry is None:
+            if seq - state.expected > MAX_AHEAD:
+                raise _Refused
+            entry = state.pending[seq] = _Partial(count, flags, now)
+        elif not isinstance(entry, _Partial):
+            self.counts["duplicates"] += 1
+            return
+        complete = self._add_piece(entry, number, count, piece)
+        if complete is not None:
+            state.pending[seq] = (flags, complete)
+            if seq == state.expected:
+                self._drain(flow, state)
+
+    def _add_piece(self, entry: _Partial, number: int, count: int, piece: bytes) -> bytes | None:
+        if entry.count != count:
+            raise WireError("segment count changed within a message")
+        if number in entry.parts:
+            self.counts["duplicates"] += 1
+            return None
+        size = len(piece)
+        if entry.size + size > self.max_message or self.buffered + size > self.receive_window + 2 * self.max_message:
+            raise _Refused
+        entry.parts[number] = piece
+        entry.size += size
+        self.buffered += size
+        if len(entry.parts) < count:
+            return None
+        parts = entry.parts
+        return b"".join([parts[i] for i in range(count)])
+
+    def _drain(self, flow: int, state: _FlowIn) -> None:
+        pending = state.pending
+        deliver = self.deliver
+        while True:
+            item = pending.get(state.expected)
+            if item is None or isinstance(item, _Partial):
+                return
+            del pending[state.expected]
+            state.expected += 1
+            flags, data = item
+            if data is not None:
+                self.buffered -= len(data)
+                deliver(flow, flags, data)
+
+
+class _Refused(WireError):
+    """The receiver cannot hold this now: the packet stays unacknowledged."""

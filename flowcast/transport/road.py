@@ -1,0 +1,704 @@
+"""RoadStack: secure, reliable messages between estates over UDP.
+
+Transactions (RAET's names): *join* introduces long-term keys and applies
+the acceptance policy; *allow* runs the CurveCP-style handshake and makes a
+session; *alive* heartbeats keep presence current; *message* is the
+reliable transport of reliable.py inside sealed datagrams.
+
+Rules that hold everywhere below:
+
+* Nothing changes session state before a datagram authenticates: sealed
+  packets are looked up by session id, checked against the replay window,
+  and opened; only then are the remote's address, presence or channel
+  touched.  HELLO and COOKIE-answering are stateless.
+* Every parse error is counted in ``counts`` and the datagram dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from flowcast.transport import handshake as hs
+from flowcast.transport.crypto import derive_session_keys
+from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
+from flowcast.transport.port import Address, DatagramPort
+from flowcast.transport.presence import Presence, PresenceListener
+from flowcast.transport.reliable import Channel, Outgoing
+from flowcast.transport.session import Session
+from flowcast.transport.stack import Stack
+from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, FrameKind, PacketKind, WireError
+
+__all__ = ["RoadStack", "Remote"]
+
+_ALLOW_ACK_KIND = FrameKind.ALLOW_ACK
+_SEALED = PacketKind.SEALED
+_unpack_header = HEADER.unpack_from
+_OVERHEAD = HEADER_SIZE + 16  # header + MAC
+
+
+def _random32() -> int:
+    while True:
+        value = int.from_bytes(os.urandom(4), "big")
+        if value:
+            return value
+
+
+class _Allowing:
+    """An allow this stack initiated; lives until ALLOW_ACK or its deadline."""
+
+    __slots__ = ("tag", "short", "stage", "packet", "next_send", "interval", "deadline", "session")
+
+    def __init__(self, tag: int, now: float, deadline: float) -> None:
+        self.tag = tag
+        self.short = hs.ShortTerm()
+        self.stage = "hello"
+        self.packet = b""
+        self.next_send = now
+        self.interval = 0.1
+        self.deadline = deadline
+        self.session: Session | None = None
+
+
+class _Joining:
+    __slots__ = ("tag", "nonce", "address", "packet", "next_send", "interval", "deadline", "result", "reason")
+
+    def __init__(self, tag: int, address: Address, packet: bytes, nonce: bytes, now: float, deadline: float) -> None:
+        self.tag = tag
+        self.nonce = nonce
+        self.address = address
+        self.packet = packet
+        self.next_send = now
+        self.interval = 0.1
+        self.deadline = deadline
+        self.result: str | None = None
+        self.reason = ""
+
+
+class Remote:
+    """A remote estate as this stack knows it."""
+
+    __slots__ = (
+        "record",
+        "address",
+        "session",
+        "allowing",
+        "presence",
+        "last_heard",
+        "last_sent",
+        "backlog",
+        "next_allow",
+        "last_ping",
+    )
+
+    def __init__(self, record: RemoteRecord, address: Address | None) -> None:
+        self.record = record
+        self.address = address
+        self.session: Session | None = None
+        self.allowing: _Allowing | None = None
+        self.presence = Presence.JOINED
+        self.last_heard = 0.0
+        self.last_sent = 0.0
+        self.backlog: list[Outgoing] = []
+        self.next_allow = 0.0
+        self.last_ping = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def fingerprint(self) -> str:
+        return self.record.fingerprint
+
+    def __repr__(self) -> str:
+        return f"<Remote {self.name} {self.fingerprint[:12]} {self.presence.value} at {self.address!r}>"
+
+
+class RoadStack(Stack):
+    """One estate's UDP stack.
+
+    ``keep`` must hold local keys (``keep.ensure_local(name)``).  ``policy``
+    decides joins from unknown keys.  ``datagram_size`` caps datagrams
+    (default: what the port carries -- right for loopback; use 1232 for
+    internet paths).  With ``scheduler`` the stack runs as a micro-thread.
+    """
+
+    def __init__(
+        self,
+        port: DatagramPort,
+        keep: Keep,
+        *,
+        policy: Acceptance | str = Acceptance.ONCE,
+        scheduler: Any = None,
+        clock: Any = None,
+        datagram_size: int | None = None,
+        alive_interval: float = 1.0,
+        dead_after: float = 3.5,
+        allow_timeout: float = 5.0,
+        receive_window: int = 8 << 20,
+        max_message: int = (64 << 20) + (1 << 16),
+    ) -> None:
+        local = keep.local()
+        if local is None:
+            raise ValueError("the keep has no local keys: call keep.ensure_local(name) first")
+        super().__init__(port, scheduler=scheduler, clock=clock, name=local.name)
+        self.keep = keep
+        self.local = local
+        self.keys = local.keys
+        self._pubkey = self.keys.pubkey
+        self.policy = Acceptance(policy)
+        size = min(datagram_size or port.max_datagram, port.max_datagram)
+        if size < 512:
+            raise ValueError("datagram_size must be at least 512")
+        self.datagram_size = size
+        self.alive_interval = alive_interval
+        self.dead_after = dead_after
+        self.allow_timeout = allow_timeout
+        self.receive_window = receive_window
+        self.max_message = max_message
+        self.remotes: dict[str, Remote] = {}  # by fingerprint
+        self._by_name: dict[str, Remote] = {}
+        self._by_pubkey: dict[bytes, Remote] = {}
+        self._sessions: dict[int, tuple[Remote, Session]] = {}
+        self._allowing: dict[int, Remote] = {}  # by tag
+        self._joining: dict[int, _Joining] = {}
+        self._long_shared: dict[bytes, bytes] = {}
+        self._jar = hs.CookieJar()
+        self.on_presence: PresenceListener | None = None
+        self.on_event: Callable[[str], None] | None = None
+        self.events: list[str] = []
+        for record in keep.remotes():
+            if record.status is Status.ACCEPTED:
+                self._add_remote(record, None)
+        if scheduler is not None:
+            self.start()
+
+    # -- public API ------------------------------------------------------------
+
+    @property
+    def address(self) -> Address:
+        return self.port.address
+
+    def join(self, address: Address, *, timeout: float = 10.0) -> _Joining:
+        """Introduce ourselves to the estate at ``address``; allow follows on accept."""
+        now = self.clock.now()
+        tag = _random32()
+        nonce = os.urandom(16)
+        packet = hs.build_join(self.keys, self.local.name, self.local.role, self.local.mode, nonce, tag)
+        attempt = _Joining(tag, address, packet, nonce, now, now + timeout)
+        self._joining[tag] = attempt
+        self._wake()
+        return attempt
+
+    def allow(self, remote: str, address: Address | None = None) -> None:
+        """Start a session with a known, accepted remote (name or fingerprint)."""
+        target = self._find(remote)
+        if address is not None:
+            target.address = address
+        self._start_allow(target, self.clock.now())
+        self._wake()
+
+    def add_remote(self, record: RemoteRecord, address: Address | None = None) -> Remote:
+        """Trust ``record`` (stored in the keep as accepted) and remember its address."""
+        record.status = Status.ACCEPTED
+        stored = self.keep.get(record.fingerprint) or self.keep.add(record)
+        stored.status = Status.ACCEPTED
+        remote = self._add_remote(stored, address)
+        return remote
+
+    def remote(self, name: str) -> Remote:
+        return self._find(name)
+
+    def presence(self, name: str) -> Presence:
+        try:
+            return self._find(name).presence
+        except KeyError:
+            return Presence.UNKNOWN
+
+    def is_allowed(self, name: str) -> bool:
+        try:
+            remote = self._find(name)
+        except KeyError:
+            return False
+        return remote.session is not None and remote.session.remote_index is not None
+
+    def pending(self) -> int:
+        """Reliable messages not yet delivered or failed, over all remotes."""
+        total = 0
+        for remote in self.remotes.values():
+            total += len(remote.backlog)
+            if remote.session is not None:
+                total += remote.session.channel.pending_count
+        return total
+
+    # -- remotes -------------------------------------------------------------------
+
+    def _find(self, text: str) -> Remote:
+        remote = self.remotes.get(text) or self._by_name.get(text)
+        if remote is None:
+            raise KeyError(f"no accepted remote {text[:64]!r}")
+        return remote
+
+    def _add_remote(self, record: RemoteRecord, address: Address | None) -> Remote:
+        remote = self.remotes.get(record.fingerprint)
+        if remote is None:
+            remote = Remote(record, address)
+            self.remotes[record.fingerprint] = remote
+            self._by_pubkey[record.pubkey] = remote
+        elif address is not None and remote.session is None:
+            remote.address = address
+        self._by_name[record.name] = remote
+        return remote
+
+    def _event_note(self, text: str) -> None:
+        self.events.append(text)
+        if len(self.events) > 1000:
+            del self.events[:500]
+        if self.on_event is not None:
+            self.on_event(text)
+
+    def _set_presence(self, remote: Remote, new: Presence) -> None:
+        old = remote.presence
+        if old is new:
+            return
+        remote.presence = new
+        if self.on_presence is not None:
+            self.on_presence(remote.name, old, new)
+
+    def _wake(self) -> None:
+        if self._event is not None:
+            self._event.set()
+
+    # -- sending -------------------------------------------------------------------
+
+    def _submit(self, msg: Outgoing, to: str) -> None:
+        remote = self._find(to)
+        if msg.timeout is not None and not msg.flags & 0x01:
+            msg.deadline = self.clock.now() + msg.timeout
+        session = remote.session
+        if session is not None and (session.remote_index is not None):
+            session.channel.submit(msg, self.clock.now())
+        else:
+            if len(msg.data) > self.max_message:
+                raise ValueError(f"message of {len(msg.data)} bytes exceeds the {self.max_message}-byte limit")
+            remote.backlog.append(msg)
+            if remote.allowing is None:
+                self._start_allow(remote, self.clock.now())
+
+    def _new_channel(self, remote: Remote) -> Channel:
+        name = remote.record.name
+
+        def deliver(flow: int, flags: int, payload: bytes) -> None:
+            self._deliver_to_inbox(name, flow, flags, payload)
+
+        return Channel(
+            self.datagram_size - _OVERHEAD,
+            deliver,
+            self._completed,
+            held=self._held,
+            receive_window=self.receive_window,
+            max_message=self.max_message,
+            now=self.clock.now(),
+        )
+
+    def _held(self) -> int:
+        return self.inbox_bytes
+
+    def _completed(self, msg: Outgoing) -> None:
+        if self.on_done is not None:
+            self.on_done(msg)
+
+    def _consumed(self) -> None:
+        for remote in self.remotes.values():
+            if remote.session is not None:
+                remote.session.channel.window_opened()
+
+    def _flush(self, now: float) -> None:
+        if self._outq and not self._drain_outq():
+            return
+        for remote in self.remotes.values():
+            session = remote.session
+            if session is None or session.remote_index is None or remote.address is None:
+                continue
+            channel = session.channel
+            extra = b""
+            if not session.initiator and not session.confirmed:
+                extra = ALLOW_ACK.pack(_ALLOW_ACK_KIND, 0, session.local_index)
+            if not channel.has_output():
+                continue
+            address = remote.address
+            while channel.ack_owed or channel.ping_owed or ((channel.resend or channel.fresh) and channel.can_send()):
+                built = channel.build(extra)
+                if built is None:
+                    break
+                body, frames = built
+                counter, datagram = session.seal(body)
+                channel.sent(counter, len(body), frames, now)
+                remote.last_sent = now
+                if not self._emit(datagram, address):
+                    return
+
+    # -- receiving -------------------------------------------------------------------
+
+    def _receive(self, data: bytes, address: Address, now: float) -> None:
+        if len(data) < HEADER_SIZE or data[0] != MAGIC:
+            self.counts["malformed"] += 1
+            return
+        kind = data[1]
+        if kind == _SEALED:
+            _, _, _, index, counter = _unpack_header(data)
+            entry = self._sessions.get(index)
+            if entry is None:
+                self.counts["unknown_session"] += 1
+                return
+            remote, session = entry
+            if not session.window.check(counter):
+                self.counts["replayed"] += 1
+                return
+            body = session.open(data, counter)
+            if body is None:
+                self.counts["unauthentic"] += 1
+                return
+            self._authentic(remote, session, body, counter, address, now)
+        elif kind == PacketKind.HELLO:
+            self._on_hello(data, address, now)
+        elif kind == PacketKind.INITIATE:
+            self._on_initiate(data, address, now)
+        elif kind == PacketKind.COOKIE:
+            self._on_cookie(data, address, now)
+        elif kind == PacketKind.JOIN:
+            self._on_join(data, address, now)
+        elif kind in (PacketKind.JOIN_ACCEPT, PacketKind.JOIN_PEND, PacketKind.JOIN_REFUSE):
+            self._on_join_reply(data, address, now)
+        else:
+            self.counts["malformed"] += 1
+
+    def _authentic(self, remote: Remote, session: Session, body: bytes, counter: int, address: Address, now: float) -> None:
+        remote.last_heard = now
+        if remote.address != address:
+            remote.address = address  # roaming: only ever from an authenticated datagram
+        offset = 0
+        if body[:1] == b"\x05" and len(body) >= ALLOW_ACK.size:  # ALLOW_ACK
+            _, _, responder_index = ALLOW_ACK.unpack_from(body)
+            offset = ALLOW_ACK.size
+            if session.initiator and session.remote_index is None:
+                session.remote_index = responder_index
+                session.confirmed = True
+                self._established(remote, session, now)
+            session.channel.ack_owed = True
+        if not session.confirmed and not session.initiator:
+            session.confirmed = True  # the initiator has used the session
+        if remote.presence is not Presence.ALIVE and session.remote_index is not None:
+            self._set_presence(remote, Presence.ALIVE)
+        channel = session.channel
+        try:
+            channel.handle(body[offset:] if offset else body, now)
+        except WireError:
+            self.counts["bad_frames"] += 1
+            return
+        channel.received(counter)
+
+    # -- join -------------------------------------------------------------------------
+
+    def _on_join(self, data: bytes, address: Address, now: float) -> None:
+        request = hs.parse_join(data)
+        if request is None:
+            self.counts["bad_join"] += 1
+            return
+        tag = struct.unpack_from("!I", data, 4)[0]
+        verdict = self.keep.admit(request.name, request.role, request.mode, request.verkey, request.pubkey, self.policy)
+        for note in verdict.events:
+            self._event_note(note)
+        if verdict.status is Status.ACCEPTED:
+            kind = PacketKind.JOIN_ACCEPT
+            assert verdict.record is not None
+            remote = self._add_remote(verdict.record, None)
+            if remote.session is None:
+                remote.address = address
+                if remote.presence is not Presence.JOINED:
+                    self._set_presence(remote, Presence.JOINED)
+        elif verdict.status is Status.PENDING:
+            kind = PacketKind.JOIN_PEND
+        else:
+            kind = PacketKind.JOIN_REFUSE
+            self.counts["join_refused"] += 1
+            self._event_note(f"join refused from {address!r}: {verdict.reason}")
+        uid = verdict.record.uid if verdict.record is not None else 0
+        reply = hs.build_join_reply(kind, self.keys, self.local.name, self.local.role, self.local.mode, request.nonce, verdict.reason, uid, tag)
+        self._emit(reply, address)
+
+    def _on_join_reply(self, data: bytes, address: Address, now: float) -> None:
+        tag = struct.unpack_from("!I", data, 4)[0]
+        attempt = self._joining.get(tag)
+        if attempt is None:
+            self.counts["stray_join_reply"] += 1
+            return
+        reply = hs.parse_join_reply(data)
+        if reply is None or reply.nonce != attempt.nonce:
+            self.counts["bad_join"] += 1
+            return
+        if reply.kind == PacketKind.JOIN_PEND:
+            attempt.result = "pending"
+            attempt.reason = reply.reason
+            attempt.interval = 1.0
+            return
+        del self._joining[tag]
+        if reply.kind == PacketKind.JOIN_REFUSE:
+            attempt.result = "refused"
+            attempt.reason = reply.reason
+            self._event_note(f"join refused by {address!r}: {reply.reason}")
+            return
+        # Accepted.  We asked to join this estate, so `never` acts as `once` for it.
+        policy = Acceptance.ONCE if self.policy is Acceptance.NEVER else self.policy
+        verdict = self.keep.admit(reply.name, reply.role, reply.mode, reply.verkey, reply.pubkey, policy)
+        for note in verdict.events:
+            self._event_note(note)
+        if verdict.status is not Status.ACCEPTED or verdict.record is None:
+            attempt.result = "refused"
+            attempt.reason = f"we refuse the answering estate: {verdict.reason}"
+            self._event_note(attempt.reason)
+            return
+        attempt.result = "accepted"
+        remote = self._add_remote(verdict.record, address)
+        if remote.session is None:
+            remote.address = address
+        self._set_presence(remote, Presence.JOINED) if remote.session is None else None
+        if remote.session is None and remote.allowing is None:
+            self._start_allow(remote, now)
+
+    # -- allow: initiator --------------------------------------------------------
+
+    def _start_allow(self, remote: Remote, now: float) -> None:
+        if remote.address is None:
+            return
+        if remote.allowing is not None:
+            self._allowing.pop(remote.allowing.tag, None)
+            if remote.allowing.session is not None:
+                self._sessions.pop(remote.allowing.session.local_index, None)
+        attempt = _Allowing(_random32(), now, now + self.allow_timeout)
+        attempt.packet = hs.build_hello(attempt.short, remote.record.pubkey, attempt.tag)
+        remote.allowing = attempt
+        self._allowing[attempt.tag] = remote
+
+    def _on_cookie(self, data: bytes, address: Address, now: float) -> None:
+        tag = struct.unpack_from("!I", data, 4)[0]
+        remote = self._allowing.get(tag)
+        if remote is None or remote.allowing is None or remote.allowing.stage != "hello":
+            self.counts["stray_cookie"] += 1
+            return
+        attempt = remote.allowing
+        opened = hs.open_cookie(data, attempt.short, remote.record.pubkey)
+        if opened is None:
+            self.counts["bad_cookie"] += 1
+            return
+        server_short, cookie = opened
+        index = self._new_index()
+        attempt.packet = hs.build_initiate(attempt.short, self.keys, remote.record.pubkey, server_short, cookie, tag, index)
+        shared = hs.session_shared(attempt.short.secret, server_short)
+        forward, backward = derive_session_keys(shared, attempt.short.public, server_short)
+        attempt.session = Session(
+            index, None, forward, backward, self._new_channel(remote), initiator=True, client_short=attempt.short.public, created=now
+        )
+        attempt.short.secret = b""  # forward secrecy: the short-term secret is done
+        self._sessions[index] = (remote, attempt.session)  # can open the responder's packets
+        attempt.stage = "initiate"
+        attempt.next_send = now
+        attempt.interval = 0.1
+
+    def _new_index(self) -> int:
+        while True:
+            index = _random32()
+            if index not in self._sessions:
+                return index
+
+    def _established(self, remote: Remote, session: Session, now: float) -> None:
+        """``session`` replaces whatever ``remote`` had; queued messages move in."""
+        old = remote.session
+        carried: list[Outgoing] = []
+        if old is not None and old is not session:
+            self._sessions.pop(old.local_index, None)
+            carried = old.channel.take_unfinished()
+        if remote.allowing is not None:
+            self._allowing.pop(remote.allowing.tag, None)
+            if remote.allowing.session is not None and remote.allowing.session is not session:
+                self._sessions.pop(remote.allowing.session.local_index, None)
+            remote.allowing = None
+        remote.session = session
+        remote.last_heard = now
+        self._sessions[session.local_index] = (remote, session)
+        channel = session.channel
+        for msg in carried:
+            channel.submit(msg, now)
+        backlog, remote.backlog = remote.backlog, []
+        for msg in backlog:
+            channel.submit(msg, now)
+        self._set_presence(remote, Presence.ALLOWED)
+        self._event_note(f"allowed {remote.name} session {session.local_index:08x}")
+
+    # -- allow: responder -----------------------------------------------------------
+
+    def _on_hello(self, data: bytes, address: Address, now: float) -> None:
+        opened = hs.open_hello(data, self.keys)
+        if opened is None:
+            self.counts["bad_hello"] += 1
+            return
+        tag, client_short, shared = opened
+        server_short = hs.ShortTerm()
+        cookie = self._jar.make(now, client_short, server_short.secret)
+        self._emit(hs.build_cookie(shared, tag, server_short, cookie), address)
+
+    def _on_initiate(self, data: bytes, address: Address, now: float) -> None:
+        initiate = hs.open_initiate(data, now, self._jar)
+        if initiate is None:
+            self.counts["bad_initiate"] += 1
+            return
+        remote = self._by_pubkey.get(initiate.client_long)
+        if remote is None or remote.record.status is not Status.ACCEPTED:
+            self.counts["not_accepted"] += 1
+            return
+        shared = self._long_shared.get(initiate.client_long)
+        if shared is None:
+            shared = self._long_shared[initiate.client_long] = self.keys.shared(initiate.client_long)
+        if not hs.check_vouch(initiate, shared):
+            self.counts["bad_vouch"] += 1
+            return
+        current = remote.session
+        if self._jar.seen(initiate.client_short):
+            if current is not None and not current.initiator and current.client_short == initiate.client_short:
+                # The initiator did not hear our ALLOW_ACK yet: say it again.
+                current.channel.ack_owed = True
+                self.counts["initiate_repeat"] += 1
+            else:
+                self.counts["replayed"] += 1
+            return
+        if current is not None and initiate.minted < current.created:
+            # Begun before the session we now have (a delayed or crossed
+            # allow): taking it would tear down a good session.
+            self.counts["stale_initiate"] += 1
+            return
+        if remote.allowing is not None and self._pubkey < remote.record.pubkey:
+            # Simultaneous allow: the smaller long-term key's initiation wins.
+            self.counts["allow_collision"] += 1
+            return
+        self._jar.remember(now, initiate.client_short)
+        server_public = hs.public_of(initiate.server_short_secret)
+        session_key = hs.session_shared(initiate.server_short_secret, initiate.client_short)
+        forward, backward = derive_session_keys(session_key, initiate.client_short, server_public)
+        session = Session(
+            self._new_index(),
+            initiate.index,
+            backward,
+            forward,
+            self._new_channel(remote),
+            initiator=False,
+            client_short=initiate.client_short,
+            created=now,
+        )
+        remote.address = address  # authenticated by the vouch
+        self._established(remote, session, now)
+        session.channel.ack_owed = True  # carries the ALLOW_ACK out now
+
+    # -- timers -------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        deadline: float | None = None
+        for attempt in self._joining.values():
+            when = min(attempt.next_send, attempt.deadline)
+            if deadline is None or when < deadline:
+                deadline = when
+        for remote in self.remotes.values():
+            allowing = remote.allowing
+            if allowing is not None:
+                when = min(allowing.next_send, allowing.deadline)
+                if deadline is None or when < deadline:
+                    deadline = when
+            session = remote.session
+            if session is not None and session.remote_index is not None:
+                when = session.channel.next_deadline()
+                if when is not None and (deadline is None or when < deadline):
+                    deadline = when
+                when = max(min(remote.last_sent, remote.last_heard), remote.last_ping) + self.alive_interval
+                if remote.presence is not Presence.DEAD:
+                    when = min(when, remote.last_heard + self.dead_after)
+                elif session.channel.pending_count and remote.allowing is None:
+                    when = min(when, remote.next_allow)
+                if deadline is None or when < deadline:
+                    deadline = when
+            elif remote.backlog and remote.allowing is None and remote.address is not None:
+                when = remote.next_allow
+                if deadline is None or when < deadline:
+                    deadline = when
+        return deadline
+
+    def _timers(self, now: float) -> None:
+        for tag, attempt in list(self._joining.items()):
+            if now >= attempt.deadline:
+                del self._joining[tag]
+                attempt.result = attempt.result if attempt.result == "pending" else "timeout"
+                self._event_note(f"join to {attempt.address!r} timed out")
+            elif now >= attempt.next_send:
+                self._emit(attempt.packet, attempt.address)
+                attempt.next_send = now + attempt.interval
+                attempt.interval = min(attempt.interval * 2, 1.0)
+        for remote in list(self.remotes.values()):
+            allowing = remote.allowing
+            if allowing is not None:
+                if now >= allowing.deadline:
+                    self._allow_failed(remote, now)
+                elif now >= allowing.next_send and remote.address is not None:
+                    self._emit(allowing.packet, remote.address)
+                    allowing.next_send = now + allowing.interval
+                    allowing.interval = min(allowing.interval * 2, 1.0)
+            session = remote.session
+            if session is not None and session.remote_index is not None:
+                channel = session.channel
+                when = channel.next_deadline()
+                if when is not None and when <= now:
+                    channel.poll(now)
+                if remote.presence is not Presence.DEAD and now - remote.last_heard >= self.dead_after:
+                    self._set_presence(remote, Presence.DEAD)
+                    remote.next_allow = now
+                if (
+                    remote.presence is Presence.DEAD
+                    and channel.pending_count
+                    and remote.allowing is None
+                    and now >= remote.next_allow
+                ):
+                    self._start_allow(remote, now)  # the peer may have restarted
+                if now - remote.last_ping >= self.alive_interval and (
+                    now - remote.last_sent >= self.alive_interval or now - remote.last_heard >= self.alive_interval
+                ):
+                    channel.ping_owed = True
+                    remote.last_ping = now
+            elif remote.backlog and remote.allowing is None and now >= remote.next_allow:
+                self._start_allow(remote, now)
+
+    def _allow_failed(self, remote: Remote, now: float) -> None:
+        attempt = remote.allowing
+        assert attempt is not None
+        self._allowing.pop(attempt.tag, None)
+        if attempt.session is not None:
+            self._sessions.pop(attempt.session.local_index, None)
+        remote.allowing = None
+        remote.next_allow = now + self.allow_timeout
+        self._event_note(f"allow with {remote.name} timed out")
+        expired = [m for m in remote.backlog if m.deadline is not None and m.deadline <= now]
+        if expired:
+            remote.backlog = [m for m in remote.backlog if m not in expired]
+            for msg in expired:
+                msg.reason = "no session (allow timed out)"
+                msg._state = 2
+                self._completed(msg)
+
+    def close(self) -> None:
+        for remote in self.remotes.values():
+            if remote.session is not None:
+                remote.session.channel.fail_all("stack closed")
+            for msg in remote.backlog:
+                msg.reason = "stack closed"
+                msg._state = 2
+            remote.backlog = []
+        super().close()

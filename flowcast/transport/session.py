@@ -1,0 +1,77 @@
+"""One established session: per-direction keys, counters and replay window.
+
+A session exists only after a verified INITIATE (responder) or a verified
+COOKIE (initiator); nothing unauthenticated creates or changes one.
+"""
+
+from __future__ import annotations
+
+from flowcast.transport.crypto import ReplayWindow, open_sealed, seal
+from flowcast.transport.reliable import Channel
+from flowcast.transport.wire import HEADER, MAGIC, PacketKind
+
+__all__ = ["Session"]
+
+_SEALED = PacketKind.SEALED
+_pack = HEADER.pack
+
+
+class Session:
+    """Keys and counters of one session with one remote."""
+
+    __slots__ = (
+        "local_index",
+        "remote_index",
+        "tx_key",
+        "rx_key",
+        "counter",
+        "window",
+        "channel",
+        "initiator",
+        "client_short",
+        "confirmed",
+        "created",
+    )
+
+    def __init__(
+        self,
+        local_index: int,
+        remote_index: int | None,
+        tx_key: bytes,
+        rx_key: bytes,
+        channel: Channel,
+        *,
+        initiator: bool,
+        client_short: bytes,
+        created: float,
+    ) -> None:
+        self.local_index = local_index
+        self.remote_index = remote_index
+        self.tx_key = tx_key
+        self.rx_key = rx_key
+        self.counter = 0
+        self.window = ReplayWindow()
+        self.channel = channel
+        self.initiator = initiator
+        self.client_short = client_short  # C': identifies the handshake
+        #: Responder: the initiator has been heard in this session.
+        #: Initiator: the responder's session id is known.
+        self.confirmed = False
+        self.created = created
+
+    def seal(self, body: bytes) -> tuple[int, bytes]:
+        """(counter, datagram) for ``body``; every call uses a new counter."""
+        counter = self.counter
+        self.counter = counter + 1
+        return counter, seal(self.tx_key, _pack(MAGIC, _SEALED, 0, self.remote_index, counter), body)
+
+    def open(self, datagram: bytes, counter: int) -> bytes | None:
+        """The body if authentic and not a replay (then the counter is used up)."""
+        if not self.window.check(counter):
+            return None
+        try:
+            body = open_sealed(self.rx_key, datagram[:16], datagram[16:])
+        except Exception:  # noqa: BLE001 - CryptoError, or ValueError on short input
+            return None
+        self.window.accept(counter)
+        return body

@@ -1,0 +1,341 @@
+"""What Road and Lane stacks share: message API, inbox, and how they run.
+
+A stack runs two ways with the same code:
+
+* as a **micro-thread** of a :class:`~flowcast.runtime.Scheduler` (pass
+  ``scheduler=``): the port's readability and one armed timer wake it; it
+  never polls, and sends made by other micro-threads in one round go out
+  together in the next, batched;
+* from **plain Python** (no scheduler): call :meth:`Stack.service` to do
+  everything that is ready now, or :func:`serve` to block in the OS until a
+  condition holds -- what tests and benchmarks use.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+import msgpack
+
+from flowcast.runtime.clock import RealClock
+from flowcast.runtime.scheduler import Event
+from flowcast.transport.port import DatagramPort
+from flowcast.transport.reliable import Outgoing
+from flowcast.transport.wire import F_JSON, F_UNRELIABLE
+
+__all__ = ["Stack", "Message", "serve", "F_RAW", "DEFAULT_TIMEOUT"]
+
+F_RAW = 0x04  # payload is bytes the application sent as bytes
+DEFAULT_TIMEOUT = 60.0
+RECEIVE_BATCH = 256
+
+_packb = msgpack.Packer(use_bin_type=True).pack
+_unpackb = msgpack.unpackb
+
+
+class Message(NamedTuple):
+    """A delivered message: who sent it, on which flow, and what."""
+
+    remote: str
+    flow: int
+    data: Any
+
+
+class Stack:
+    """Base of RoadStack and LaneStack; not used directly."""
+
+    def __init__(self, port: DatagramPort, *, scheduler: Any = None, clock: Any = None, name: str = "stack") -> None:
+        self.port = port
+        self.name = name
+        self.scheduler = scheduler
+        self.clock = scheduler.clock if scheduler is not None else (clock or RealClock())
+        self.inbox: deque[tuple[str, int, int, bytes]] = deque()
+        self.inbox_bytes = 0
+        self.counts: Counter[str] = Counter()
+        self.on_message: Callable[[Message], None] | None = None
+        self.on_done: Callable[[Outgoing], None] | None = None
+        self.default_timeout: float | None = DEFAULT_TIMEOUT
+        self._outq: deque[tuple[bytes, Any]] = deque()
+        self._closed = False
+        self._event: Event | None = None
+        self._thread: Any = None
+        self._timer: Any = None
+        self._timer_when: float | None = None
+        self._writable_armed = False
+
+    # -- the message API ---------------------------------------------------
+
+    def send(
+        self,
+        data: Any,
+        to: str,
+        *,
+        flow: int = 0,
+        timeout: float | None | type(...) = ...,
+        retries: int | None = None,
+        burst: int = 0,
+        reliable: bool = True,
+        codec: str = "msgpack",
+    ) -> Outgoing:
+        """Queue ``data`` (a dict, or anything msgpack/JSON encodes) for ``to``.
+
+        ``flow`` (0-65535) orders messages: in order within a flow, no order
+        between flows.  ``timeout`` (seconds, None for none) and ``retries``
+        (resends of any one segment) bound a reliable message; ``burst``
+        caps its segments in flight; ``reliable=False`` is fire-and-forget.
+        The returned :class:`Outgoing` shows the message's fate.
+        """
+        if codec == "msgpack":
+            payload, flags = _packb(data), 0
+        elif codec == "json":
+            payload, flags = json.dumps(data, separators=(",", ":")).encode(), F_JSON
+        else:
+            raise ValueError(f"unknown codec {codec!r} (msgpack or json)")
+        return self.send_bytes(payload, to, flow=flow, timeout=timeout, retries=retries, burst=burst, reliable=reliable, _flags=flags)
+
+    def send_bytes(
+        self,
+        payload: bytes,
+        to: str,
+        *,
+        flow: int = 0,
+        timeout: float | None | type(...) = ...,
+        retries: int | None = None,
+        burst: int = 0,
+        reliable: bool = True,
+        _flags: int = F_RAW,
+    ) -> Outgoing:
+        """Like :meth:`send` for bytes the receiver gets back as bytes."""
+        if not 0 <= flow <= 0xFFFF:
+            raise ValueError("flow must be 0..65535")
+        flags = _flags if reliable else _flags | F_UNRELIABLE
+        msg = Outgoing(
+            payload,
+            flow,
+            flags,
+            timeout=self.default_timeout if timeout is ... else timeout,
+            retries=retries,
+            burst=burst,
+            remote=to,
+        )
+        self._submit(msg, to)
+        if self._event is not None:
+            self._event.set()
+        return msg
+
+    def receive(self) -> Message | None:
+        """The oldest delivered message, or None."""
+        inbox = self.inbox
+        while inbox:
+            remote, flow, flags, payload = inbox.popleft()
+            self.inbox_bytes -= len(payload)
+            data = self._decode(flags, payload)
+            if data is not _UNDECODABLE:
+                self._consumed()
+                return Message(remote, flow, data)
+        self._consumed()
+        return None
+
+    def receive_many(self, limit: int = 1 << 30) -> list[Message]:
+        out = []
+        inbox = self.inbox
+        decode = self._decode
+        taken = 0
+        while inbox and len(out) < limit:
+            remote, flow, flags, payload = inbox.popleft()
+            taken += len(payload)
+            data = decode(flags, payload)
+            if data is not _UNDECODABLE:
+                out.append(Message(remote, flow, data))
+        self.inbox_bytes -= taken
+        self._consumed()
+        return out
+
+    def _decode(self, flags: int, payload: bytes) -> Any:
+        try:
+            if flags & F_RAW:
+                return payload
+            if flags & F_JSON:
+                return json.loads(payload)
+            return _unpackb(payload)
+        except Exception:  # noqa: BLE001 - a peer's bad payload must not raise here
+            self.counts["undecodable"] += 1
+            return _UNDECODABLE
+
+    def _deliver_to_inbox(self, remote: str, flow: int, flags: int, payload: bytes) -> None:
+        if self.on_message is not None:
+            data = self._decode(flags, payload)
+            if data is not _UNDECODABLE:
+                self.on_message(Message(remote, flow, data))
+            return
+        self.inbox.append((remote, flow, flags, payload))
+        self.inbox_bytes += len(payload)
+
+    # -- for subclasses --------------------------------------------------------
+
+    def _submit(self, msg: Outgoing, to: str) -> None:
+        raise NotImplementedError
+
+    def _consumed(self) -> None:
+        """The application took messages: the receive window may reopen."""
+
+    def _receive(self, data: bytes, address: Any, now: float) -> None:
+        raise NotImplementedError
+
+    def _timers(self, now: float) -> None:
+        raise NotImplementedError
+
+    def _flush(self, now: float) -> None:
+        raise NotImplementedError
+
+    def next_deadline(self) -> float | None:
+        raise NotImplementedError
+
+    # -- output queue: a datagram stays queued until the port takes it ------------
+
+    def _emit(self, datagram: bytes, address: Any) -> bool:
+        """Send now, or keep it queued (in order) until the port is writable."""
+        if self._outq:
+            self._outq.append((datagram, address))
+            return False
+        if self.port.send(datagram, address):
+            return True
+        self._outq.append((datagram, address))
+        self._arm_writable()
+        return False
+
+    def _drain_outq(self) -> bool:
+        outq = self._outq
+        send = self.port.send
+        while outq:
+            datagram, address = outq[0]
+            if not send(datagram, address):
+                self._arm_writable()
+                return False
+            outq.popleft()
+        return True
+
+    def _arm_writable(self) -> None:
+        if self.scheduler is not None and not self._writable_armed:
+            self._writable_armed = True
+            self.port.on_writable(self._on_writable)
+
+    def _on_writable(self) -> None:
+        self._writable_armed = False
+        if self._event is not None:
+            self._event.set()
+
+    # -- running -------------------------------------------------------------
+
+    def service(self) -> None:
+        """Do all that is ready now: read, run due timers, send."""
+        if self._closed:
+            return
+        now = self.clock.now()
+        receive = self._receive
+        receive_many = self.port.receive_many
+        for _ in range(64):  # bounded: other work must get its turn
+            batch = receive_many(RECEIVE_BATCH)
+            for data, address in batch:
+                try:
+                    receive(data, address, now)
+                except Exception:  # noqa: BLE001 - a datagram must never take the stack down
+                    self.counts["internal_errors"] += 1
+            if len(batch) < RECEIVE_BATCH:
+                break
+            self._flush(now)  # acks for what we read so far
+        now = self.clock.now()
+        deadline = self.next_deadline()
+        if deadline is not None and deadline <= now:
+            self._timers(now)
+        self._flush(now)
+
+    def start(self) -> None:
+        """Run as a micro-thread of ``self.scheduler`` (done by the constructor)."""
+        if self.scheduler is None or self._thread is not None:
+            return
+        self._event = Event()
+        self.port.on_readable(self._event.set)
+        self._thread = self.scheduler.spawn(self._run(), name=f"stack:{self.name}")
+
+    def _run(self):  # type: ignore[no-untyped-def]
+        event = self._event
+        assert event is not None
+        while not self._closed:
+            self.service()
+            self._arm_timer()
+            yield event.wait()
+            event.clear()
+
+    def _arm_timer(self) -> None:
+        when = self.next_deadline()
+        if when == self._timer_when:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_when = when
+        if when is not None:
+            event = self._event
+            self._timer = self.scheduler.call_at(when, event.set)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.scheduler is not None:
+            try:
+                self.port.on_readable(None)
+                self.port.on_writable(None)
+            except Exception:  # noqa: BLE001 - closing must not fail on a closed port
+                pass
+            if self._thread is not None and self._event is not None:
+                self._event.set()
+        self.port.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+_UNDECODABLE = object()
+
+
+def serve(stacks: Iterable[Stack], until: Callable[[], bool] | None = None, timeout: float = 10.0) -> bool:
+    """Plain-Python loop: service ``stacks``, blocking in ``select`` between.
+
+    Returns True once ``until()`` holds, False when ``timeout`` seconds pass
+    first (with ``until=None`` it runs the whole ``timeout``).
+    """
+    stacks = list(stacks)
+    end = time.monotonic() + timeout
+    while True:
+        for stack in stacks:
+            stack.service()
+        if until is not None and until():
+            return True
+        left = end - time.monotonic()
+        if left <= 0:
+            return False
+        wait = left
+        readers = []
+        writers = []
+        for stack in stacks:
+            if stack.closed:
+                continue
+            readers.append(stack.port.fileno())  # type: ignore[attr-defined]
+            if stack._outq:
+                writers.append(stack.port.writable_fileno())  # type: ignore[attr-defined]
+            deadline = stack.next_deadline()
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - stack.clock.now()))
+        if not readers:
+            return False
+        select.select(readers, writers, [], wait)

@@ -1,0 +1,196 @@
+"""Binary packet header and frame codec (see docs/protocol.md).
+
+Every datagram starts with one fixed 16-byte header.  RAET's header fields
+are split by who needs them: what a receiver must read *before* it can
+authenticate a datagram (packet kind, session id, packet counter, flags)
+lives in the clear header; the per-transaction fields (transaction kind,
+transaction id, segment number and count) live in *frames* inside the sealed
+body, because one datagram batches many transactions.  The header is also
+the AEAD nonce, which is how it is authenticated (crypto.py).
+
+Decoders raise only :class:`WireError`; the stacks count and drop on it.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+__all__ = [
+    "WireError",
+    "MAGIC",
+    "HEADER",
+    "HEADER_SIZE",
+    "Header",
+    "PacketKind",
+    "FrameKind",
+    "MSG",
+    "SEG",
+    "ACK",
+    "ACK_RANGE",
+    "ACK_FLOW",
+    "SKIP",
+    "ALLOW_ACK",
+    "PING",
+    "CLOSE",
+    "F_UNRELIABLE",
+    "F_JSON",
+    "pack_header",
+    "unpack_header",
+    "decode_frames",
+    "Frame",
+]
+
+
+class WireError(ValueError):
+    """A datagram or frame that does not parse; always counted and dropped."""
+
+
+MAGIC = 0xF1  # 'F' for flowcast, protocol version 1 in the low nibble
+
+HEADER = struct.Struct("!BBHIQ")  # magic, packet kind, flags, session id, counter
+HEADER_SIZE = HEADER.size  # 16
+
+
+class PacketKind:
+    """Outer packet kinds (RAET's packet kind + transaction kind of handshakes)."""
+
+    JOIN = 1  # signed presentation of long-term keys
+    JOIN_ACCEPT = 2  # signed reply: accepted
+    JOIN_PEND = 3  # signed reply: waiting for an operator
+    JOIN_REFUSE = 4  # signed reply: refused, with a reason
+    HELLO = 5  # allow step 1
+    COOKIE = 6  # allow step 2
+    INITIATE = 7  # allow step 3
+    SEALED = 8  # session traffic: AEAD-sealed frames
+    LANE = 9  # lane traffic: plain frames between yards of one host
+
+    ALL = frozenset(range(1, 10))
+
+
+class Header(NamedTuple):
+    kind: int
+    flags: int
+    session: int
+    counter: int
+
+
+def pack_header(kind: int, flags: int, session: int, counter: int) -> bytes:
+    return HEADER.pack(MAGIC, kind, flags, session, counter)
+
+
+def unpack_header(data: bytes | memoryview) -> Header:
+    if len(data) < HEADER_SIZE:
+        raise WireError(f"datagram of {len(data)} bytes is shorter than a header")
+    magic, kind, flags, session, counter = HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise WireError(f"bad magic 0x{magic:02x}")
+    if kind not in PacketKind.ALL:
+        raise WireError(f"unknown packet kind {kind}")
+    return Header(kind, flags, session, counter)
+
+
+# -- frames (inside a sealed or lane body) ---------------------------------
+
+
+class FrameKind:
+    MSG = 1  # a whole message
+    SEG = 2  # one segment of a segmented message
+    ACK = 3  # received packet counters, receive window, delivered per flow
+    SKIP = 4  # a message abandoned by its sender: deliver nothing, move on
+    ALLOW_ACK = 5  # responder's session id, repeated until confirmed
+    PING = 6  # alive: asks for an ACK
+    CLOSE = 7  # the session ends
+
+
+# frame flags
+F_UNRELIABLE = 0x01  # fire-and-forget: no flow order, never resent
+F_JSON = 0x02  # payload is JSON rather than msgpack
+
+MSG = struct.Struct("!BBHQI")  # kind, flags, flow, seq, length
+SEG = struct.Struct("!BBHQIII")  # kind, flags, flow, seq, segment no, count, length
+ACK = struct.Struct("!BBHHI")  # kind, flags, ranges, flows, receive window (bytes)
+ACK_RANGE = struct.Struct("!QQ")  # first, last (inclusive)
+ACK_FLOW = struct.Struct("!HQ")  # flow, next undelivered seq
+SKIP = struct.Struct("!BBHQ")  # kind, flags, flow, seq
+ALLOW_ACK = struct.Struct("!BBI")  # kind, flags, responder session id
+PING = struct.Struct("!BB")  # kind, flags
+CLOSE = struct.Struct("!BB")  # kind, flags
+
+MAX_ACK_RANGES = 64
+MAX_ACK_FLOWS = 64
+
+
+class Frame(NamedTuple):
+    """A decoded frame; the generic form used by tests, docs and the fuzzer.
+
+    The stacks decode frames inline on the hot path; this function is the
+    reference decoder with the same checks.
+    """
+
+    kind: int
+    flags: int
+    fields: tuple
+    payload: bytes
+
+
+def decode_frames(body: bytes | memoryview) -> list[Frame]:
+    """Decode a whole body into frames, or raise WireError."""
+    frames: list[Frame] = []
+    end = len(body)
+    off = 0
+    try:
+        while off < end:
+            kind = body[off]
+            if kind == FrameKind.MSG:
+                _, flags, flow, seq, length = MSG.unpack_from(body, off)
+                off += MSG.size
+                if off + length > end:
+                    raise WireError("message frame overruns the body")
+                frames.append(Frame(kind, flags, (flow, seq), bytes(body[off : off + length])))
+                off += length
+            elif kind == FrameKind.SEG:
+                _, flags, flow, seq, number, count, length = SEG.unpack_from(body, off)
+                off += SEG.size
+                if off + length > end:
+                    raise WireError("segment frame overruns the body")
+                if count < 2 or number >= count:
+                    raise WireError(f"segment {number} of {count}")
+                frames.append(Frame(kind, flags, (flow, seq, number, count), bytes(body[off : off + length])))
+                off += length
+            elif kind == FrameKind.ACK:
+                _, flags, nranges, nflows, window = ACK.unpack_from(body, off)
+                off += ACK.size
+                if nranges > MAX_ACK_RANGES or nflows > MAX_ACK_FLOWS:
+                    raise WireError("ack frame too long")
+                ranges = []
+                for _ in range(nranges):
+                    first, last = ACK_RANGE.unpack_from(body, off)
+                    off += ACK_RANGE.size
+                    if last < first:
+                        raise WireError("ack range reversed")
+                    ranges.append((first, last))
+                flows = []
+                for _ in range(nflows):
+                    flows.append(ACK_FLOW.unpack_from(body, off))
+                    off += ACK_FLOW.size
+                frames.append(Frame(kind, flags, (window, tuple(ranges), tuple(flows)), b""))
+            elif kind == FrameKind.SKIP:
+                _, flags, flow, seq = SKIP.unpack_from(body, off)
+                off += SKIP.size
+                frames.append(Frame(kind, flags, (flow, seq), b""))
+            elif kind == FrameKind.ALLOW_ACK:
+                _, flags, session = ALLOW_ACK.unpack_from(body, off)
+                off += ALLOW_ACK.size
+                frames.append(Frame(kind, flags, (session,), b""))
+            elif kind in (FrameKind.PING, FrameKind.CLOSE):
+                _, flags = PING.unpack_from(body, off)
+                off += PING.size
+                frames.append(Frame(kind, flags, (), b""))
+            else:
+                raise WireError(f"unknown frame kind {kind}")
+    except struct.error as error:
+        raise WireError(f"truncated frame: {error}") from None
+    if off > end:
+        raise WireError("frame overruns the body")
+    return frames
