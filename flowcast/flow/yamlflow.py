@@ -487,13 +487,13 @@ class _Reader:
 
     def act_timeout(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
         value = abs(self.number(main, "a timeout"))
-        human = self.text_of(m["human"][1], "human") if "human" in m else f"timeout {render.number(value)}"
+        human = self.text_of(m["human"][1], "human") if "human" in m else f"timeout {main.value}"
         need = Need("elapsed", op=">=", goal_value=value, where=self.where(main))
         return "go", {"far": "next", "needs": [need], "human": human}
 
     def act_repeat(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
         value = int(abs(self.number(main, "a repeat count")))
-        human = self.text_of(m["human"][1], "human") if "human" in m else f"repeat {value}"
+        human = self.text_of(m["human"][1], "human") if "human" in m else f"repeat {main.value}"
         need = Need("recurred", op=">=", goal_value=value, where=self.where(main))
         return "go", {"far": "next", "needs": [need], "human": human}
 
@@ -646,8 +646,12 @@ def _go(a: dict[str, Any]) -> dict[str, Any]:
             and human.split(" ", 1)[0] in ("timeout", "repeat"):
         n = needs[0]
         if n.kind == "elapsed" and isinstance(n.goal_value, float) and human.startswith("timeout"):
-            out = {"timeout": n.goal_value}
-            default = f"timeout {render.number(n.goal_value)}"
+            value: int | float = n.goal_value
+            tail = human.split(" ", 1)[-1]
+            if tail.isdigit() and tail.isascii() and float(int(tail)) == value:
+                value = int(tail)  # written as an integer: keep it so
+            out = {"timeout": value}
+            default = f"timeout {_scalar_text(value)}"
         elif n.kind == "recurred" and type(n.goal_value) is int and human.startswith("repeat"):
             out = {"repeat": n.goal_value}
             default = f"repeat {n.goal_value}"
@@ -658,6 +662,11 @@ def _go(a: dict[str, Any]) -> dict[str, Any]:
     if human != default:
         out["human"] = human
     return out
+
+
+def _scalar_text(value: Any) -> str:
+    """How YAML will write a scalar, which is how a parser will read its text back."""
+    return yaml.safe_dump(value).splitlines()[0]
 
 
 def _plain_go(far: str, needs: list[Need]) -> tuple[dict[str, Any], str]:
