@@ -13,6 +13,7 @@ A missing or broken flowcast API is a failure here, never a skip.
 
 from __future__ import annotations
 
+import importlib
 from typing import Iterable
 
 import pytest
@@ -46,25 +47,47 @@ def explain(expected: list[Row], actual: list[Row], context: int = 3) -> str:
             f"ioflo:\n{show(expected)}\nflowcast:\n{show(actual)}")
 
 
-def flowcast_rows(script: CorpusScript) -> list[Row]:
+def flowcast_rows(script: CorpusScript, monkeypatch: pytest.MonkeyPatch) -> list[Row]:
     from flowcast.flow.trace import run_trace  # imported here: a missing API fails each test
 
+    if script.behaviors:
+        _register_test_behaviours(script.behaviors, monkeypatch)
     return rows(run_trace(script.path, period=script.period, until=script.until))
+
+
+def _register_test_behaviours(modules: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the header's behaviour modules visible to the house run_trace builds.
+
+    A shared script cannot ``load`` them: Ioflo's ``load`` reads another
+    .flo file.  So, for this test only, the registry's entry-point discovery
+    (which every house build runs) also adds these modules.
+    """
+    from flowcast.behaving.registry import Registry
+
+    original = Registry.load_entry_points
+
+    def load_entry_points(self: Registry) -> list:
+        added = original(self)
+        for name in modules:
+            added.extend(self.add_module(importlib.import_module(name)))
+        return added
+
+    monkeypatch.setattr(Registry, "load_entry_points", load_entry_points)
 
 
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if not s.differs],
                          ids=[s.name for s in SCRIPTS if not s.differs])
-def test_flowcast_trace_equals_ioflo(script: CorpusScript, oracle) -> None:
+def test_flowcast_trace_equals_ioflo(script: CorpusScript, oracle, monkeypatch: pytest.MonkeyPatch) -> None:
     expected = rows(oracle(script).trace)
-    actual = flowcast_rows(script)
+    actual = flowcast_rows(script, monkeypatch)
     assert actual == expected, explain(expected, actual)
 
 
-def test_documented_differences() -> None:
+def test_documented_differences(monkeypatch: pytest.MonkeyPatch) -> None:
     """For ``# differs:`` scripts flowcast produces the documented trace, not Ioflo's."""
     for script in (s for s in SCRIPTS if s.differs):
         expected = parse_trace_lines(script.expected_path.read_text())
-        actual = flowcast_rows(script)
+        actual = flowcast_rows(script, monkeypatch)
         assert actual == expected, f"{script.name} ({script.differs}):\n" + explain(expected, actual)
 
 

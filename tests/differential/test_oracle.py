@@ -35,7 +35,7 @@ REQUIRED_CONSTRUCTS = [
     "ready", "start", "stop", "run",
     "aux", "conditional aux", "init with", "init to", "init from",
     "multi-field", "of me", "framer.me", "go me", "outer transitions",
-    "multiple framers",
+    "multiple framers", "do",
 ]
 
 
