@@ -362,15 +362,19 @@ class _Parser:
         self._add(cur, "do", args, context or self.context or "recur")
 
     def _parts(self, cur: w.Cursor, stops: tuple[str, ...], what: str) -> str:
-        parts: list[str] = []
+        parts: list[Token] = []
         while (tok := cur.peek()) is not None and not (not tok.quoted and tok.text in stops):
             if tok.quoted or tok.reserved or not w.IDENT.match(tok.text.replace(".", "_")):
+                for part in parts:  # 'do thing wiht x 1': blame the misspelt connective
+                    typo = did_you_mean(part.text, stops)
+                    if typo:
+                        raise cur.fail(f"unexpected {part.text!r} in {what}", part, hint=typo)
                 raise cur.fail(f"invalid word {tok.text!r} in {what}", tok)
-            parts.append(tok.text)
+            parts.append(tok)
             cur.i += 1
         if not parts:
             raise cur.fail(f"'{cur.verb}' needs {what} here")
-        return ".".join(parts)
+        return ".".join(p.text for p in parts)
 
     def go(self, cur: w.Cursor) -> None:
         self._need_frame(cur)

@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from flowcast.flow.errors import FlowError
+from flowcast.flow.errors import FlowError, did_you_mean
 from flowcast.flow.flolex import COMPARISONS, RESERVED, Statement, Token
 from flowcast.flow.spec import Ref, Where
 
@@ -214,6 +214,10 @@ def direct(cur: Cursor) -> dict[str, Any]:
     if second is None or second.reserved:
         data["value"] = data_value(first)
     else:
+        if not IDENT.match(first.value):
+            typo = did_you_mean(second.text, sorted(RESERVED))
+            if typo:  # '1 int .x': a misspelt connective, not a field named '1'
+                raise FlowError(f"unexpected {second.text!r} after the data", second.where, hint=typo)
         cur.i += 1
         data[_field_name(first)] = data_value(second)
         while (tok := cur.peek()) is not None and not tok.reserved:

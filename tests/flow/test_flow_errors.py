@@ -1,0 +1,216 @@
+"""Every mistake in a flow script is a FlowError at file:line:col, with the line and a caret."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flowcast.flow.errors import FlowError, FlowErrors
+from flowcast.flow.floscript import parse_flo
+from flowcast.flow.spec import FlowSpec
+from flowcast.flow.yamlflow import parse_yaml
+
+HEAD = "house h\nframer f be active\nframe a\n"
+
+
+def err(text: str) -> FlowError:
+    with pytest.raises(FlowError) as info:
+        parse_flo(text, "t.flo")
+    return info.value
+
+
+def caret_col(e: FlowError) -> int:
+    """The 1-based column the caret stands under in the rendered error."""
+    lines = str(e).splitlines()
+    return lines[2].index("^") - 4 + 1
+
+
+def test_rendering_has_location_line_and_caret() -> None:
+    e = err(HEAD + "  pritn hello\n")
+    lines = str(e).splitlines()
+    assert lines[0] == "t.flo:4:3: error: unknown statement 'pritn'"
+    assert lines[1] == "      pritn hello"
+    assert caret_col(e) == 3
+    assert "did you mean 'print'?" in lines[3]
+
+
+@pytest.mark.parametrize(
+    "body, line, col, message, hint",
+    [
+        # statements and connectives
+        ("  pritn hi", 4, 3, "unknown statement 'pritn'", "did you mean 'print'"),
+        ("  logger x to y", 4, 3, "not supported by flowcast", "supported statements: "),
+        ("  server s", 4, 3, "not supported by flowcast", "supported statements"),
+        ("  rear x", 4, 3, "not supported by flowcast", ""),
+        ("  put 1 int .x", 4, 9, "unexpected 'int'", "did you mean 'into'"),
+        ("  inc .x wiht 1", 4, 10, "expected 'with' or 'from'", "did you mean 'with'"),
+        ("  go z if .a or .b", 4, 14, "unexpected 'or'", "joined with 'and'"),
+        ("  go z when .a", 4, 8, "expected 'if'", ""),
+        ("  do thing wiht x 1", 4, 12, "'wiht'", "did you mean 'with'"),
+        ("  do thing at entre", 4, 15, "unknown context 'entre'", "did you mean 'enter'"),
+        ("  do thing cum x 1", 4, 12, "'do ... cum' is not supported", ""),
+        ("  bid strat z", 4, 7, "unknown bid control 'strat'", "did you mean 'start'"),
+        ("  go z if .x >= ", 4, 16, "needs a goal", ""),
+        ("  go z if .x is finished", 4, 17, "unknown condition 'is finished'", ""),
+        ("  go z if temp re me > 1", 4, 11, "unsupported framer state 'temp'", ""),
+        ("  put 1 into .x extra", 4, 17, "unexpected 'extra'", ""),
+        ("  put hello-world into .x", 4, 7, "invalid value 'hello-world'", ""),
+        ("  put 1x2y into .x", 4, 7, "point value", ""),
+        ("  put 3j into .x", 4, 7, "complex number", ""),
+        ("  put 1 into a..b", 4, 14, "invalid share path 'a..b'", ""),
+        ("  copy .a of cousin into .b", 4, 14, "invalid relation 'cousin'", "relations are"),
+        ("  copy frame.x into .b", 4, 8, "incomplete path", ""),
+        ("  put value 1 color 2 into .x", 4, 7, "'value' must be the only field", ""),
+        ("  timeout soon", 4, 11, "expected a timeout as a number", ""),
+        ("  print \"unclosed", 4, 9, "unterminated string", ""),
+        ("  enter now", 4, 9, "unexpected 'now'", ""),
+        ("  inc .x with red", 4, 15, "'inc' needs numbers", ""),
+        ("  aux x as y", 4, 9, "cloned aux framers", ""),
+        ("  go z if x in framer zz is done", 4, 23, "unknown framer 'zz'", ""),
+    ],
+)
+def test_statement_errors(body: str, line: int, col: int, message: str, hint: str) -> None:
+    e = err(HEAD + body + "\nframe z\nframer x be aux\nframe q\n")
+    assert e.where is not None
+    assert (e.where.file, e.where.line, e.where.col) == ("t.flo", line, col), str(e)
+    assert message in e.message
+    assert hint in e.hint
+    assert caret_col(e) == col
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("framer f\n", "'framer' before any house"),
+        ("house h\nframe a\n", "'frame' outside a framer"),
+        ("house h\nframer f\nprint x\n", "'print' outside a frame"),
+        ("with x\n", "no statement to continue"),
+        ("house h\nload x.py\n  with y\n", "cannot start a statement"),
+        ("house 1abc\n", "invalid a house name"),
+        ("house h\nframer f\nframe next\n", "'next' is reserved"),
+        ("house h\nframer f\nframe a\nframe a\n", "frame 'a' already defined"),
+        ("house h\nframer f\nframe a\nframer f\n", "framer 'f' already defined"),
+        ("house h\nhouse h\n", "house 'h' already defined"),
+        ("house h\nframer f be busy\n", "unknown schedule 'busy'"),
+        ("house h\nframer f in front\n", "ordering"),
+        ("house h\nload other.flo\n", "loading other .flo files"),
+    ],
+)
+def test_structure_errors(text: str, message: str) -> None:
+    e = err(text)
+    assert message in str(e)
+    assert e.where is not None and e.where.line >= 1
+
+
+# -- names checked once the whole script is read -------------------------------------
+
+
+def test_go_to_a_frame_defined_later_is_fine() -> None:
+    spec = parse_flo(HEAD + "go later\nframe later\n")
+    assert spec.house().framers[0].frames[0].acts[0].args["far"] == "later"
+
+
+def test_unknown_frame_points_at_the_name_with_suggestion() -> None:
+    e = err(HEAD + "  go  idel if .x\nframe idle\n")
+    assert (e.where.line, e.where.col) == (4, 7)
+    assert e.message == "unknown frame 'idel'"
+    assert e.hint == "did you mean 'idle'?"
+
+
+def test_all_name_errors_reported_together() -> None:
+    text = ("house h\nframer f be active first strat\nframe start\n"
+            "  go finsh\n  bid stop workr\n  aux helpr\n  go next if helpr is done\n"
+            "frame finish in nowhere\n  start ghost\n"
+            "framer worker be slave\nframe w\nframer helper be aux\nframe x\n")
+    with pytest.raises(FlowErrors) as info:
+        parse_flo(text, "t.flo")
+    errors = info.value.errors
+    got = [(e.where.line, e.message, e.hint) for e in errors]
+    assert got == [
+        (2, "unknown first frame 'strat'", "did you mean 'start'?"),
+        (8, "unknown over frame 'nowhere'", ""),
+        (4, "unknown frame 'finsh'", "did you mean 'finish'?"),
+        (5, "unknown tasker 'workr'", "did you mean 'worker'?"),
+        (7, "unknown tasker 'helpr'", "did you mean 'helper'?"),
+        (6, "unknown aux framer 'helpr'", "did you mean 'helper'?"),
+        (9, "unknown tasker 'ghost'", ""),
+    ]
+    assert str(info.value).count("error:") == 7
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("house h\nframer f\nframe a\n go next\n", "'go next' from 'a', the last frame"),
+        ("house h\nframer f\nframe a in b\nframe b in a\n", "frames nest in a loop"),
+        ("house h\nframer f\nframe a in a\n", "frames nest in a loop: a in a"),
+        ("house h\nframer f\nframe a\naux g\nframer g be active\nframe x\n", "is not 'be aux'"),
+        ("house h\nframer f\n", "framer 'f' has no frames"),
+        ("house h\nframer f\nframe a\n go a if aux nothere is done\n", "unknown aux framer 'nothere'"),
+        ("house h\nframer f\nframe a\n go a if .x is updated in frame zz\n", "unknown frame 'zz'"),
+        ("house h\nframer f\nframe a\n under b\nframe b in c\nframe c\n", "cannot be under 'a'"),
+    ],
+)
+def test_whole_script_errors(text: str, message: str) -> None:
+    e = err(text)
+    assert message in str(e)
+
+
+def test_deep_nesting_and_long_cycles_are_fine_or_clean() -> None:
+    n = 3000
+    deep = "house h\nframer f\n" + "".join(f"frame f{i}{f' in f{i - 1}' if i else ''}\n" for i in range(n))
+    spec = parse_flo(deep)
+    assert spec.house().framers[0].frames[-1].over == f"f{n - 2}"
+    cycle = "house h\nframer f\n" + "".join(f"frame f{i} in f{(i + 1) % n}\n" for i in range(n))
+    e = err(cycle)
+    assert "frames nest in a loop" in str(e)
+
+
+def test_huge_line_and_binary_junk() -> None:
+    e = err("house h\nframer f\nframe a\nprint " + "x" * 1_000_000 + " \"\n")
+    assert "unterminated string" in e.message
+    e = err("\x00\x01\x02\xff\ufffd garbage \x7f\n")
+    assert e.where is not None and e.where.line == 1
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=300))
+def test_arbitrary_text_parses_or_raises_flow_error(text: str) -> None:
+    try:
+        spec = parse_flo(text, "fuzz.flo")
+    except FlowError as exc:
+        str(exc)  # renders without raising
+        return
+    assert isinstance(spec, FlowSpec)
+
+
+FLO_WORDS = st.sampled_from([
+    "house", "h", "framer", "f", "frame", "a", "b", "in", "be", "active", "aux", "go", "next", "if", "and",
+    "not", ".x", "x.y", ">=", "==", "1", "2.5", "'s'", '"t u"', "elapsed", "goal", "is", "done", "do",
+    "thing", "with", "from", "per", "to", "put", "into", "inc", "copy", "set", "print", "bid", "start",
+    "stop", "all", "me", "timeout", "repeat", "let", "enter", "exit", "of", "frame", "framer", "+-",
+    "\n", "\n", "\n", "\\\n", "#", "under", "over", "first", "via", "updated", "by", "any", "re",
+])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(FLO_WORDS, max_size=60))
+def test_word_salad_parses_or_raises_flow_error(words: list[str]) -> None:
+    text = "house h\nframer f be active\nframe a\n" + " ".join(words)
+    try:
+        spec = parse_flo(text, "salad.flo")
+    except FlowError as exc:
+        assert exc.where is None or exc.where.file == "salad.flo"
+        str(exc)
+        return
+    assert isinstance(spec, FlowSpec)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_arbitrary_yaml_parses_or_raises_flow_error(text: str) -> None:
+    try:
+        parse_yaml(text, "fuzz.yaml")
+    except FlowError as exc:
+        str(exc)
