@@ -177,7 +177,11 @@ def ioflo_run(path: str | os.PathLike[str], period: float, until: float,
     try:
         skedder = skedding.Skedder(name="oracle", period=period, real=False,
                                    filepath=os.fspath(path), behaviors=list(behaviors))
-        if not skedder.build():
+        try:
+            built = skedder.build()
+        except Exception as error:  # ioflo's parser raises, and has bugs that raise others
+            raise OracleError(f"ioflo failed to build {path}: {error!r}\n{''.join(capture.lines)}") from error
+        if not built:
             raise OracleError(f"ioflo failed to build {path}:\n{''.join(capture.lines)}")
         for house in skedder.houses:
             for framer in house.framers:
@@ -230,3 +234,36 @@ def ioflo_trace(path: str | os.PathLike[str], period: float, until: float,
                 behaviors: Iterable[str] = ()) -> list[Transition]:
     """The frame-transition trace Ioflo 2.0.3 produces for ``path`` (see :func:`ioflo_run`)."""
     return ioflo_run(path, period, until, behaviors).trace
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.differential.ioflo_oracle FILE [--period P] [--until U]``: print Ioflo's trace.
+
+    Period and horizon default to the script's ``# differential:`` header, so
+    a corpus script's reference trace is one command away when debugging.
+    """
+    import argparse
+    from pathlib import Path
+
+    from tests.differential.corpus import parse_header
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("file", type=Path)
+    parser.add_argument("--period", type=float)
+    parser.add_argument("--until", type=float)
+    parser.add_argument("--prints", action="store_true", help="also show what print acts printed")
+    args = parser.parse_args(argv)
+    header = parse_header(args.file) if args.period is None or args.until is None else None
+    period = args.period if args.period is not None else header.period  # type: ignore[union-attr]
+    until = args.until if args.until is not None else header.until  # type: ignore[union-attr]
+    run = ioflo_run(args.file, period, until, header.behaviors if header else ())
+    for t in run.trace:
+        print(t)
+    if args.prints:
+        for stamp, message in run.prints:
+            print(f"# {stamp:g} print {message}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -47,12 +47,22 @@ def explain(expected: list[Row], actual: list[Row], context: int = 3) -> str:
             f"ioflo:\n{show(expected)}\nflowcast:\n{show(actual)}")
 
 
-def flowcast_rows(script: CorpusScript, monkeypatch: pytest.MonkeyPatch) -> list[Row]:
-    from flowcast.flow.trace import run_trace  # imported here: a missing API fails each test
+_RUNS: dict[str, tuple[list[Row], list[str]]] = {}
 
-    if script.behaviors:
-        _register_test_behaviours(script.behaviors, monkeypatch)
-    return rows(run_trace(script.path, period=script.period, until=script.until))
+
+def flowcast_run(script: CorpusScript) -> tuple[list[Row], list[str]]:
+    """flowcast's trace and printed lines for ``script`` (memoised: each script is built once)."""
+    key = str(script.path)
+    if key not in _RUNS:
+        from flowcast.flow.trace import run_trace  # imported here: a missing API fails each test
+
+        printed: list[str] = []
+        with pytest.MonkeyPatch.context() as patch:
+            if script.behaviors:
+                _register_test_behaviours(script.behaviors, patch)
+            trace = run_trace(script.path, period=script.period, until=script.until, out=printed.append)
+        _RUNS[key] = (rows(trace), printed)
+    return _RUNS[key]
 
 
 def _register_test_behaviours(modules: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,17 +87,25 @@ def _register_test_behaviours(modules: tuple[str, ...], monkeypatch: pytest.Monk
 
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if not s.differs],
                          ids=[s.name for s in SCRIPTS if not s.differs])
-def test_flowcast_trace_equals_ioflo(script: CorpusScript, oracle, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_flowcast_trace_equals_ioflo(script: CorpusScript, oracle) -> None:
     expected = rows(oracle(script).trace)
-    actual = flowcast_rows(script, monkeypatch)
+    actual, _printed = flowcast_run(script)
     assert actual == expected, explain(expected, actual)
 
 
-def test_documented_differences(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if not s.differs],
+                         ids=[s.name for s in SCRIPTS if not s.differs])
+def test_flowcast_prints_equal_ioflo(script: CorpusScript, oracle) -> None:
+    """`print` leaves no mark in the trace, so compare what both runtimes printed, in order."""
+    _trace, printed = flowcast_run(script)
+    assert printed == [message for _stamp, message in oracle(script).prints]
+
+
+def test_documented_differences() -> None:
     """For ``# differs:`` scripts flowcast produces the documented trace, not Ioflo's."""
     for script in (s for s in SCRIPTS if s.differs):
         expected = parse_trace_lines(script.expected_path.read_text())
-        actual = flowcast_rows(script, monkeypatch)
+        actual, _printed = flowcast_run(script)
         assert actual == expected, f"{script.name} ({script.differs}):\n" + explain(expected, actual)
 
 

@@ -188,3 +188,18 @@ def test_header_parser_reads_settings(tmp_path: Path) -> None:
                     "# differs: because\nhouse h\n# covers: ignored after statements\n")
     script = parse_header(path)
     assert (script.period, script.until, script.covers, script.differs) == (0.1, 2.05, "go, not", "because")
+
+
+def test_oracle_wraps_ioflo_exceptions(tmp_path: Path) -> None:
+    # `done NAME` makes ioflo 2.0.3 raise NameError while resolving (a bug of
+    # its own): the oracle reports it as a build failure, not a crash.
+    path = _write(tmp_path, "house h\nframer f be active first a\nframe a\n  done x\n"
+                            "framer x be aux first x1\nframe x1\n")
+    with pytest.raises(OracleError, match="NameError"):
+        ioflo_run(path, 0.125, 1.0)
+
+
+def test_corpus_readme_lists_every_script() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "flow" / "corpus" / "README.md").read_text()
+    missing = [s.path.name for s in SCRIPTS if f"`{s.path.name}`" not in readme]
+    assert not missing, f"add to tests/flow/corpus/README.md: {missing}"
