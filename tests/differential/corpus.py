@@ -6,12 +6,15 @@ script file alone is the whole test case::
     # differential: period=0.125 until=5
     # covers: timeout, next, print
     # differs: <why flowcast deliberately does something else>   (optional)
+    # ioflo-fails: <text of the error Ioflo stops with>           (optional, with differs)
     # behaviors: <module> [<module> ...]                          (optional)
 
 Only the comment lines before the first statement are read.  A ``differs``
 script has a sibling ``NAME.expected`` file holding the trace flowcast must
 produce instead (one ``T FRAMER FROM -> TO`` line per transition), so the
-difference is asserted, not just tolerated.
+difference is asserted, not just tolerated.  When the difference is that
+Ioflo cannot run the script at all (a bug of its own), ``ioflo-fails`` says
+which error it stops with, and the tests check that it still does.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "flow" / "corpus"
 
 _SETTINGS = re.compile(r"^#\s*differential:\s*(?P<body>.*)$")
-_KEYED = re.compile(r"^#\s*(?P<key>covers|differs|behaviors):\s*(?P<value>.*)$")
+_KEYED = re.compile(r"^#\s*(?P<key>covers|differs|ioflo-fails|behaviors):\s*(?P<value>.*)$")
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class CorpusScript:
     until: float
     covers: str = ""
     differs: str = ""  # empty: traces must be equal
+    ioflo_fails: str = ""  # error text Ioflo is known to stop with (only with ``differs``)
     behaviors: tuple[str, ...] = ()
 
     @property
@@ -67,12 +71,15 @@ def parse_header(path: Path) -> CorpusScript:
             keyed[m.group("key")] = (keyed.get(m.group("key"), "") + " " + m.group("value")).strip()
     if "period" not in settings or "until" not in settings:
         raise ValueError(f"{path}: header lacks '# differential: period=P until=U'")
+    if keyed.get("ioflo-fails") and not keyed.get("differs"):
+        raise ValueError(f"{path}: 'ioflo-fails' needs a 'differs' line saying why flowcast differs")
     return CorpusScript(
         path=path,
         period=float(settings["period"]),
         until=float(settings["until"]),
         covers=keyed.get("covers", ""),
         differs=keyed.get("differs", ""),
+        ioflo_fails=keyed.get("ioflo-fails", ""),
         behaviors=tuple(keyed.get("behaviors", "").split()),
     )
 
