@@ -33,7 +33,7 @@ def rows(trace: Iterable[object]) -> list[Row]:
     return out
 
 
-def explain(expected: list[Row], actual: list[Row], context: int = 3) -> str:
+def explain(expected: list[Row], actual: list[Row], context: int = 3, reference: str = "ioflo") -> str:
     """Say where two traces part, with a few lines either side, for a readable failure."""
     n = next((i for i, (a, b) in enumerate(zip(expected, actual)) if a != b), min(len(expected), len(actual)))
     lo = max(0, n - context)
@@ -43,8 +43,8 @@ def explain(expected: list[Row], actual: list[Row], context: int = 3) -> str:
                  for i, (t, f, s, d) in enumerate(trace[lo:n + context + 1], start=lo)]
         return "\n".join(lines) or "  (nothing)"
 
-    return (f"traces differ at transition #{n} (ioflo {len(expected)}, flowcast {len(actual)} transitions)\n"
-            f"ioflo:\n{show(expected)}\nflowcast:\n{show(actual)}")
+    return (f"traces differ at transition #{n} ({reference} {len(expected)}, flowcast {len(actual)} transitions)\n"
+            f"{reference}:\n{show(expected)}\nflowcast:\n{show(actual)}")
 
 
 _RUNS: dict[str, tuple[list[Row], list[str]]] = {}
@@ -106,7 +106,7 @@ def test_documented_differences() -> None:
     for script in (s for s in SCRIPTS if s.differs):
         expected = parse_trace_lines(script.expected_path.read_text())
         actual, _printed = flowcast_run(script)
-        assert actual == expected, f"{script.name} ({script.differs}):\n" + explain(expected, actual)
+        assert actual == expected, f"{script.name} ({script.differs}):\n" + explain(expected, actual, reference="expected")
 
 
 def test_transition_type_is_the_shared_contract() -> None:
