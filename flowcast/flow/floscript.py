@@ -317,13 +317,14 @@ class _Parser:
         frame.next = cur.take_name("a frame name").text if not cur.at_end() else None
         cur.done()
 
+    # Context lines need no frame (Ioflo accepts them anywhere); the next
+    # 'frame' resets the context anyway.
+
     def native(self, cur: w.Cursor) -> None:
-        self._need_frame(cur)
         cur.done()
         self.context = None
 
     def context_line(self, cur: w.Cursor) -> None:
-        self._need_frame(cur)
         cur.done()
         self.context = cur.verb
 

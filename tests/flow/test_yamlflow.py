@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import re
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,14 @@ def test_dump_of_demo_reads_back_and_is_stable() -> None:
     again = parse_yaml(text, "demo.yaml")
     assert again.houses == spec.houses
     assert dump_yaml(again) == text
+
+
+def test_docs_examples_mean_the_same() -> None:
+    text = (ROOT / "docs/flows.md").read_text()
+    flo = re.search(r"```\n(# traffic.*?)```", text, re.S)
+    yml = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    assert flo and yml
+    assert parse_yaml(yml[-1], "doc.yaml").houses == parse_flo(flo.group(1), "doc.flo").houses
 
 
 def test_several_houses_round_trip() -> None:
