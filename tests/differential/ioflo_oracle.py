@@ -152,7 +152,7 @@ def _step(skedder: skedding.Skedder, ready: Any, aborted: Any, stamp: float) -> 
                     aborted.append((tasker, stamp, period))
                 else:  # append allows for a period change (bid ... at P)
                     ready.append((tasker, retime + tasker.period, tasker.period))
-            except StopIteration:
+            except StopIteration:  # (Ioflo reuses the previous tasker's status here; framers never stop iterating)
                 aborted.append((tasker, stamp, period))
                 status = ABORTED
         if status == RUNNING or status == STARTED:

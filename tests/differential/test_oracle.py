@@ -67,6 +67,9 @@ def test_header_is_well_formed(script: CorpusScript) -> None:
     assert not math.isclose(ticks, round(ticks), abs_tol=1e-9), "until must not fall on a tick"
     if script.differs:
         assert script.expected_path.exists(), "a 'differs' script needs its .expected trace"
+    # run_trace runs one house while the oracle's skedder runs them all
+    houses = [ln for ln in script.path.read_text().splitlines() if ln.split()[:1] == ["house"]]
+    assert len(houses) == 1, "corpus scripts declare exactly one house"
 
 
 @pytest.mark.parametrize("script", RUNNABLE, ids=RUNNABLE_IDS)
