@@ -7,6 +7,8 @@ The traces -- (time, framer, from frame, to frame), in order -- must be
 equal.  A script marked ``# differs:`` documents a deliberate departure from
 Ioflo; there flowcast must produce the trace in the script's ``.expected``
 file instead (``test_oracle`` checks Ioflo really does something else).
+What ``print`` acts printed is compared too, in order: it is the only way
+to see print (and the order of the contexts it runs in) from outside.
 
 A missing or broken flowcast API is a failure here, never a skip.
 """
