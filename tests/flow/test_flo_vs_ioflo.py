@@ -50,8 +50,12 @@ def _camel(dotted: str) -> str:
     return "".join(p.capitalize() for p in dotted.split("."))
 
 
-def ioflo_acts(path: str) -> dict[tuple[str, str], dict[str, list[Any]]]:
-    """(framer, frame) -> context -> normalised acts, as Ioflo's builder makes them."""
+def _name(x: Any) -> Any:
+    return x if x is None or isinstance(x, str) else x.name
+
+
+def ioflo_build(path: str) -> tuple[dict[tuple[str, str], dict[str, list[Any]]], list[Any]]:
+    """(framer, frame) -> context -> normalised acts as Ioflo's builder makes them; and its houses."""
     record: dict[tuple[str, str], dict[str, list[Any]]] = {}
     saved = {name: getattr(framing.Frame, name) for name in list(_CONTEXT_OF) + ["addAux"]}
     registry = doing.Doer.Registry
@@ -88,8 +92,9 @@ def ioflo_acts(path: str) -> dict[tuple[str, str], dict[str, list[Any]]]:
             setattr(framing.Frame, name, wrap(name))
         building.Builder.dispatch = recording_dispatch  # type: ignore[method-assign]
         doing.Doer.Registry = _AnyKind(registry)
+        builder = building.Builder(fileName=path)
         try:
-            building.Builder(fileName=path).build()
+            builder.build()
         except Exception:  # noqa: BLE001 -- resolution of flowcast-only behaviours fails after recording
             pass
     finally:
@@ -98,7 +103,11 @@ def ioflo_acts(path: str) -> dict[tuple[str, str], dict[str, list[Any]]]:
         doing.Doer.Registry = registry
         building.Builder.dispatch = dispatch  # type: ignore[method-assign]
         console.reinit(verbosity=verbosity)
-    return record
+    return record, builder.houses
+
+
+def ioflo_acts(path: str) -> dict[tuple[str, str], dict[str, list[Any]]]:
+    return ioflo_build(path)[0]
 
 
 def _need_from_ioflo(act: Any) -> tuple[Any, ...]:
@@ -287,3 +296,31 @@ def test_same_acts_as_ioflo_builder(path: str) -> None:
     assert set(ours) >= set(theirs)
     for key in ours:
         assert ours[key] == theirs.get(key, {}), f"{Path(path).name} {key}"
+
+
+@pytest.mark.parametrize("path", COMPARED, ids=lambda p: Path(p).name)
+def test_same_houses_framers_frames_and_inits_as_ioflo(path: str) -> None:
+    from ioflo.base.globaling import ScheduleNames
+
+    spec = load_flo(path)
+    _, houses = ioflo_build(path)
+    assert [h.name for h in houses] == [h.name for h in spec.houses]
+    for house, ours in zip(houses, spec.houses):
+        theirs = [(f.name, ScheduleNames[f.schedule], f.period, _name(f.first) or None, f.inode or None)
+                  for f in house.framers]
+        assert theirs == [(f.name, f.schedule, f.period, f.first, f.inode) for f in ours.framers]
+        for framer, our_framer in zip(house.framers, ours.framers):
+            frames = {name: fr for name, fr in framer.frameNames.items()}
+            assert list(frames) == [f.name for f in our_framer.frames]
+            names = [f.name for f in our_framer.frames]
+            for i, frame in enumerate(our_framer.frames):
+                it = frames[frame.name]
+                lexical = frame.next if frame.next is not None else (names[i + 1] if i + 1 < len(names) else None)
+                assert (_name(it.over), _name(it.next_), it.inode or None) == (frame.over, lexical, frame.inode)
+                if frame.under is not None:
+                    assert _name(it.unders[0]) == frame.under
+        for init in ours.inits:  # Ioflo applies inits to the store at build time
+            share = house.store.fetch(init.dst.path if init.dst.path.startswith(".") else "." + init.dst.path)
+            assert share is not None
+            if init.data is not None:
+                assert {k: share[k] for k in init.data} == init.data
