@@ -59,6 +59,9 @@ ACT_KEYS: dict[str, tuple[str, ...]] = {
 }
 _FIXED_CONTEXT = {"go": "precur", "timeout": "precur", "repeat": "precur", "let": "benter"}
 _SCALARS = (str, int, float, bool, type(None))
+#: Lists and mappings read, aliases expanded: a small file must not expand
+#: into millions of acts through anchors and aliases.
+MAX_COLLECTIONS = 100_000
 
 
 def load_yaml(path: str | Path) -> FlowSpec:
@@ -91,8 +94,15 @@ class _Reader:
         self.text = text
         self.loader: yaml.SafeLoader | None = None
         self.framer: FramerSpec | None = None
+        self.collections = 0
 
     # node helpers
+
+    def count(self, node: yaml.Node) -> None:
+        self.collections += 1
+        if self.collections > MAX_COLLECTIONS:
+            raise self.error(f"flow too large: more than {MAX_COLLECTIONS} lists and mappings "
+                             "(YAML aliases expanded)", node)
 
     def where(self, node: yaml.Node) -> Where:
         mark = node.start_mark
@@ -148,6 +158,7 @@ class _Reader:
     def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> dict[str, tuple[yaml.Node, yaml.Node]]:
         if not isinstance(node, yaml.MappingNode):
             raise self.error(f"{what} must be a mapping, not a {_kind(node)}", node)
+        self.count(node)
         out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
         for key_node, val_node in node.value:
             key = self.text_of(key_node, f"a key of {what}")
@@ -161,11 +172,15 @@ class _Reader:
 
     def items(self, node: yaml.Node, what: str) -> list[yaml.Node]:
         if isinstance(node, yaml.SequenceNode):
+            self.count(node)
             return list(node.value)
         raise self.error(f"{what} must be a list, not a {_kind(node)}", node)
 
     def list_or_one(self, node: yaml.Node) -> list[yaml.Node]:
-        return list(node.value) if isinstance(node, yaml.SequenceNode) else [node]
+        if isinstance(node, yaml.SequenceNode):
+            self.count(node)
+            return list(node.value)
+        return [node]
 
     def cursor(self, node: yaml.Node, verb: str, what: str) -> w.Cursor:
         """FloScript tokens of a scalar, placed where they are in the file."""
@@ -201,6 +216,7 @@ class _Reader:
             return {"value": self.value(node, what)}
         if not isinstance(node, yaml.MappingNode):
             raise self.error(f"{what} must be a value or a mapping of fields, not a {_kind(node)}", node)
+        self.count(node)
         data: dict[str, Any] = {}
         for key_node, val_node in node.value:
             key = self.text_of(key_node, "a field name")

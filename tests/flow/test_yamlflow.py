@@ -267,6 +267,21 @@ def test_yaml_errors(text: str, message: str) -> None:
     assert e.where is not None
 
 
+def test_alias_expansion_is_bounded() -> None:
+    doc = "house: h\nframers:\n- framer: f\n  frames:\n"
+    doc += "  - frame: a\n    acts: &acts [" + ",".join(["{print: x}"] * 200) + "]\n"
+    doc += "".join(f"  - frame: b{i}\n    acts: *acts\n" for i in range(1000))
+    e = err(doc)
+    assert "flow too large" in e.message
+
+
+def test_aliases_within_bounds_are_fine() -> None:
+    doc = ("house: h\nframers:\n- framer: f\n  frames:\n"
+           "  - {frame: a, acts: &acts [{print: x}, {put: 1, into: .x}]}\n  - {frame: b, acts: *acts}\n")
+    frames = parse_yaml(doc).house().framers[0].frames
+    assert frames[0].acts == frames[1].acts and len(frames[1].acts) == 2
+
+
 # -- loader and convert -------------------------------------------------------------
 
 
