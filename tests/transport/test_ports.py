@@ -10,6 +10,7 @@ import stat
 import pytest
 
 from flowcast.runtime import RealClock, Scheduler
+from flowcast.transport.ports import _socket as socket_port
 from flowcast.transport.ports import (
     UDP_MAX_IPV4,
     SocketInUse,
@@ -278,7 +279,10 @@ def test_uxd_full_peer_queue_returns_false_and_keeps_every_datagram(rundir):
         assert [d for d, _ in got] == accepted[1:] + [b"late"]
 
 
-def test_uxd_on_writable_moves_a_backlog_through_a_tiny_queue(rundir):
+@pytest.mark.parametrize("how", ["epoll", "polling"])
+def test_uxd_on_writable_moves_a_backlog_through_a_tiny_queue(rundir, how, monkeypatch):
+    if how == "polling":  # what happens where there is no epoll
+        monkeypatch.setattr(socket_port, "_HAVE_EPOLL", False)
     scheduler = Scheduler(RealClock())
     tx = UxdPort(rundir, "tx", scheduler=scheduler)
     rx = UxdPort(rundir, "rx", scheduler=scheduler)
@@ -303,9 +307,53 @@ def test_uxd_on_writable_moves_a_backlog_through_a_tiny_queue(rundir):
     scheduler.run(until=10.0)
     assert got == backlog
     assert tx.counts["again"] > 0  # the queue really did fill
+    assert tx._write_mode is None  # every wait was one-shot and is gone
     tx.close()
     rx.close()
     scheduler.close()
+
+
+class WriterScheduler:
+    """Just enough scheduler to see how a port uses add_writer when offered."""
+
+    def __init__(self):
+        self.writers = {}
+        self.readers = {}
+
+    def add_writer(self, fileobj, callback):
+        assert fileobj not in self.writers
+        self.writers[fileobj] = callback
+
+    def remove_writer(self, fileobj):
+        del self.writers[fileobj]
+
+    def add_reader(self, fileobj, callback):
+        self.readers[fileobj] = callback
+
+    def remove_reader(self, fileobj):
+        self.readers.pop(fileobj, None)
+
+
+def test_a_scheduler_with_add_writer_gets_the_congested_peer_watched(rundir):
+    scheduler = WriterScheduler()
+    with UxdPort(rundir, "tx", scheduler=scheduler) as tx, UxdPort(rundir, "rx") as rx:
+        tx.on_readable(lambda: None)
+        while tx.send(b"x", rx.address):
+            pass
+        fired = []
+        tx.on_writable(lambda: fired.append(1))
+        (watch, callback), = scheduler.writers.items()
+        assert watch is not tx._sock and watch.getpeername() == rx.address
+        assert not select.select([], [watch], [], 0)[1]
+        rx.receive_many(20)
+        assert select.select([], [watch], [], 1.0)[1]
+        callback()
+        assert fired == [1] and scheduler.writers == {}  # one-shot
+        tx.on_writable(lambda: fired.append(2))
+        tx.on_writable(None)
+        assert scheduler.writers == {}
+        assert list(scheduler.readers) == [tx._sock]
+    assert scheduler.readers == {}
 
 
 def test_uxd_drops_anonymous_and_oversized_datagrams(rundir):

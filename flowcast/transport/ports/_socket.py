@@ -57,8 +57,13 @@ _UNREACHABLE = frozenset(
     }
 )
 
-# When the scheduler cannot watch for writability, poll for it this often
-# (doubling up to the cap): a fallback, not the design.
+# How on_writable waits, best first: the scheduler's own add_writer if it
+# has one; a private epoll registered as a reader; polling on a timer this
+# often (doubling up to the cap) where there is no epoll -- a fallback.
+_BY_WRITER = "writer"
+_BY_EPOLL = "epoll"
+_BY_POLLING = "polling"
+_HAVE_EPOLL = hasattr(select, "epoll")
 _POLL_FIRST = 0.0002
 _POLL_CAP = 0.01
 
@@ -103,6 +108,8 @@ class SocketPort:
         self._readable: Callable[[], None] | None = None
         self._writable: Callable[[], None] | None = None
         self._write_file: Any = None  # what is registered for writability
+        self._write_mode: str | None = None
+        self._epoll: Any = None
         self._poll_timer: Any = None
         self._poll_delay = _POLL_FIRST
         self._closed = False
@@ -190,12 +197,23 @@ class SocketPort:
             return
         self._writable = callback
         watch = self._write_watch()
+        self._write_file = watch
         add_writer = getattr(scheduler, "add_writer", None)
         if add_writer is not None:
-            self._write_file = watch
+            self._write_mode = _BY_WRITER
             add_writer(watch, self._fire_writable)
+        elif _HAVE_EPOLL:
+            # The scheduler only watches for reading -- but an epoll
+            # instance is itself readable exactly when one of its watched
+            # files is ready, so a private one turns "writable" into
+            # "readable" without any polling.
+            if self._epoll is None:
+                self._epoll = select.epoll()
+            self._epoll.register(watch.fileno(), select.EPOLLOUT)
+            self._write_mode = _BY_EPOLL
+            scheduler.add_reader(self._epoll, self._fire_writable)
         else:
-            self._write_file = watch
+            self._write_mode = _BY_POLLING
             self._poll_delay = _POLL_FIRST
             self._poll_timer = scheduler.call_at(scheduler.clock.now(), self._poll_writable)
 
@@ -215,6 +233,8 @@ class SocketPort:
             self._scheduler.remove_reader(self._sock)
         self._readable = None
         self._closed = True
+        if self._epoll is not None:
+            self._epoll.close()
         self._close_extra()
         self._sock.close()
 
@@ -282,14 +302,20 @@ class SocketPort:
 
     def _disarm_writable(self) -> None:
         self._writable = None
-        if self._poll_timer is not None:
-            self._poll_timer.cancel()
-            self._poll_timer = None
-        if self._write_file is not None:
-            remove_writer = getattr(self._scheduler, "remove_writer", None)
-            if remove_writer is not None:
-                remove_writer(self._write_file)
-            self._write_file = None
+        mode, self._write_mode = self._write_mode, None
+        watch, self._write_file = self._write_file, None
+        if mode is _BY_POLLING:
+            if self._poll_timer is not None:
+                self._poll_timer.cancel()
+                self._poll_timer = None
+        elif mode is _BY_WRITER:
+            self._scheduler.remove_writer(watch)
+        elif mode is _BY_EPOLL:
+            self._scheduler.remove_reader(self._epoll)
+            try:
+                self._epoll.unregister(watch.fileno())
+            except (OSError, ValueError, KeyError):
+                pass  # the watch was closed meanwhile: nothing left to remove
 
     def _poll_writable(self) -> None:
         """Fallback for schedulers without ``add_writer``: look, back off."""
