@@ -34,9 +34,18 @@ def locate(where: Where | None, word: str) -> Where | None:
     return Where(where.file, where.line, m.start() + 1, where.text)
 
 
+#: Where a name attribute was written, for attributes whose object's own
+#: ``where`` is elsewhere (``first X`` on its own line): ``(id(obj), attr)``.
+Positions = dict[tuple[int, str], Where]
+
+
 class _Checker:
-    def __init__(self) -> None:
+    def __init__(self, positions: Positions | None) -> None:
         self.errors: list[FlowError] = []
+        self.positions = positions or {}
+
+    def at(self, obj: object, attr: str, fallback: Where | None) -> Where | None:
+        return self.positions.get((id(obj), attr), fallback)
 
     def error(self, message: str, where: Where | None, word: str = "", hint: str = "") -> None:
         self.errors.append(FlowError(message, locate(where, word) if word else where, hint))
@@ -73,20 +82,21 @@ class _Checker:
         if not framer.frames:
             self.error(f"framer {framer.name!r} has no frames", framer.where, hint="add 'frame NAME' after it")
         if framer.first is not None:
-            self.name("first frame", framer.first, frames, framer.where)
+            self.name("first frame", framer.first, frames, self.at(framer, "first", framer.where))
         for frame in framer.frames:
             if frame.over is not None:
-                self.name("over frame", frame.over, frames, frame.where)
+                self.name("over frame", frame.over, frames, self.at(frame, "over", frame.where))
             if frame.next is not None:
-                self.name("next frame", frame.next, frames, frame.where)
+                self.name("next frame", frame.next, frames, self.at(frame, "next", frame.where))
         for frame in framer.frames:
-            if frame.under is not None and self.name("under frame", frame.under, frames, frame.where):
+            where = self.at(frame, "under", frame.where)
+            if frame.under is not None and self.name("under frame", frame.under, frames, where):
                 under = frames[frame.under]
                 if under.over is None:
                     under.over = frame.name
                 elif under.over != frame.name:
                     self.error(f"frame {under.name!r} is in {under.over!r}, so it cannot be under {frame.name!r}",
-                               frame.where)
+                               where, frame.under)
         self.cycles(framer, frames)
         for i, frame in enumerate(framer.frames):
             has_next = frame.next is not None or i + 1 < len(framer.frames)
@@ -154,9 +164,9 @@ class _Checker:
             self.name("frame", need.frame, [f.name for f in owner.frames], need.where)
 
 
-def check_names(spec: FlowSpec) -> list[FlowError]:
+def check_names(spec: FlowSpec, positions: Positions | None = None) -> list[FlowError]:
     """Every name problem in ``spec``, in source order (empty when all is well)."""
-    checker = _Checker()
+    checker = _Checker(positions)
     for house in spec.houses:
         checker.house(house)
     return checker.errors

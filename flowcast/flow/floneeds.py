@@ -132,7 +132,8 @@ def _tolerance(cur: w.Cursor) -> float | None:
 def _end(cur: w.Cursor) -> None:
     tok = cur.peek()
     if tok is not None and not _is(cur, cur.i, "and"):
-        raise cur.fail(f"unexpected {tok.text!r} in condition", tok, hint="conditions are joined with 'and'")
+        raise cur.fail(f"unexpected {tok.text!r} in condition", tok,
+                       hint=did_you_mean(tok.text, ["and", "+-"]) or "conditions are joined with 'and'")
 
 
 def _optional_name(cur: w.Cursor, default: str) -> str:

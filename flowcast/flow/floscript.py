@@ -22,7 +22,7 @@ from typing import Any
 from flowcast.flow import flowords as w
 from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
 from flowcast.flow.flolex import Statement, Token, lex
-from flowcast.flow.flonames import check_names
+from flowcast.flow.flonames import Positions, check_names
 from flowcast.flow.floneeds import needs as needs_
 from flowcast.flow.spec import (
     CONTEXTS,
@@ -36,6 +36,7 @@ from flowcast.flow.spec import (
     Init,
     Need,
     Ref,
+    Where,
 )
 
 #: Ioflo verbs flowcast deliberately does not implement.
@@ -58,12 +59,11 @@ def parse_flo(text: str, file: str = "<string>") -> FlowSpec:
     """Parse a FloScript text; raise :class:`FlowError` (or several) on any problem."""
     try:
         statements = lex(text, file)
-        spec = _Parser(file).parse(statements)
-    except FlowError:
-        raise
+        parser = _Parser(file)
+        spec = parser.parse(statements)
     except RecursionError as exc:  # defensive: the parser does not recurse on input depth
         raise FlowError(f"flow script too deeply nested to read: {exc}") from None
-    errors = check_names(spec)
+    errors = check_names(spec, parser.positions)
     if errors:
         raise errors[0] if len(errors) == 1 else FlowErrors(errors)
     return spec
@@ -81,7 +81,7 @@ def load_flo(path: str | Path) -> FlowSpec:
     return parse_flo(text, str(p))
 
 
-def make_act(verb: str, context: str, args: dict[str, Any], where: Any = None) -> Act:
+def make_act(verb: str, context: str, args: dict[str, Any], where: Where | None = None) -> Act:
     """An Act with every argument key present, so equal meaning means equal Acts.
 
     Both front ends build acts here: an argument the script did not give
@@ -113,6 +113,7 @@ class _Parser:
         self.framer: FramerSpec | None = None
         self.frame: FrameSpec | None = None
         self.context: str | None = None  # None: each verb's native context
+        self.positions: Positions = {}  # where names were written, for errors found later
         self.verbs: dict[str, Callable[[w.Cursor], None]] = {
             "house": self.house_,
             "init": self.init,
@@ -191,6 +192,10 @@ class _Parser:
         ctx = context or self.context or NATIVE[verb]
         frame.acts.append(make_act(verb, ctx, args, cur.tokens[0].where))
 
+    def _named(self, obj: object, attr: str, tok: Token) -> str:
+        self.positions[(id(obj), attr)] = tok.where
+        return tok.text
+
     # -- house level ---------------------------------------------------------
 
     def house_(self, cur: w.Cursor) -> None:
@@ -258,7 +263,7 @@ class _Parser:
             elif conn.text == "at":
                 framer.period = max(0.0, w.real(cur.take("a period"), "a period"))
             elif conn.text == "first":
-                framer.first = cur.take_name("a frame name").text
+                framer.first = self._named(framer, "first", cur.take_name("a frame name"))
             elif conn.text == "via":
                 framer.inode = w.indirect(cur, node=True, what="an inode path")
             elif conn.text == "in":
@@ -276,7 +281,7 @@ class _Parser:
 
     def first(self, cur: w.Cursor) -> None:
         framer = self._need_framer(cur)
-        framer.first = cur.take_name("a frame name").text
+        framer.first = self._named(framer, "first", cur.take_name("a frame name"))
         cur.done()
 
     def frame_(self, cur: w.Cursor) -> None:
@@ -288,7 +293,7 @@ class _Parser:
         while not cur.at_end():
             conn = cur.take("an option")
             if conn.text == "in":
-                frame.over = cur.take_name("the over frame's name").text
+                frame.over = self._named(frame, "over", cur.take_name("the over frame's name"))
             elif conn.text == "via":
                 frame.inode = w.indirect(cur, node=True, what="an inode path")
             else:
@@ -304,17 +309,17 @@ class _Parser:
 
     def over(self, cur: w.Cursor) -> None:
         frame = self._need_frame(cur)
-        frame.over = cur.take_name("a frame name").text
+        frame.over = self._named(frame, "over", cur.take_name("a frame name"))
         cur.done()
 
     def under(self, cur: w.Cursor) -> None:
         frame = self._need_frame(cur)
-        frame.under = cur.take_name("a frame name").text
+        frame.under = self._named(frame, "under", cur.take_name("a frame name"))
         cur.done()
 
     def next_(self, cur: w.Cursor) -> None:
         frame = self._need_frame(cur)
-        frame.next = cur.take_name("a frame name").text if not cur.at_end() else None
+        frame.next = self._named(frame, "next", cur.take_name("a frame name")) if not cur.at_end() else None
         cur.done()
 
     # Context lines need no frame (Ioflo accepts them anywhere); the next

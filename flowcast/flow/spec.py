@@ -94,8 +94,12 @@ class Need:
       Ioflo's default: for ``any``/``all`` the current frame of the current
       framer; for ``aux NAME`` the aux NAME of the current framer, wherever it
       runs.  For ``updated``/``changed``, ``frame`` is the ``in frame [F]``
-      clause: the frame whose entry resets the mark (``me`` = this frame);
-    * ``marker`` -- the ``by MARKER`` name of an ``updated``/``changed`` need.
+      clause: the frame (``me`` = this one) whose enter acts reset the mark;
+      None is Ioflo's default, the mark reset only on the transition into the
+      need's own frame;
+    * ``marker`` -- the ``by MARKER`` name of an ``updated``/``changed`` need,
+      so that several needs share one mark (Ioflo keys marks by framer and
+      marker, else by framer and frame).
     """
 
     kind: str

@@ -118,6 +118,26 @@ def test_unknown_frame_points_at_the_name_with_suggestion() -> None:
     assert e.hint == "did you mean 'idle'?"
 
 
+@pytest.mark.parametrize(
+    "text, line, col, message",
+    [
+        ("house h\nframer f\nframe a\n  first  b\n", 4, 10, "unknown first frame 'b'"),
+        ("house h\nframer f\nframe a\n  over  b\n", 4, 9, "unknown over frame 'b'"),
+        ("house h\nframer f\nframe a\n  next   b\nframe c\n", 4, 10, "unknown next frame 'b'"),
+        ("house h\nframer f\nframe a\n  under b\n", 4, 9, "unknown under frame 'b'"),
+        ("house h\nframer f\nframe a in  b\n", 3, 13, "unknown over frame 'b'"),
+    ],
+)
+def test_frame_name_errors_point_at_the_name(text: str, line: int, col: int, message: str) -> None:
+    e = err(text)
+    assert (e.where.line, e.where.col, e.message) == (line, col, message)
+
+
+def test_misspelt_and_between_conditions() -> None:
+    e = err(HEAD + "go z if .a adn .b\nframe z\n")
+    assert e.message == "unexpected 'adn' in condition" and e.hint == "did you mean 'and'?"
+
+
 def test_all_name_errors_reported_together() -> None:
     text = ("house h\nframer f be active first strat\nframe start\n"
             "  go finsh\n  bid stop workr\n  aux helpr\n  go next if helpr is done\n"
