@@ -12,15 +12,32 @@ Contract (kept deliberately small):
 * ``send`` never blocks.  It returns ``False`` when the datagram could not be
   handed to the OS or network *now* (EAGAIN, a full Unix-datagram queue):
   the caller keeps the datagram queued and tries again when
-  ``wait_writable`` fires.  A datagram is never silently consumed on
+  ``on_writable`` fires.  A datagram is never silently consumed on
   failure -- see NOTES.md on hio's lost-datagram bug.
+* A destination that is not there (connection refused, unreachable, no such
+  socket file) is not an error of the sender: ``send`` returns True, the
+  datagram is lost as a router would lose it, and the port counts it
+  (``counts["unreachable"]``).  A datagram longer than ``max_datagram``
+  raises ``ValueError``, and so does any use of a closed port (``OSError``):
+  those are bugs in the caller.
 * ``receive`` never blocks; it returns ``None`` when nothing is waiting.
   ``receive_many`` drains up to ``limit`` datagrams in one call, which is
   where a stack amortises the wake-up.
 * ``on_readable(callback)`` registers a persistent callback run by the
   scheduler whenever datagrams may be waiting (a selector registration for
   sockets, an in-process notification for the simulated network).  The
-  stack drains with ``receive_many`` until it returns fewer than asked.
+  stack drains with ``receive_many`` until it returns fewer than asked;
+  readiness is level-triggered, so a callback that leaves datagrams waiting
+  is called again (in the next scheduler round, never in a tight loop).
+  Datagrams a port refuses (oversized, no reply address) are counted and
+  never returned.
+* ``on_writable(callback)`` is one-shot: the callback runs once, when a
+  ``send`` that returned False may now succeed; registering again (or None)
+  replaces it.
+* Both callbacks need the port to have been made with a scheduler.  Real
+  socket ports made without one are driven from plain Python: select on
+  ``fileno()`` for reading and, after a False ``send``, on
+  ``writable_fileno()`` for writing.
 * Addresses are opaque hashable values: ``(host, port)`` tuples for UDP,
   path strings for Unix datagrams, names for the simulated network.
 """
