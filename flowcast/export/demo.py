@@ -1,0 +1,142 @@
+"""A demo export with known answers: a small flow plus scripted message traffic.
+
+The flow (logged shares ``counter`` and ``light``) runs in a virtual-clock
+House, so its share events are the same on every run.  Message events are
+scripted through the recorder API the transport will call, with latencies
+chosen so every Spark figure is known in advance (:data:`EXPECTED`): the
+end-to-end tests compare against it, and a person can run
+``python -m flowcast.export.demo DIR`` then the Spark jobs and check the
+report by eye.
+
+Two estates: ``alpha`` (house ``demo``) sends, ``beta`` (house ``main``)
+receives.  Route ``fast`` carries 100 messages with latencies 1..100 ms,
+route ``slow`` 20 messages of 10 ms (latency left for the job to derive
+from sent/delivered times), with resends, missed segments, causal
+buffering, one denial, and presence changes seen by alpha.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from flowcast.export.recorder import Recorder
+
+__all__ = ["DEMO_FLOW", "EPOCH", "EXPECTED", "FAST", "SLOW", "write_demo", "main"]
+
+#: 2026-11-22T00:00:00Z: the virtual clock's zero in wall time.
+EPOCH = 1_795_305_600.0
+
+DEMO_FLOW = """\
+house demo
+init .counter with 0
+init .light with "red"
+log .counter .light
+framer main be active first tick
+  frame tick
+    recur
+    inc .counter with 1
+    go done if .counter >= 5
+  frame done
+    put "green" into .light
+    bid stop me
+"""
+
+FAST = (("counter", "demo", "alpha", ""), ("counter", "main", "beta", ""))
+SLOW = (("light", "demo", "alpha", ""), ("light", "main", "beta", ""))
+FAST_ROUTE = "counter/demo/alpha/ -> counter/main/beta/"
+SLOW_ROUTE = "light/demo/alpha/ -> light/main/beta/"
+
+EXPECTED: dict[str, Any] = {
+    "share_events": {"counter": 5, "light": 1},
+    "latency": {  # route -> (delivered, p50, p95, p99)
+        FAST_ROUTE: (100, 0.050, 0.095, 0.099),
+        SLOW_ROUTE: (19, 0.010, 0.51, 0.51),  # 14 of 10 ms, 5 buffered 0.11..0.51 s
+    },
+    "throughput": {  # route -> {minute offset from EPOCH: delivered}
+        FAST_ROUTE: {0: 50, 1: 50},
+        SLOW_ROUTE: {1: 5, 2: 14},
+    },
+    "loss": {  # route -> (sent, delivered, lost, resent, missed, denied)
+        FAST_ROUTE: (100, 100, 0, 0, 0, 0),
+        SLOW_ROUTE: (20, 19, 1, 2, 3, 1),
+    },
+    "causal": {SLOW_ROUTE: (5, 0.3, 0.5)},  # route -> (buffered, p50 lag, max lag)
+    "presence": [  # (remote, status, since, until) seconds from EPOCH
+        ("beta", "joined", 0.0, 60.0),
+        ("beta", "lost", 60.0, 70.0),
+        ("beta", "joined", 70.0, None),
+    ],
+    "events": 6 + 100 * 2 + 20 + 19 + 2 + 3 + 5 + 1 + 3,
+}
+
+
+def run_flow(recorder: Recorder) -> None:
+    """Run the demo flow in a virtual house, its logged shares watched by ``recorder``."""
+    from flowcast.flow.floscript import parse_flo
+    from flowcast.house.house import House
+
+    house = House(parse_flo(DEMO_FLOW, "demo.flo").house("demo"), virtual=True, period=0.25, out=lambda line: None)
+    recorder.watch_house(house)
+    house.run(until=10.0)
+
+
+def write_demo(root: Path | str, **writer: Any) -> dict[str, Any]:
+    """Write the demo's events under ``root``; returns :data:`EXPECTED`."""
+    now = [0.0]
+    clock = lambda: now[0]  # noqa: E731 - scripted time for the message events
+    alpha = Recorder(root, estate="alpha", house="demo", clock=clock, epoch=EPOCH, **writer)
+    beta = Recorder(root, estate="beta", house="main", clock=clock, epoch=EPOCH, **writer)
+    run_flow(alpha)
+
+    def at(t: float) -> None:
+        now[0] = t
+
+    for i in range(100):  # fast: sent every 1.2 s from t=0, latency (i+1) ms
+        latency = (i + 1) / 1000
+        at(i * 1.2)
+        alpha.message("sent", f"fast-{i}", FAST[0], FAST[1], 100 + i)
+        at(i * 1.2 + latency)
+        beta.message("delivered", f"fast-{i}", FAST[0], FAST[1], 100 + i, latency)
+    for i in range(20):  # slow: sent every 4 s from t=100, 10 ms on the wire
+        t = 100.0 + 4.0 * i
+        at(t)
+        alpha.message("sent", f"slow-{i}", SLOW[0], SLOW[1], 2048)
+        if i in (3, 7):
+            alpha.message("resent", f"slow-{i}", SLOW[0], SLOW[1], 2048, segment=2)
+        if i == 5:
+            for seg in (1, 2, 3):
+                beta.message("segment-missed", f"slow-{i}", SLOW[0], SLOW[1], 2048, segment=seg)
+        at(t + 0.010)
+        if i == 19:
+            beta.message("denied", f"slow-{i}", SLOW[0], SLOW[1], 2048, detail="not authorized")
+            continue
+        if i < 5:  # causally buffered for (i + 1) / 10 s before delivery
+            lag = (i + 1) / 10
+            beta.message("buffered", f"slow-{i}", SLOW[0], SLOW[1], 2048)
+            at(t + 0.010 + lag)
+            beta.message("delivered", f"slow-{i}", SLOW[0], SLOW[1], 2048, lag=lag)
+        else:
+            beta.message("delivered", f"slow-{i}", SLOW[0], SLOW[1], 2048)
+    for t, status in ((0.0, "joined"), (60.0, "lost"), (70.0, "joined")):
+        at(t)
+        alpha.presence("beta", status)
+    alpha.close()
+    beta.close()
+    return EXPECTED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m flowcast.export.demo", description=__doc__.splitlines()[0])
+    p.add_argument("dir", type=Path, help="export directory to write the demo's segments into")
+    args = p.parse_args(argv)
+    write_demo(args.dir)
+    print(f"demo: wrote {EXPECTED['events']} events under {args.dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

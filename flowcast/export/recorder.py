@@ -1,0 +1,201 @@
+"""The in-house event recorder: what transports, routers and shares call.
+
+Recording must cost the house almost nothing, so an event is one tuple
+appended to a list plus one 8-byte store into a memory-mapped counter (the
+count that lets a restart say how many events a crash lost).  Everything
+else -- conversion to Arrow, JSON for share fields, route text, Parquet --
+happens per batch in :mod:`flowcast.export.segments`.
+
+Public API for the transport, routers, cast and causal layers::
+
+    recorder.message(kind, msg_id, src, dst, size, latency=None,
+                     *, segment=None, lag=None, detail=None, share=None)
+    recorder.presence(remote, status, detail=None)
+
+``kind`` is one of :data:`flowcast.export.schema.MESSAGE_KINDS`.  ``src`` and
+``dst`` are route tuples ``(share, yard, estate, channel)`` or their text;
+``latency`` and ``lag`` are seconds.  Shares marked for logging are recorded
+through their watchers (:meth:`Recorder.watch_house`), with no call needed.
+
+Event time is the house clock (``clock()``, the same one that stamps
+shares) plus ``epoch``, the wall time at clock zero, so a virtual-clock run
+exports repeatable timestamps and a real one exports wall time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from flowcast.export.schema import MESSAGE_KINDS, PRESENCE_KIND, SHARE_KIND
+from flowcast.export.segments import _COUNT, Recovery, SegmentWriter, route_text
+from flowcast.store import Share
+
+__all__ = ["Recorder", "route_text"]
+
+_KINDS = frozenset(MESSAGE_KINDS)
+
+
+class Recorder:
+    """Buffers a house's events and hands them to a segment writer in batches."""
+
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        estate: str,
+        house: str,
+        clock: Callable[[], float],
+        epoch: float | None = None,
+        batch: int = 4096,
+        flush_every: float = 1.0,
+        max_bytes: int = 32 << 20,
+        max_age: float = 300.0,
+        out: Callable[[str], None] | None = None,
+    ) -> None:
+        if batch < 1:
+            raise ValueError("batch must be at least 1")
+        self._now = clock
+        self.epoch = time.time() - clock() if epoch is None else float(epoch)
+        self.estate = estate
+        self.house = house
+        self.writer = SegmentWriter(
+            root, estate, house, epoch=self.epoch, max_bytes=max_bytes, max_age=max_age, out=out
+        )
+        self._batch = batch
+        self._flush_every = flush_every
+        self._rows: list[tuple] = []
+        self._counter = self.writer.counter
+        self._watched: list[Share] = []
+        self.closed = False
+
+    @property
+    def recovery(self) -> Recovery:
+        """What this start recovered from (and lost to) a previous crash."""
+        return self.writer.recovery
+
+    @property
+    def pending(self) -> int:
+        return len(self._rows)
+
+    # -- recording (the hot path) ----------------------------------------
+
+    def message(
+        self,
+        kind: str,
+        msg_id: str,
+        src: Any,
+        dst: Any,
+        size: int,
+        latency: float | None = None,
+        *,
+        segment: int | None = None,
+        lag: float | None = None,
+        detail: str | None = None,
+        share: str | None = None,
+    ) -> None:
+        """Record one message event (see the module docstring for the fields)."""
+        if kind not in _KINDS:
+            raise ValueError(f"unknown message event kind {kind!r}; want one of {', '.join(MESSAGE_KINDS)}")
+        self._add((self._now(), kind, share, None, msg_id, src, dst, size, latency, segment, lag, None, detail))
+
+    def presence(self, remote: str, status: str, detail: str | None = None) -> None:
+        """Record that ``remote`` (an estate) changed presence to ``status``."""
+        self._add((self._now(), PRESENCE_KIND, None, None, None, None, None, None, None, None, None, remote, status if detail is None else f"{status}: {detail}"))
+
+    def _on_share(self, share: Share) -> None:
+        history = share.history
+        if history:
+            stamp, fields = history[-1]  # the share already copied its fields here
+        else:
+            stamp, fields = share.stamp, share.fields()
+        self._add((stamp, SHARE_KIND, share.name, fields, None, None, None, None, None, None, None, None, None))
+
+    def _add(self, row: tuple) -> None:
+        rows = self._rows
+        rows.append(row)
+        n = len(rows)
+        _COUNT.pack_into(self._counter, 0, n, self.writer.journaled)
+        if n >= self._batch or row[0] - rows[0][0] >= self._flush_every:
+            self.flush()
+
+    # -- shares ------------------------------------------------------------
+
+    def watch(self, share: Share) -> None:
+        """Record every change of ``share`` from now on."""
+        if self.closed:
+            raise ValueError("recorder is closed")
+        share.watchers.append(self._on_share)
+        self._watched.append(share)
+
+    def watch_house(self, house: Any) -> list[str]:
+        """Watch the shares a built house (or a House) marked for logging."""
+        built = getattr(house, "built", house)
+        names = list(built.logged)
+        for name in names:
+            self.watch(built.store.get(name))
+        return names
+
+    # -- batches -----------------------------------------------------------
+
+    def flush(self) -> None:
+        """Hand buffered events to the writer (journaled, not yet Parquet)."""
+        rows = self._rows
+        if not rows:
+            return
+        self._rows = []
+        self.writer.append(rows, rows[-1][0])
+        self._counter = self.writer.counter
+
+    def poll(self) -> None:
+        """Flush and roll what is due by age; call it now and then from the house."""
+        if self.closed:
+            return
+        now = self._now()
+        if self._rows and now - self._rows[0][0] >= self._flush_every:
+            self.flush()
+        if self.writer.due(now):
+            self.flush()
+            self.writer.rotate()
+            self._counter = self.writer.counter
+
+    def ticker(self, period: float = 1.0) -> Iterator[Any]:
+        """A scheduler micro-thread that polls every ``period`` seconds until close.
+
+        It keeps a scheduler busy for as long as the recorder is open, so spawn
+        it only in houses that run until stopped.
+        """
+        from flowcast.runtime.scheduler import sleep
+
+        while not self.closed:
+            yield sleep(period)
+            self.poll()
+
+    def close(self) -> list[Path]:
+        """Flush, publish the open segment, stop watching shares."""
+        if self.closed:
+            return []
+        self.flush()
+        self.closed = True
+        for share in self._watched:
+            try:
+                share.watchers.remove(self._on_share)
+            except ValueError:
+                pass
+        self._watched.clear()
+        self.writer.close()
+        return list(self.writer.published)
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def record_many(recorder: Recorder, events: Iterable[tuple]) -> None:
+    """Record ``(kind, msg_id, src, dst, size, latency)`` tuples; for tools and tests."""
+    for event in events:
+        recorder.message(*event)
