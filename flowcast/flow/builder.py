@@ -97,6 +97,7 @@ class _Builder:
         self.errors: list[FlowError] = []
         self.framers: dict[str, Framer] = {}
         self.written: set[str] = set()
+        self.marks: dict[tuple[str, str, str], _Mark] = {}
 
     # -- errors ------------------------------------------------------------
 
@@ -202,6 +203,7 @@ class _Builder:
             return
         share = self.store.share(name)
         self.written.add(name)
+        stamp = share.stamp
         if init.data is not None:
             data = dict(init.data)
             if init.dst.fields and list(data) == ["value"]:
@@ -215,6 +217,7 @@ class _Builder:
                 return
             fields = init.src.fields or tuple(src.keys())
             share.update({f: src.get(f) for f in fields})
+        share.stamp = stamp  # an init is not an update: 'is updated' ignores it
 
     def build_frames(self, fspec: FramerSpec) -> None:
         framer = self.framers[fspec.name]
@@ -561,19 +564,21 @@ class _Builder:
             far = self.frame(framer, far_name, act.where)
             if far is None:
                 return None
-        needs = self.needs(act.args.get("needs", ()), frame, framer)
+        tracts: list[Callable[[], Any]] = []
+        needs = self.needs(act.args.get("needs", ()), frame, framer, tracts)
         if needs is None:
             return None
         transit = framer.transit
+        marks = tuple(tracts)
 
         if not needs:
-            return lambda: transit(far)
+            return lambda: transit(far, marks)
 
         def run() -> bool:
             for need in needs:
                 if not need():
                     return False
-            return transit(far)
+            return transit(far, marks)
 
         return run
 
@@ -589,11 +594,13 @@ class _Builder:
 
     # -- needs -------------------------------------------------------------
 
-    def needs(self, specs: Any, frame: Frame, framer: Framer) -> list[Callable[[], bool]] | None:
+    def needs(
+        self, specs: Any, frame: Frame, framer: Framer, tracts: list[Callable[[], Any]] | None = None
+    ) -> list[Callable[[], bool]] | None:
         compiled = []
         ok = True
         for spec in specs:
-            need = self.need(spec, frame, framer)
+            need = self.need(spec, frame, framer, tracts)
             if need is None:
                 ok = False
             else:
@@ -610,10 +617,16 @@ class _Builder:
         value = need.goal_value
         return lambda: value
 
-    def need(self, need: Need, frame: Frame, framer: Framer) -> Callable[[], bool] | None:
+    def need(
+        self, need: Need, frame: Frame, framer: Framer, tracts: list[Callable[[], Any]] | None = None
+    ) -> Callable[[], bool] | None:
         kind = need.kind
         test: Callable[[], bool] | None
-        if kind == "always":
+        if kind in ("updated", "changed"):
+            test = self.marked(need, frame, framer, tracts)
+            if test is None:
+                return None
+        elif kind == "always":
             test = lambda: True  # noqa: E731
         elif kind in ("boolean", "compare"):
             if need.state is None:
@@ -673,6 +686,46 @@ class _Builder:
         if need.negate:
             inner = test
             return lambda: not inner()
+        return test
+
+    def marked(
+        self, need: Need, frame: Frame, framer: Framer, tracts: list[Callable[[], Any]] | None
+    ) -> Callable[[], bool] | None:
+        """``SHARE is updated`` / ``is changed``: since this frame's transition
+        last fired on it.  The mark is taken only when the transition happens
+        (a tract), so a condition that is true but loses to another stays true."""
+        if need.state is None:
+            self.error(f"'{need.kind}' need without a share", need.where)
+            return None
+        share = self.share(need.state, framer, frame, need.where)
+        if share is None:
+            return None
+        mark = self.marks.setdefault((share.name, framer.name, frame.name), _Mark())
+        stamp = self.stamp
+        if need.kind == "updated":
+
+            def take() -> None:
+                mark.stamp = mark.used = stamp()
+
+            def test() -> bool:
+                now = share.stamp
+                if now is None:
+                    return False
+                return mark.stamp is None or now > mark.stamp or (now == mark.stamp and mark.used != mark.stamp)
+
+        else:
+
+            def take() -> None:
+                mark.data = share.fields()
+
+            def test() -> bool:
+                seen = mark.data
+                if seen is None:
+                    return True
+                return any(field not in seen or seen[field] != value for field, value in share.fields().items())
+
+        if tracts is not None:
+            tracts.append(take)
         return test
 
     # -- behaviours ----------------------------------------------------------
@@ -753,6 +806,17 @@ def _located(call: Callable[[], Any], name: str, where: Where | None) -> Callabl
             raise BehaviourFailure(f"{place}behaviour {name!r} raised {error!r}") from error
 
     return run
+
+
+class _Mark:
+    """What an ``updated``/``changed`` condition last saw of its share."""
+
+    __slots__ = ("stamp", "used", "data")
+
+    def __init__(self) -> None:
+        self.stamp: float | None = None
+        self.used: float | None = None
+        self.data: dict[str, Any] | None = None
 
 
 def _script_order(act: Act) -> tuple[int, int]:

@@ -284,8 +284,12 @@ class Framer:
         if not abort:
             self.done = True
 
-    def transit(self, far: Frame) -> bool:
-        """Move to ``far`` if every frame to be entered allows it (Ioflo's Transiter)."""
+    def transit(self, far: Frame, tracts: tuple[Act, ...] = ()) -> bool:
+        """Move to ``far`` if every frame to be entered allows it (Ioflo's Transiter).
+
+        ``tracts`` run once the move is certain, before any frame is exited:
+        ``updated``/``changed`` conditions use them to mark what they saw.
+        """
         nears = self.actives
         fars = far.outline
         exits: list[Frame]
@@ -302,6 +306,8 @@ class Framer:
         source = self._leaf()
         if self.on_transition is not None:
             self.on_transition(Transition(round(self._stamp(), 6), self.name, source, fars[-1].name))
+        for act in tracts:  # what the transition's conditions mark as seen
+            act()
         for frame in reversed(exits):
             frame.exit()
         for frame in reversed(common):

@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from flowcast.flow.builder import build_house
+from flowcast.behaving import Registry
 from flowcast.flow.framer import Transition
 from flowcast.flow.loader import load_flow
-from flowcast.flow.skedder import Skedder, Stamp
-from flowcast.runtime import Scheduler, VirtualClock
 
 __all__ = ["Transition", "run_trace"]
 
@@ -25,21 +23,26 @@ def run_trace(
     period: float = 0.125,
     until: float = 10.0,
     house: str | None = None,
+    registry: Registry | None = None,
     out: Callable[[str], None] = lambda line: None,
 ) -> list[Transition]:
-    """Load, build and run one house of a flow in simulated time."""
+    """Load, build and run one house of a flow in simulated time.
+
+    ``registry`` replaces the default one (entry points plus the flow's
+    ``load`` statements still load into it).
+    """
+    from flowcast.house.house import House
+
     spec = load_flow(Path(path))
     trace: list[Transition] = []
-    stamp = Stamp()
-    built = build_house(
+    built = House(
         spec.house(house),
-        stamp=stamp,
+        period=period,
+        virtual=True,
+        base=Path(path).resolve().parent,
+        registry=registry,
         on_transition=trace.append,
         out=out,
-        base=Path(path).resolve().parent,
     )
-    skedder = Skedder(built.taskables, period, stamp)
-    scheduler = Scheduler(VirtualClock())
-    scheduler.spawn(skedder.run(scheduler, until), name=f"skedder:{built.name}")
-    scheduler.run()
+    built.run(until)
     return trace

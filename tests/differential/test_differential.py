@@ -20,6 +20,8 @@ from typing import Iterable
 
 import pytest
 
+from flowcast.behaving.registry import Registry
+
 from tests.differential.corpus import CorpusScript, corpus, parse_trace_lines
 
 Row = tuple[float, str, str, str]
@@ -59,32 +61,25 @@ def flowcast_run(script: CorpusScript) -> tuple[list[Row], list[str]]:
         from flowcast.flow.trace import run_trace  # imported here: a missing API fails each test
 
         printed: list[str] = []
-        with pytest.MonkeyPatch.context() as patch:
-            if script.behaviors:
-                _register_test_behaviours(script.behaviors, patch)
-            trace = run_trace(script.path, period=script.period, until=script.until, out=printed.append)
+        trace = run_trace(script.path, period=script.period, until=script.until,
+                          registry=_registry(script.behaviors), out=printed.append)
         _RUNS[key] = (rows(trace), printed)
     return _RUNS[key]
 
 
-def _register_test_behaviours(modules: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the header's behaviour modules visible to the house run_trace builds.
+def _registry(modules: tuple[str, ...]) -> Registry | None:
+    """The header's behaviour modules plus the stock ones.
 
     A shared script cannot ``load`` them: Ioflo's ``load`` reads another
-    .flo file.  So, for this test only, the registry's entry-point discovery
-    (which every house build runs) also adds these modules.
+    .flo file.  So the test hands run_trace a registry that has them.
     """
-    from flowcast.behaving.registry import Registry
-
-    original = Registry.load_entry_points
-
-    def load_entry_points(self: Registry) -> list:
-        added = original(self)
-        for name in modules:
-            added.extend(self.add_module(importlib.import_module(name)))
-        return added
-
-    monkeypatch.setattr(Registry, "load_entry_points", load_entry_points)
+    if not modules:
+        return None
+    registry = Registry()
+    registry.load_entry_points()
+    for name in modules:
+        registry.add_module(importlib.import_module(name))
+    return registry
 
 
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if not s.differs],

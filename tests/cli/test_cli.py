@@ -1,0 +1,91 @@
+"""The flowcast command as a user runs it: traces, errors, clean stops."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def flowcast(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "flowcast.cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_run_virtual_trace_of_hello():
+    result = flowcast("run", "flows/hello.flo", "--virtual", "--trace", "--until", "5")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "0 main - -> counting"
+    assert "0.625 main counting -> greet" in lines
+    assert "counted to five: hello.count = 5" in lines
+    assert lines[-2:] == ["1.625 main greet -> finish", "goodbye"]
+
+
+def test_check_reports_ok_and_errors_with_location(tmp_path):
+    ok = flowcast("check", "flows/traffic.flo")
+    assert ok.returncode == 0 and "ok" in ok.stdout
+    bad = tmp_path / "bad.flo"
+    bad.write_text("house h\nframer f be active\n  frame start\n    go strat\n")
+    result = flowcast("check", str(bad))
+    assert result.returncode == 1
+    assert f"{bad}:4:" in result.stderr and "did you mean 'start'?" in result.stderr and "^" in result.stderr
+
+
+def test_unknown_behaviour_stops_before_anything_runs(tmp_path):
+    flow = tmp_path / "typo.flo"
+    flow.write_text("house h\nframer f be active\n  frame a\n    print started\n    do cuont to .x\n")
+    result = flowcast("run", str(flow), "--virtual", "--until", "1")
+    assert result.returncode == 1
+    assert "started" not in result.stdout
+    assert "unknown behaviour 'cuont'" in result.stderr and "did you mean 'count'?" in result.stderr
+
+
+def test_failing_behaviour_names_itself_and_the_line(tmp_path):
+    (tmp_path / "boom.py").write_text(
+        "from flowcast.behaving import behaviour\n\n@behaviour('boom')\ndef boom(io):\n    raise ValueError('kaput')\n"
+    )
+    flow = tmp_path / "boom.flo"
+    flow.write_text("house h\nload boom.py\nframer f be active\n  frame a\n    do boom\n")
+    result = flowcast("run", str(flow), "--virtual", "--until", "1")
+    assert result.returncode == 1
+    assert "boom.flo:5" in result.stderr and "kaput" in result.stderr
+
+
+def test_sigterm_stops_cleanly_and_runs_exit_contexts(tmp_path):
+    flow = tmp_path / "forever.flo"
+    flow.write_text(
+        "house h\nframer f be active\n  frame waiting\n    print entered\n    exit\n    print cleaned up\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flowcast.cli.main", "run", str(flow)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # blocks until the flow is running
+        assert first.strip() == "entered"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert out.strip() == "cleaned up"
+    assert "stopped by SIGTERM" in err
+
+
+def test_unknown_command_suggests():
+    result = flowcast("rn")
+    assert result.returncode == 2 and "did you mean 'run'?" in result.stderr
