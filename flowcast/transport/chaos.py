@@ -175,12 +175,18 @@ class ChaosRelay:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def overflow(self) -> int:
+        """Datagrams the kernel dropped at the relay's sockets (it fell behind)."""
+        ports = [self._listen, *self._clients.values()]
+        return sum(port.kernel_drops() or 0 for port in ports if not port.closed)
+
     def summary(self) -> str:
         keys = (
             "up_received", "up_forwarded", "down_received", "down_forwarded",
             "lost", "duplicated", "reordered", "corrupted", "stray", "blocked", "clients",
         )  # fmt: skip
-        return " ".join(f"{key}={self.counts[key]}" for key in keys)
+        counts = " ".join(f"{key}={self.counts[key]}" for key in keys)
+        return f"{counts} overflow={self.overflow()}"
 
     # -- relaying --------------------------------------------------------------
 

@@ -188,6 +188,7 @@ def test_command_line_relays_and_prints_counts_on_sigterm(server, client):
     assert proc.returncode == 0, err
     assert "up_received=10 up_forwarded=20" in out
     assert "duplicated=10" in out
+    assert "overflow=0" in out
 
 
 def test_duration_ends_the_run():

@@ -94,6 +94,17 @@ def test_udp_buffers_are_raised_beyond_the_default():
         assert port.send_buffer > 212_992
 
 
+def test_udp_counts_what_the_kernel_dropped_for_a_full_buffer(udp_pair):
+    a, _ = udp_pair
+    with UdpPort(buffer_size=4096) as small:
+        assert small.kernel_drops() == 0
+        for _ in range(100):
+            assert a.send(b"x" * 1000, small.address)
+        kept = len(small.receive_many(1000))
+        assert 0 < kept < 100
+        assert small.kernel_drops() == 100 - kept  # loopback delivers inside sendto
+
+
 def test_udp_send_to_nobody_is_not_an_error(udp_pair):
     a, b = udp_pair
     dead = UdpPort()

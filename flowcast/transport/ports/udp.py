@@ -8,6 +8,7 @@ a host *name* would make ``sendto`` resolve it, blocking, on every call.
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from typing import Any
 
@@ -48,6 +49,28 @@ class UdpPort(SocketPort):
         super().__init__(sock, limit, scheduler, buffer_size)
         self._address = sock.getsockname()
         self._watch: socket.socket | None = None
+
+    def kernel_drops(self) -> int | None:
+        """Datagrams the kernel dropped for this socket (its receive buffer
+        was full), from /proc/net/udp[6]; None where that is not readable.
+
+        Loss a stack never sees is still loss: this is how to count it.
+        """
+        try:
+            inode = str(os.fstat(self._sock.fileno()).st_ino)
+        except OSError:
+            return None
+        for table in ("/proc/net/udp", "/proc/net/udp6"):
+            try:
+                with open(table) as lines:
+                    next(lines, None)
+                    for line in lines:
+                        fields = line.split()
+                        if len(fields) > 12 and fields[9] == inode:
+                            return int(fields[-1])
+            except (OSError, ValueError):
+                continue
+        return None
 
     def _write_watch(self) -> socket.socket:
         # A duplicate descriptor of the same socket: its writability is the
