@@ -383,10 +383,10 @@ class Scheduler:
         if until is not None and now >= until:
             # Everything due at ``until`` still runs, then the run ends.
             return not busy and self._fire_due(now) and bool(self._ready)
-        waiting = self._readers > 0 or self._waker is not None
         deadline = timers[0][0] if timers else None
-        if not busy and deadline is None and not waiting:
-            return False  # nothing left that could ever run
+        if not busy and deadline is None and not self._readers:
+            return False  # nothing left that could ever run (the waker alone is no work)
+        waiting = self._readers > 0 or self._waker is not None
         if until is not None and (deadline is None or deadline > until):
             deadline = until
         if clock.virtual:

@@ -219,3 +219,16 @@ def test_idle_scheduler_blocks_instead_of_polling():
     s.run()
     assert woke and woke[0] >= 0.05
     assert s.waits <= 4, f"scheduler looped {s.waits} times while idle"
+
+
+def test_wakeup_channel_alone_does_not_keep_run_alive():
+    s = Scheduler(RealClock())
+    s.enable_wakeup()
+
+    def brief():
+        yield sleep(0.01)
+
+    s.spawn(brief())
+    s.run()  # must return once the thread ends, though the waker is registered
+    assert s.threads == frozenset()
+    s.close()
