@@ -25,7 +25,12 @@ to the moment the last message arrived (``time.monotonic`` is one clock for
 every process on the machine), so a sender that merely fills buffers gets
 no credit.  Datagram figures also report what was lost.
 
-Run: ``.venv/bin/python bench/peers.py [--json] [--quick] [--only NAME ...]``.
+The second process is *spawned* (a fresh interpreter: no inherited
+threads, sockets or zmq contexts), so a script that calls these functions
+must keep its top level under ``if __name__ == "__main__":``.
+
+Run: ``.venv/bin/python bench/peers.py [--json] [--quick] [--repeats N]
+[--only NAME ...]``.
 """
 
 from __future__ import annotations
@@ -634,6 +639,7 @@ def _raet_road_server(conn: Any, mode: str, size: int, count: int, deadline: flo
 
 
 def _raet_road_client(address: Any, mode: str, size: int, count: int, deadline: float) -> dict[str, Any]:
+    _raet_import()
     from raet.road import estating
 
     base = tempfile.mkdtemp(prefix="fcraet-")
@@ -770,6 +776,7 @@ def _raet_lane_server(conn: Any, base: str, size: int, count: int, deadline: flo
 
 
 def _raet_lane_client(address: str, base: str, size: int, count: int, deadline: float) -> dict[str, Any]:
+    _raet_import()
     from raet.lane import yarding
 
     stack = _raet_lane("other", base)
