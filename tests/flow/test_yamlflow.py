@@ -317,3 +317,88 @@ def test_convert_reports_errors_and_writes_nothing(tmp_path: Path, capsys: pytes
     assert f"{src}:4:6: error: unknown frame 'nowhere'" in err_text
     assert convert_main([str(src), str(tmp_path / "x.flo")]) == 1
     assert "can only write YAML" in capsys.readouterr().err
+
+
+# -- generated flows round-trip -------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_names = st.sampled_from(["alpha", "beta", "x1", "depth", "mode"])
+_paths = st.sampled_from([".a.b", "a.b", "x of me", "x of framer", "x of frame", "x of frame b", "frame.b.x",
+                          "actor.act.x", "x of actor", ".s of framer f", "x of frame main"])
+_text = st.text(alphabet=st.characters(blacklist_categories=["Cs", "Cc"], blacklist_characters="\"'"), max_size=8)
+_goals = st.one_of(
+    st.integers(-10**6, 10**6).map(str),
+    st.floats(allow_nan=False, allow_infinity=False, width=32).map(repr),
+    _text.map(lambda t: f'"{t}"'),
+    st.sampled_from(["true", "false", "none", "goal.x", "v in .g"]),
+)
+_data_values = st.one_of(st.integers(-1000, 1000).map(str), st.sampled_from(["2.5", "green", "'two words'", "yes"]))
+_ops = st.sampled_from(["==", "!=", "<", "<=", ">=", ">"])
+
+
+@st.composite
+def _need(draw: st.DrawFn) -> str:
+    kind = draw(st.integers(0, 7))
+    neg = "not " if draw(st.booleans()) else ""
+    if kind == 0:
+        return f"{neg}{draw(_paths)}"
+    if kind == 1:
+        tol = f" +- {draw(st.integers(0, 5))}" if draw(st.booleans()) else ""
+        return f"{neg}{draw(_paths)} {draw(_ops)} {draw(_goals)}{tol}"
+    if kind == 2:
+        return f"{neg}{draw(st.sampled_from(['elapsed', 'recurred']))} {draw(_ops)} " \
+               f"{draw(st.sampled_from(['goal', '1', '2.5', '.lim']))}"
+    if kind == 3:
+        return f"{neg}{draw(st.sampled_from(['any', 'all', 'aux x', 'x in frame me', 'all in framer']))} is done"
+    if kind == 4:
+        return f"{neg}g is {draw(st.sampled_from(['readied', 'started', 'running', 'stopped', 'aborted']))}"
+    if kind == 5:
+        place = draw(st.sampled_from(["", " in frame", " in frame b", " by m", ' by "two m"']))
+        return f"{neg}{draw(_paths)} is {draw(st.sampled_from(['updated', 'changed']))}{place}"
+    if kind == 6:
+        return f"{neg}g is done"
+    return f"{neg}depth in {draw(_paths)} {draw(_ops)} {draw(_goals)}"
+
+
+@st.composite
+def _act(draw: st.DrawFn) -> str:
+    choice = draw(st.integers(0, 12))
+    data = " ".join(f"{n} {v}" for n, v in zip(draw(st.lists(_names, min_size=1, max_size=3, unique=True)),
+                                             draw(st.lists(_data_values, min_size=3, max_size=3))))
+    if choice == 0:
+        return f"put {draw(_data_values)} into {draw(_paths)}"
+    if choice == 1:
+        return f"put {data} into {draw(_paths)}"
+    if choice == 2:
+        return f"copy {draw(_paths)} into f1 f2 in {draw(_paths)}"
+    if choice == 3:
+        return f"inc {draw(_paths)} with {draw(st.integers(-5, 5))}"
+    if choice == 4:
+        return f"set {draw(st.sampled_from(['elapsed', 'recurred', 'goal.x']))} with {draw(_data_values)}"
+    if choice == 5:
+        return f"do thing part with {data} per {data} from {draw(_paths)} to {draw(_paths)} at enter"
+    if choice == 6:
+        return f"go b if {' and '.join(draw(st.lists(_need(), min_size=1, max_size=3)))}"
+    if choice == 7:
+        return f"timeout {draw(st.sampled_from(['1', '2.5', '0.125', '10']))}"
+    if choice == 8:
+        return f"let if {draw(_need())}"
+    if choice == 9:
+        words = draw(st.sampled_from(["hello", '"a b"', "x y z"]))
+        return f"print {words}"
+    if choice == 10:
+        return f"bid {draw(st.sampled_from(['start', 'stop', 'run']))} g at {draw(st.sampled_from(['1.0', '.p']))}"
+    if choice == 11:
+        return f"aux x if {draw(_need())}"
+    return draw(st.sampled_from(["exit", "renter", "recur", "native"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_act(), max_size=12))
+def test_generated_flows_round_trip(lines: list[str]) -> None:
+    text = ("house h\nframer f be active\nframe a\n" + "\n".join(lines) +
+            "\nframe b\nframer g be slave\nframe q\nframer x be aux\nframe r\n")
+    spec = parse_flo(text, "gen.flo")
+    assert parse_yaml(dump_yaml(spec), "gen.yaml").houses == spec.houses
