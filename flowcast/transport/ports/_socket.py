@@ -97,8 +97,6 @@ class SocketPort:
     to name the file whose writability means "try again".
     """
 
-    counts: Counter[str]
-
     def __init__(self, sock: socket.socket, max_datagram: int, scheduler: Any | None, buffer_size: int) -> None:
         sock.setblocking(False)
         self._sock = sock
@@ -114,9 +112,8 @@ class SocketPort:
         self._poll_delay = _POLL_FIRST
         self._closed = False
         self.send_buffer, self.receive_buffer = size_buffers(sock, buffer_size)
-        #: Event counts: ``sent``, ``received``, ``again`` (send said try
-        #: later), ``unreachable``, ``oversized``, ``receive_errors``, ...
-        self.counts = Counter()
+        self._sent = 0  # a plain int on the hot path; see counts
+        self._events: Counter[str] = Counter()
 
     # -- the port interface ------------------------------------------------
 
@@ -127,6 +124,16 @@ class SocketPort:
     @property
     def max_datagram(self) -> int:
         return self._max
+
+    @property
+    def counts(self) -> Counter[str]:
+        """Event counts: ``sent``, ``received``, ``again`` (send said try
+        later), ``unreachable``, ``oversized``, ``receive_errors``, and for
+        Unix datagrams ``anonymous``.  A snapshot."""
+        counts = Counter(self._events)
+        if self._sent:
+            counts["sent"] = self._sent
+        return counts
 
     def fileno(self) -> int:
         """The socket's descriptor, to select on for readability."""
@@ -139,7 +146,7 @@ class SocketPort:
             self._sock.sendto(data, address)
         except OSError as error:
             return self._send_failed(error, data, address)
-        self.counts["sent"] += 1
+        self._sent += 1
         return True
 
     def receive(self) -> tuple[bytes, Address] | None:
@@ -163,13 +170,13 @@ class SocketPort:
                 if self._closed or error.errno == errno.EBADF:
                     raise
                 # A pending ICMP error or the like: it belongs to no datagram.
-                self.counts["receive_errors"] += 1
+                self._events["receive_errors"] += 1
                 dropped += 1
                 if dropped > limit:
                     break
                 continue
             if len(item[0]) > top:
-                self.counts["oversized"] += 1
+                self._events["oversized"] += 1
             elif self._accept(item):
                 out.append(item)
                 continue
@@ -177,7 +184,7 @@ class SocketPort:
             if dropped > limit:  # bounded: a flood of junk cannot pin us here
                 break
         if out:
-            self.counts["received"] += len(out)
+            self._events["received"] += len(out)
         return out
 
     def on_readable(self, callback: Callable[[], None] | None) -> None:
@@ -274,7 +281,7 @@ class SocketPort:
     def _send_failed(self, error: OSError, data: bytes, address: Address) -> bool:
         code = error.errno
         if code in _AGAIN:
-            self.counts["again"] += 1
+            self._events["again"] += 1
             self._blocked(address)
             return False
         if self._closed:
@@ -282,7 +289,7 @@ class SocketPort:
         if code == errno.EMSGSIZE:
             raise ValueError(f"datagram of {len(data)} bytes is larger than the OS lets this port send") from error
         if code in _UNREACHABLE:
-            self.counts["unreachable"] += 1
+            self._events["unreachable"] += 1
             return True
         raise error
 

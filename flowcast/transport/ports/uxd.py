@@ -115,7 +115,7 @@ class UxdPort(SocketPort):
 
     def _accept(self, item: tuple[bytes, Any]) -> bool:
         if item[1] is None or item[1] == "":
-            self.counts["anonymous"] += 1
+            self._events["anonymous"] += 1
             return False
         return True
 
