@@ -70,6 +70,14 @@ _BUFFER = 8 * 1024 * 1024
 _KIB64 = 64 * 1024
 _UDP64 = 65507  # the largest UDP payload over IPv4: "64 KiB" for raw UDP
 _START_TIMEOUT = 20.0  # a spawned child imports Python, zmq or raet first
+#: Seconds a sender keeps sending (``quick``: a tenth).  Counts are only
+#: ceilings: on a slow or busy machine the budget ends a run first, so a
+#: figure takes about this long whatever the peer's speed.
+BUDGET = 1.5
+RAET_BUDGET = 3.0
+#: How long past its budget a run may take (draining, acks) before it is
+#: cut off; what overruns that is a failed figure, not a hang.
+_GRACE = 5.0
 
 
 class PeerFailed(RuntimeError):
@@ -112,14 +120,17 @@ def _pair(
     server: Callable[..., Any],
     client: Callable[..., Any],
     args: tuple,
-    timeout: float,
+    timeout: float | None = None,
 ) -> tuple[Any, Any]:
     """Run ``server(conn, *args)`` in a child and ``client(address, *args)`` here.
 
     The server sends ``("ready", address)`` once bound, then ``("done",
     result)``.  Returns ``(server result, client result)``; raises
     :class:`PeerFailed` with the reason if either side fails or overruns.
+    ``args`` ends with the budget; ``timeout`` defaults to budget + grace.
     """
+    if timeout is None:
+        timeout = args[-1] + 2 * _GRACE
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_child_main, args=(server, child, args), daemon=True)
@@ -183,8 +194,8 @@ def _guarded(names: dict[str, str], measure: Callable[[], Result], repeats: int 
 # -- raw datagrams: the limit --------------------------------------------------------
 
 
-def _dgram_sink(conn: Any, family: int, size: int, count: int, deadline: float) -> None:
-    """Count datagrams until ``count`` arrived, the sender went quiet, or ``deadline``."""
+def _dgram_sink(conn: Any, family: int, size: int, count: int, budget: float) -> None:
+    """Count datagrams until ``count`` arrived, the sender went quiet, or time is up."""
     tmp = None
     sock = socket.socket(family, socket.SOCK_DGRAM)
     _big_buffers(sock)
@@ -203,7 +214,7 @@ def _dgram_sink(conn: Any, family: int, size: int, count: int, deadline: float) 
     received = 0
     total = 0
     first = last = None
-    end = clock() + deadline
+    end = clock() + budget + _GRACE
     while received < count:
         try:
             n = recv_into(buf)
@@ -211,12 +222,15 @@ def _dgram_sink(conn: Any, family: int, size: int, count: int, deadline: float) 
             now = clock()
             if received:
                 last = now  # the queue just ran dry: the latest arrival was now
-            # Half a second of quiet after traffic began ends the run: UDP
-            # may have lost the rest.
-            wait = min(0.5, end - now) if received else end - now
+            # A quarter second of quiet after traffic began ends the run:
+            # the sender is done, and UDP may have lost the rest.
+            wait = min(0.25, end - now) if received else end - now
             if wait <= 0 or not select.select([sock], [], [], wait)[0]:
                 break
             continue
+        if n == 0:  # the sender's end marker (Unix datagrams lose nothing)
+            last = clock()
+            break
         received += 1
         total += n
         if first is None:
@@ -229,50 +243,55 @@ def _dgram_sink(conn: Any, family: int, size: int, count: int, deadline: float) 
     conn.send(("done", {"received": received, "bytes": total, "first": first, "last": last}))
 
 
-def _dgram_source(address: Any, family: int, size: int, count: int, deadline: float) -> dict[str, Any]:
+def _dgram_source(address: Any, family: int, size: int, count: int, budget: float) -> dict[str, Any]:
     sock = socket.socket(family, socket.SOCK_DGRAM)
     _big_buffers(sock)
     payload = b"\x5a" * size
     sendto = sock.sendto
     start = time.monotonic()
-    end = start + deadline
+    end = start + budget
     sent = 0
     # Blocking sends: a full Unix-datagram queue makes the sender wait,
     # which is the fastest honest pace; UDP simply drops what overflows.
     while sent < count:
-        for _ in range(min(1000, count - sent)):
+        burst = min(256, count - sent)
+        for _ in range(burst):
             sendto(payload, address)
-        sent += min(1000, count - sent)
+        sent += burst
         if time.monotonic() > end:
             break
+    if family == socket.AF_UNIX:
+        sendto(b"", address)
     sock.close()
     return {"sent": sent, "start": start}
 
 
 def _stream_figure(server: dict[str, Any], client: dict[str, Any], what: str) -> tuple[float | None, str]:
     received = server["received"]
-    if not received:
+    if not received or server["last"] is None:
         return None, "nothing arrived"
     elapsed = server["last"] - client["start"]
     lost = client["sent"] - received
-    note = f"{received} of {client['sent']} delivered" + (f", {lost / client['sent']:.1%} lost" if lost > 0 else "")
+    note = f"{received} of {client['sent']} delivered in {elapsed:.2f} s"
+    if lost > 0:
+        note += f", {lost / client['sent']:.1%} lost"
     if what == "msgs":
         return received / elapsed, note
     return server["bytes"] / elapsed / 1e6, note
 
 
-def _echo_server(conn: Any, family: int, size: int, count: int, deadline: float) -> None:
+def _echo_server(conn: Any, family: int, size: int, count: int, budget: float) -> None:
     sock = socket.socket(family, socket.SOCK_DGRAM)
     sock.bind(("127.0.0.1", 0))
     conn.send(("ready", sock.getsockname()))
-    end = time.monotonic() + deadline
+    end = time.monotonic() + budget + _GRACE
     echoed = 0
-    while echoed < count + 1:
+    while echoed <= count:
         left = end - time.monotonic()
         if left <= 0 or not select.select([sock], [], [], min(left, 2.0))[0]:
             break
         data, source = sock.recvfrom(size + 1)
-        if data == b"stop":
+        if not data:
             break
         sock.sendto(data, source)
         echoed += 1
@@ -280,74 +299,77 @@ def _echo_server(conn: Any, family: int, size: int, count: int, deadline: float)
     conn.send(("done", {"echoed": echoed}))
 
 
-def _echo_client(address: Any, family: int, size: int, count: int, deadline: float) -> dict[str, Any]:
+def _echo_client(address: Any, family: int, size: int, count: int, budget: float) -> dict[str, Any]:
     sock = socket.socket(family, socket.SOCK_DGRAM)
     payload = b"\x5a" * size
     times = []
     lost = 0
-    end = time.monotonic() + deadline
+    end = time.monotonic() + budget
     clock = time.perf_counter
     for _ in range(count):
         if time.monotonic() > end:
             break
         start = clock()
         sock.sendto(payload, address)
-        # A blocking receive is what a real peer waiting for its answer does.
+        # Wait the way a peer waiting for its answer does: asleep in the OS.
         if not select.select([sock], [], [], 1.0)[0]:
             lost += 1
             continue
         sock.recv(size + 1)
         times.append(clock() - start)
-    sock.sendto(b"stop", address)
+    sock.sendto(b"", address)
     sock.close()
     return {"times": times, "lost": lost}
 
 
+def _rtt_figure(name: str, client: dict[str, Any]) -> Result:
+    times = client["times"]
+    if not times:
+        raise PeerFailed("no answer came back")
+    note = f"median of {len(times)}"
+    if client.get("lost"):
+        note += f", {client['lost']} lost"
+    return {name: _figure(statistics.median(times) * 1e6, "us", note)}
+
+
 def raw_udp(quick: bool = False, repeats: int = 1) -> Result:
     """Raw UDP between two processes: 100 B msgs/s, 64 KiB MB/s, 100 B round trip."""
-    out: Result = {}
-    small = 2_000 if quick else 200_000
-    large = 200 if quick else 20_000
-    rounds = 100 if quick else 3_000
-    names = {"udp_100B": "msgs/s"}
+    budget = BUDGET / 10 if quick else BUDGET
 
-    def small_run() -> Result:
-        srv, cli = _pair(_dgram_sink, _dgram_source, (socket.AF_INET, 100, small, 10.0), 20.0)
+    def small() -> Result:
+        srv, cli = _pair(_dgram_sink, _dgram_source, (socket.AF_INET, 100, 1_000_000, budget))
         value, note = _stream_figure(srv, cli, "msgs")
         return {"udp_100B": _figure(value, "msgs/s", note)}
 
-    def large_run() -> Result:
-        srv, cli = _pair(_dgram_sink, _dgram_source, (socket.AF_INET, _UDP64, large, 10.0), 20.0)
+    def large() -> Result:
+        srv, cli = _pair(_dgram_sink, _dgram_source, (socket.AF_INET, _UDP64, 100_000, budget))
         value, note = _stream_figure(srv, cli, "bytes")
-        return {"udp_64KiB": _figure(value, "MB/s", note + f" ({_UDP64} B datagrams)")}
+        return {"udp_64KiB": _figure(value, "MB/s", note + f"; {_UDP64} B datagrams")}
 
-    def rtt_run() -> Result:
-        _, cli = _pair(_echo_server, _echo_client, (socket.AF_INET, 100, rounds, 10.0), 20.0)
-        if not cli["times"]:
-            return _failed({"udp_rtt_100B": "us"}, "no echo came back")
-        note = f"median of {len(cli['times'])}" + (f", {cli['lost']} lost" if cli["lost"] else "")
-        return {"udp_rtt_100B": _figure(statistics.median(cli["times"]) * 1e6, "us", note)}
+    def rtt() -> Result:
+        _, cli = _pair(_echo_server, _echo_client, (socket.AF_INET, 100, 20_000, budget))
+        return _rtt_figure("udp_rtt_100B", cli)
 
-    out.update(_guarded(names, small_run, repeats))
-    out.update(_guarded({"udp_64KiB": "MB/s"}, large_run, repeats))
-    out.update(_guarded({"udp_rtt_100B": "us"}, rtt_run, repeats))
+    out = _guarded({"udp_100B": "msgs/s"}, small, repeats)
+    out.update(_guarded({"udp_64KiB": "MB/s"}, large, repeats))
+    out.update(_guarded({"udp_rtt_100B": "us"}, rtt, repeats))
     return out
 
 
-def _uxd_sink(conn: Any, size: int, count: int, deadline: float) -> None:
-    _dgram_sink(conn, socket.AF_UNIX, size, count, deadline)
+def _uxd_sink(conn: Any, size: int, count: int, budget: float) -> None:
+    _dgram_sink(conn, socket.AF_UNIX, size, count, budget)
 
 
-def _uxd_source(address: Any, size: int, count: int, deadline: float) -> dict[str, Any]:
-    return _dgram_source(address, socket.AF_UNIX, size, count, deadline)
+def _uxd_source(address: Any, size: int, count: int, budget: float) -> dict[str, Any]:
+    return _dgram_source(address, socket.AF_UNIX, size, count, budget)
 
 
 def raw_uxd(quick: bool = False, repeats: int = 1) -> Result:
     """Raw Unix datagrams between two processes: 100 B msgs/s."""
-    count = 2_000 if quick else 300_000
+    budget = BUDGET / 10 if quick else BUDGET
 
     def run() -> Result:
-        srv, cli = _pair(_uxd_sink, _uxd_source, (100, count, 10.0), 20.0)
+        srv, cli = _pair(_uxd_sink, _uxd_source, (100, 2_000_000, budget))
         value, note = _stream_figure(srv, cli, "msgs")
         return {"uxd_100B": _figure(value, "msgs/s", note)}
 
@@ -357,7 +379,7 @@ def raw_uxd(quick: bool = False, repeats: int = 1) -> Result:
 # -- ZeroMQ: what users pick today -------------------------------------------------------
 
 
-def _zmq_pull(conn: Any, size: int, count: int, deadline: float, keys: tuple[bytes, bytes] | None) -> None:
+def _zmq_pull(conn: Any, keys: tuple[bytes, bytes] | None, size: int, count: int, budget: float) -> None:
     import zmq
 
     ctx = zmq.Context()
@@ -365,39 +387,43 @@ def _zmq_pull(conn: Any, size: int, count: int, deadline: float, keys: tuple[byt
     sock.setsockopt(zmq.LINGER, 0)
     if keys is not None:
         sock.curve_server = True
-        sock.curve_secretkey = keys[1]
         sock.curve_publickey = keys[0]
+        sock.curve_secretkey = keys[1]
     port = sock.bind_to_random_port("tcp://127.0.0.1")
     conn.send(("ready", f"tcp://127.0.0.1:{port}"))
-    end = time.monotonic() + deadline
-    received = 0
+    end = time.monotonic() + budget + _GRACE
+    received = -1  # the sender's first message only opens the connection
     total = 0
+    last = None
     recv = sock.recv
+    copy = size < 1024
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
     while received < count:
         try:
-            data = recv(zmq.NOBLOCK, copy=size < 1024)
+            data = recv(zmq.NOBLOCK, copy=copy)
         except zmq.Again:
             left = end - time.monotonic()
             if left <= 0 or not poller.poll(min(left, 2.0) * 1000):
                 break
             continue
+        if not len(data):  # the end marker
+            break
         received += 1
-        total += size
-    last = time.monotonic()
+        total += len(data)
+        last = time.monotonic()
     sock.close()
     ctx.term()
-    conn.send(("done", {"received": received, "bytes": total, "first": None, "last": last}))
+    conn.send(("done", {"received": max(0, received), "bytes": total - size, "first": None, "last": last}))
 
 
-def _zmq_push(address: str, size: int, count: int, deadline: float, keys: tuple[bytes, bytes] | None) -> dict[str, Any]:
+def _zmq_push(address: str, keys: tuple[bytes, bytes] | None, size: int, count: int, budget: float) -> dict[str, Any]:
     import zmq
 
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUSH)
-    sock.setsockopt(zmq.LINGER, 2000)
-    sock.setsockopt(zmq.SNDTIMEO, int(deadline * 1000))
+    sock.setsockopt(zmq.LINGER, int(_GRACE * 1000))
+    sock.setsockopt(zmq.SNDTIMEO, int((budget + _GRACE) * 1000))
     if keys is not None:
         public, secret = zmq.curve_keypair()
         sock.curve_serverkey = keys[0]
@@ -405,56 +431,54 @@ def _zmq_push(address: str, size: int, count: int, deadline: float, keys: tuple[
         sock.curve_secretkey = secret
     sock.connect(address)
     payload = b"\x5a" * size
+    copy = size < 1024
     send = sock.send
-    # Let the connection (and CURVE handshake) finish before the clock runs.
-    send(payload)
-    start = time.monotonic()
-    end = start + deadline
-    sent = 1
+    sent = 0
     try:
+        # The first message waits for the connection (and CURVE handshake):
+        # the clock starts after it.
+        send(payload)
+        start = time.monotonic()
+        end = start + budget
         while sent < count:
-            send(payload, copy=size < 1024)
+            send(payload, copy=copy)
             sent += 1
             if not sent & 1023 and time.monotonic() > end:
                 break
+        send(b"")
     except zmq.Again:
-        pass
-    sock.close()
-    ctx.term()
+        raise PeerFailed("zmq send timed out") from None
+    finally:
+        sock.close()
+        ctx.term()
     return {"sent": sent, "start": start}
 
 
 def zmq_pushpull(curve: bool = False, quick: bool = False, repeats: int = 1) -> Result:
     """ZeroMQ PUSH/PULL over loopback TCP: 100 B msgs/s and 64 KiB MB/s."""
+    suffix = "_curve" if curve else ""
+    small_name, large_name = f"zmq_tcp{suffix}_100B", f"zmq_tcp{suffix}_64KiB"
     try:
         import zmq
     except ImportError as error:
-        suffix = "_curve" if curve else ""
-        return _failed({f"zmq_tcp{suffix}_100B": "msgs/s", f"zmq_tcp{suffix}_64KiB": "MB/s"}, f"pyzmq missing: {error}")
+        return _failed({small_name: "msgs/s", large_name: "MB/s"}, f"pyzmq missing: {error}")
     keys = zmq.curve_keypair() if curve else None
-    suffix = "_curve" if curve else ""
-    small = 5_000 if quick else (300_000 if curve else 500_000)
-    large = 100 if quick else (10_000 if curve else 20_000)
-    out: Result = {}
+    budget = BUDGET / 10 if quick else BUDGET
 
     def run(size: int, count: int, name: str, what: str) -> Callable[[], Result]:
         def measure() -> Result:
-            srv, cli = _pair(_zmq_pull, _zmq_push, (size, count, 10.0, keys), 30.0)
+            srv, cli = _pair(_zmq_pull, _zmq_push, (keys, size, count, budget))
             value, note = _stream_figure(srv, cli, what)
             return {name: _figure(value, "msgs/s" if what == "msgs" else "MB/s", note)}
 
         return measure
 
-    for size, count, name, what in (
-        (100, small, f"zmq_tcp{suffix}_100B", "msgs"),
-        (_KIB64, large, f"zmq_tcp{suffix}_64KiB", "bytes"),
-    ):
-        unit = "msgs/s" if what == "msgs" else "MB/s"
-        out.update(_guarded({name: unit}, run(size, count, name, what), repeats))
+    out = _guarded({small_name: "msgs/s"}, run(100, 5_000_000, small_name, "msgs"), repeats)
+    out.update(_guarded({large_name: "MB/s"}, run(_KIB64, 200_000, large_name, "bytes"), repeats))
     return out
 
 
-def _zmq_rep(conn: Any, size: int, count: int, deadline: float) -> None:
+def _zmq_rep(conn: Any, size: int, count: int, budget: float) -> None:
     import zmq
 
     ctx = zmq.Context()
@@ -464,23 +488,23 @@ def _zmq_rep(conn: Any, size: int, count: int, deadline: float) -> None:
     conn.send(("ready", f"tcp://127.0.0.1:{port}"))
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
-    end = time.monotonic() + deadline
+    end = time.monotonic() + budget + _GRACE
     answered = 0
-    while answered <= count:
+    while answered <= count + 1:
         left = end - time.monotonic()
         if left <= 0 or not poller.poll(min(left, 2.0) * 1000):
             break
         data = sock.recv()
         sock.send(data)
         answered += 1
-        if data == b"stop":
+        if not data:
             break
     sock.close()
     ctx.term()
     conn.send(("done", {"answered": answered}))
 
 
-def _zmq_req(address: str, size: int, count: int, deadline: float) -> dict[str, Any]:
+def _zmq_req(address: str, size: int, count: int, budget: float) -> dict[str, Any]:
     import zmq
 
     ctx = zmq.Context()
@@ -490,11 +514,11 @@ def _zmq_req(address: str, size: int, count: int, deadline: float) -> dict[str, 
     sock.connect(address)
     payload = b"\x5a" * size
     times = []
-    end = time.monotonic() + deadline
     clock = time.perf_counter
     try:
         sock.send(payload)  # connect before timing
         sock.recv()
+        end = time.monotonic() + budget
         for _ in range(count):
             if time.monotonic() > end:
                 break
@@ -502,28 +526,23 @@ def _zmq_req(address: str, size: int, count: int, deadline: float) -> dict[str, 
             sock.send(payload)
             sock.recv()
             times.append(clock() - start)
-        sock.send(b"stop")
+        sock.send(b"")
         sock.recv()
     except zmq.Again:
         pass
-    sock.close()
-    ctx.term()
+    finally:
+        sock.close()
+        ctx.term()
     return {"times": times}
 
 
 def zmq_reqrep(quick: bool = False, repeats: int = 1) -> Result:
     """ZeroMQ REQ/REP over loopback TCP: 100 B round trip, median."""
-    rounds = 100 if quick else 3_000
+    budget = BUDGET / 10 if quick else BUDGET
 
     def run() -> Result:
-        _, cli = _pair(_zmq_rep, _zmq_req, (100, rounds, 10.0), 20.0)
-        if not cli["times"]:
-            raise PeerFailed("no reply came back")
-        return {
-            "zmq_reqrep_rtt_100B": _figure(
-                statistics.median(cli["times"]) * 1e6, "us", f"median of {len(cli['times'])}"
-            )
-        }
+        _, cli = _pair(_zmq_rep, _zmq_req, (100, 20_000, budget))
+        return _rtt_figure("zmq_reqrep_rtt_100B", cli)
 
     return _guarded({"zmq_reqrep_rtt_100B": "us"}, run, repeats)
 
@@ -603,22 +622,39 @@ def _raet_clock(stack: Any, origin: float) -> None:
     stack.store.changeStamp(time.monotonic() - origin)
 
 
-def _raet_road_server(conn: Any, mode: str, size: int, count: int, deadline: float) -> None:
+def _raet_wait(stack: Any, origin: float, done: Callable[[], bool], until: float, nap: float = 0.001) -> bool:
+    """Service ``stack`` until ``done()`` or ``until``; True if done."""
+    while time.monotonic() < until:
+        _raet_clock(stack, origin)
+        stack.serviceAll()
+        if done():
+            return True
+        if not stack.rxes:
+            select.select([stack.server.ss], [], [], nap)
+    return done()
+
+
+def _raet_road_server(conn: Any, mode: str, size: int, count: int, budget: float) -> None:
     base = tempfile.mkdtemp(prefix="fcraet-")
+    stack = None
     try:
         stack = _raet_road("main", base, True)
         origin = time.monotonic()
         conn.send(("ready", stack.ha))
-        end = origin + deadline
+        end = origin + budget + 2 * _GRACE
         received = 0
         total = 0
         last = None
+        stopped = False
         rx = stack.rxMsgs
-        while received < count and time.monotonic() < end:
+        while not stopped and time.monotonic() < end:
             _raet_clock(stack, origin)
             stack.serviceAll()
             while rx:
                 body, source = rx.popleft()
+                if "stop" in body:
+                    stopped = True
+                    break
                 received += 1
                 total += size
                 last = time.monotonic()
@@ -626,67 +662,60 @@ def _raet_road_server(conn: Any, mode: str, size: int, count: int, deadline: flo
                     stack.transmit(body, stack.fetchUidByName(source))
             if not rx and not stack.txes and not stack.txMsgs:
                 select.select([stack.server.ss], [], [], 0.001)
-        # Keep answering acks a moment, so the sender's last transactions end.
-        linger = time.monotonic() + (0.5 if mode == "echo" else 0.3)
-        while time.monotonic() < min(linger, end + 1):
-            _raet_clock(stack, origin)
-            stack.serviceAll()
-            select.select([stack.server.ss], [], [], 0.005)
-        stack.server.close()
+        # Keep answering a moment, so the sender's stop transaction completes.
+        _raet_wait(stack, origin, lambda: False, time.monotonic() + 0.2, 0.005)
         conn.send(("done", {"received": received, "bytes": total, "first": None, "last": last}))
     finally:
+        if stack is not None:
+            stack.server.close()
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _raet_road_client(address: Any, mode: str, size: int, count: int, deadline: float) -> dict[str, Any]:
+def _raet_road_client(address: Any, mode: str, size: int, count: int, budget: float) -> dict[str, Any]:
     _raet_import()
     from raet.road import estating
 
     base = tempfile.mkdtemp(prefix="fcraet-")
     stack = _raet_road("other", base, False)
     origin = time.monotonic()
-    end = origin + deadline
+    setup = origin + _GRACE
     try:
         stack.addRemote(estating.RemoteEstate(stack=stack, fuid=0, sid=0, ha=tuple(address)))
         stack.join()
-        remote = None
-        while time.monotonic() < end:
-            _raet_clock(stack, origin)
-            stack.serviceAll()
-            remote = next(iter(stack.remotes.values()), None)
-            if remote is not None and remote.joined:
-                break
-            select.select([stack.server.ss], [], [], 0.002)
-        else:
+        remote = next(iter(stack.remotes.values()))
+        if not _raet_wait(stack, origin, lambda: bool(stack.remotes) and next(iter(stack.remotes.values())).joined, setup):
             raise PeerFailed("raet join did not complete")
+        remote = next(iter(stack.remotes.values()))
         stack.allow(uid=remote.uid)
-        while time.monotonic() < end and not remote.allowed:
-            _raet_clock(stack, origin)
-            stack.serviceAll()
-            select.select([stack.server.ss], [], [], 0.002)
-        if not remote.allowed:
+        if not _raet_wait(stack, origin, lambda: remote.allowed, setup):
             raise PeerFailed("raet allow did not complete")
         body = {"data": "x" * size}
         uid = remote.uid
-        if mode == "echo":
-            return _raet_echo(stack, uid, body, count, end, origin)
-        # A window of transactions in flight: raet has no flow control, and
-        # queuing everything at once overflows the receiver and multiplies
-        # resends (NOTES.md) -- this is raet at its best, not its worst.
-        window = 32 if size <= 1024 else 2
-        sent = 0
         start = time.monotonic()
-        while time.monotonic() < end:
-            _raet_clock(stack, origin)
-            while sent < count and len(stack.transactions) + len(stack.txMsgs) < window:
-                stack.transmit(dict(body), uid)
-                sent += 1
-            stack.serviceAll()
-            if sent >= count and not stack.transactions and not stack.txMsgs:
-                break
-            if not stack.rxes:
-                select.select([stack.server.ss], [], [], 0.0005)
-        return {"sent": sent, "start": start}
+        end = start + budget
+        if mode == "echo":
+            result = _raet_echo(stack, uid, body, count, end, origin)
+        else:
+            # A window of transactions in flight: raet has no flow control,
+            # and queuing everything at once overflows the receiver and
+            # multiplies resends (NOTES.md) -- this is raet at its best.
+            window = 32 if size <= 1024 else 2
+            sent = 0
+            rxes = stack.rxes
+            while sent < count and time.monotonic() < end:
+                _raet_clock(stack, origin)
+                while sent < count and len(stack.transactions) + len(stack.txMsgs) < window:
+                    stack.transmit(dict(body), uid)
+                    sent += 1
+                stack.serviceAll()
+                if not rxes:
+                    select.select([stack.server.ss], [], [], 0.0005)
+            result = {"sent": sent, "start": start}
+        # Let what is in flight finish, then tell the server to stop.
+        _raet_wait(stack, origin, lambda: not stack.transactions and not stack.txMsgs, time.monotonic() + _GRACE)
+        stack.transmit({"stop": 1}, uid)
+        _raet_wait(stack, origin, lambda: not stack.transactions and not stack.txMsgs, time.monotonic() + _GRACE)
+        return result
     finally:
         stack.server.close()
         shutil.rmtree(base, ignore_errors=True)
@@ -701,34 +730,20 @@ def _raet_echo(stack: Any, uid: int, body: dict, count: int, end: float, origin:
             break
         start = clock()
         stack.transmit(dict(body), uid)
-        while time.monotonic() < end:
-            _raet_clock(stack, origin)
-            stack.serviceAll()
-            if rx:
-                rx.popleft()
-                times.append(clock() - start)
-                break
-            select.select([stack.server.ss], [], [], 0.001)
-    # Finish the outstanding acks so the server's transactions end too.
-    stop = time.monotonic() + 0.3
-    while time.monotonic() < stop and stack.transactions:
-        _raet_clock(stack, origin)
-        stack.serviceAll()
-        select.select([stack.server.ss], [], [], 0.002)
+        if _raet_wait(stack, origin, lambda: bool(rx), end + _GRACE):
+            rx.popleft()
+            times.append(clock() - start)
     return {"times": times}
 
 
 def raet_road(quick: bool = False, repeats: int = 1) -> Result:
     """raet 0.6.8 RoadStack: 100 B msgs/s one way, 64 KiB MB/s, 100 B echo round trip."""
-    small = 50 if quick else 3_000
-    large = 3 if quick else 40
-    rounds = 20 if quick else 300
-    out: Result = {}
+    budget = RAET_BUDGET / 10 if quick else RAET_BUDGET
 
-    def stream(size: int, count: int, name: str, what: str, unit: str) -> Callable[[], Result]:
+    def stream(size: int, name: str, what: str, unit: str) -> Callable[[], Result]:
         def measure() -> Result:
             _raet_import()
-            srv, cli = _pair(_raet_road_server, _raet_road_client, ("stream", size, count, 15.0), 40.0)
+            srv, cli = _pair(_raet_road_server, _raet_road_client, ("stream", size, 100_000, budget))
             value, note = _stream_figure(srv, cli, what)
             return {name: _figure(value, unit, note)}
 
@@ -736,15 +751,11 @@ def raet_road(quick: bool = False, repeats: int = 1) -> Result:
 
     def echo() -> Result:
         _raet_import()
-        _, cli = _pair(_raet_road_server, _raet_road_client, ("echo", 100, rounds, 15.0), 40.0)
-        if not cli["times"]:
-            raise PeerFailed("no echo came back")
-        return {
-            "raet_road_rtt_100B": _figure(statistics.median(cli["times"]) * 1e6, "us", f"median of {len(cli['times'])}")
-        }
+        _, cli = _pair(_raet_road_server, _raet_road_client, ("echo", 100, 10_000, budget))
+        return _rtt_figure("raet_road_rtt_100B", cli)
 
-    out.update(_guarded({"raet_road_100B": "msgs/s"}, stream(100, small, "raet_road_100B", "msgs", "msgs/s"), repeats))
-    out.update(_guarded({"raet_road_64KiB": "MB/s"}, stream(_KIB64, large, "raet_road_64KiB", "bytes", "MB/s"), repeats))
+    out = _guarded({"raet_road_100B": "msgs/s"}, stream(100, "raet_road_100B", "msgs", "msgs/s"), repeats)
+    out.update(_guarded({"raet_road_64KiB": "MB/s"}, stream(_KIB64, "raet_road_64KiB", "bytes", "MB/s"), repeats))
     out.update(_guarded({"raet_road_rtt_100B": "us"}, echo, repeats))
     return out
 
@@ -756,26 +767,33 @@ def _raet_lane(name: str, base: str) -> Any:
     return stacking.LaneStack(name=name, uid=1, lanename="bench", sockdirpath=base)
 
 
-def _raet_lane_server(conn: Any, base: str, size: int, count: int, deadline: float) -> None:
+def _raet_lane_server(conn: Any, base: str, size: int, count: int, budget: float) -> None:
     stack = _raet_lane("main", base)
-    conn.send(("ready", stack.ha))
-    end = time.monotonic() + deadline
-    received = 0
-    last = None
-    rx = stack.rxMsgs
-    while received < count and time.monotonic() < end:
-        stack.serviceAll()
-        if rx:
-            received += len(rx)
-            rx.clear()
+    try:
+        conn.send(("ready", stack.ha))
+        end = time.monotonic() + budget + _GRACE
+        received = 0
+        last = None
+        rx = stack.rxMsgs
+        stopped = False
+        while not stopped and time.monotonic() < end:
+            stack.serviceAll()
+            if not rx:
+                select.select([stack.server.ss], [], [], 0.01)
+                continue
+            while rx:
+                body, _ = rx.popleft()
+                if "stop" in body:
+                    stopped = True
+                    break
+                received += 1
             last = time.monotonic()
-        else:
-            select.select([stack.server.ss], [], [], 0.01)
-    stack.server.close()
-    conn.send(("done", {"received": received, "bytes": received * size, "first": None, "last": last}))
+        conn.send(("done", {"received": received, "bytes": received * size, "first": None, "last": last}))
+    finally:
+        stack.server.close()
 
 
-def _raet_lane_client(address: str, base: str, size: int, count: int, deadline: float) -> dict[str, Any]:
+def _raet_lane_client(address: str, base: str, size: int, count: int, budget: float) -> dict[str, Any]:
     _raet_import()
     from raet.lane import yarding
 
@@ -786,18 +804,23 @@ def _raet_lane_client(address: str, base: str, size: int, count: int, deadline: 
         body = {"data": "x" * size}
         sent = 0
         start = time.monotonic()
-        end = start + deadline
-        while time.monotonic() < end:
-            # Batches of 8: the Unix-datagram queue holds 10 and raet retries
-            # what could not be sent (stacking.serviceTxes keeps "laters").
+        end = start + budget
+
+        def flushed() -> bool:
+            stack.serviceAll()
+            return not stack.txes and not stack.txMsgs
+
+        while sent < count and time.monotonic() < end:
+            # Eight at a time: the Unix-datagram queue holds ten, and raet
+            # keeps what could not be sent for its next service.
             while sent < count and len(stack.txes) + len(stack.txMsgs) < 8:
                 stack.transmit(dict(body), remote.uid)
                 sent += 1
             stack.serviceAll()
-            if sent >= count and not stack.txes and not stack.txMsgs:
-                break
-            if stack.txes:
-                select.select([], [stack.server.ss], [], 0.0005)
+        stack.transmit({"stop": 1}, remote.uid)
+        drain = time.monotonic() + _GRACE
+        while not flushed() and time.monotonic() < drain:
+            pass  # raet has no way to wait for a Unix-datagram queue to drain
         return {"sent": sent, "start": start}
     finally:
         stack.server.close()
@@ -805,13 +828,13 @@ def _raet_lane_client(address: str, base: str, size: int, count: int, deadline: 
 
 def raet_lane(quick: bool = False, repeats: int = 1) -> Result:
     """raet 0.6.8 LaneStack (Unix datagrams): 100 B msgs/s."""
-    count = 500 if quick else 30_000
+    budget = RAET_BUDGET / 10 if quick else RAET_BUDGET
 
     def run() -> Result:
         _raet_import()
         base = tempfile.mkdtemp(prefix="fclane-")
         try:
-            srv, cli = _pair(_raet_lane_server, _raet_lane_client, (base, 100, count, 10.0), 30.0)
+            srv, cli = _pair(_raet_lane_server, _raet_lane_client, (base, 100, 1_000_000, budget))
         finally:
             shutil.rmtree(base, ignore_errors=True)
         value, note = _stream_figure(srv, cli, "msgs")
