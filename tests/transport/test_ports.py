@@ -289,6 +289,7 @@ def test_uxd_full_peer_queue_returns_false_and_keeps_every_datagram(rundir):
         assert 0 < len(accepted) < 100  # the tiny Unix queue filled up
         assert tx.counts["again"] == 1
         watch = tx.writable_fileno()
+        assert tx.writable_fileno() == watch  # asking again watches the same peer
         assert not select.select([], [watch], [], 0)[1]  # honest: still full
         assert rx.receive() == (accepted[0], tx.address)
         assert select.select([], [watch], [], 1.0)[1]  # room again
@@ -368,6 +369,7 @@ def test_a_scheduler_with_add_writer_gets_the_congested_peer_watched(rundir):
         callback()
         assert fired == [1] and scheduler.writers == {}  # one-shot
         tx.on_writable(lambda: fired.append(2))
+        assert list(scheduler.writers) == [watch]  # still that peer
         tx.on_writable(None)
         assert scheduler.writers == {}
         assert list(scheduler.readers) == [tx._sock]

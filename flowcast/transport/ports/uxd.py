@@ -124,7 +124,10 @@ class UxdPort(SocketPort):
             self._congested = address if isinstance(address, str) else os.fsdecode(address)
 
     def _write_watch(self) -> socket.socket:
-        path, self._congested = self._congested, None
+        # The last congested peer stays the one watched until another
+        # congests: asking twice must not fall back to the own socket, whose
+        # "writable" would be a lie (see the module docstring).
+        path = self._congested
         if path is None:
             return self._sock  # own send buffer: its writability is honest
         watch = self._watches.pop(path, None)
