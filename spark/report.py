@@ -1,0 +1,171 @@
+"""Plots and one HTML page, from the result tables a job wrote.
+
+Plots are drawn from the small result tables (read back with pyarrow), never
+from the events, so the driver holds kilobytes whatever the input size.
+The index page is rebuilt from whatever tables and plots exist, so jobs run
+one at a time add up to one report.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display, no Tk: a driver on a server must still draw
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from fcspark import read_table  # noqa: E402
+
+__all__ = ["plot_latency", "plot_presence", "plot_throughput", "write_index"]
+
+MAX_ROUTES = 12  # per-route plots; the tables keep every route
+SECTIONS = (
+    ("latency", "Delivery latency per route", "latency-*.png"),
+    ("throughput", "Throughput per route per minute", "throughput.png"),
+    ("loss", "Loss, resends and missed segments", None),
+    ("causal", "Causal buffering lag", None),
+    ("presence", "Presence of remote estates", "presence.png"),
+)
+
+
+def _plots(output: Path) -> Path:
+    path = output / "plots"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")[:60] or "route"
+
+
+def plot_latency(output: Path) -> list[str]:
+    stats, hist = read_table(output, "latency"), read_table(output, "latency_hist")
+    plots = _plots(output)
+    for old in plots.glob("latency-*.png"):
+        old.unlink()
+    if stats is None or hist is None or stats.empty:
+        return ["no delivered messages"]
+    routes = stats.sort_values(["delivered", "route"], ascending=[False, True]).head(MAX_ROUTES)
+    for i, row in enumerate(routes.itertuples(index=False)):
+        h = hist[hist.route == row.route].sort_values("bin")
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        ax.bar(h["from"] * 1000, h["count"], width=(h["to"] - h["from"]) * 1000, align="edge", color="#4c72b0")
+        for name, value, style in (("p50", row.p50, "-"), ("p95", row.p95, "--"), ("p99", row.p99, ":")):
+            if value is not None:
+                ax.axvline(value * 1000, color="#c44e52", linestyle=style, label=f"{name} {value * 1000:.3g} ms")
+        ax.set_title(row.route, fontsize=9)
+        ax.set_xlabel("latency (ms)")
+        ax.set_ylabel("messages")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(plots / f"latency-{i:02d}-{_slug(row.route)}.png", dpi=90)
+        plt.close(fig)
+    notes = []
+    if len(stats) > MAX_ROUTES:
+        notes.append(f"histograms for the {MAX_ROUTES} busiest of {len(stats)} routes")
+    return notes
+
+
+def plot_throughput(output: Path) -> list[str]:
+    table = read_table(output, "throughput")
+    path = _plots(output) / "throughput.png"
+    path.unlink(missing_ok=True)
+    if table is None or table.empty:
+        return ["no delivered messages"]
+    busiest = table.groupby("route")["messages"].sum().sort_values(ascending=False).head(MAX_ROUTES).index
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for route in sorted(busiest):
+        r = table[table.route == route].sort_values("minute")
+        ax.plot(r["minute"], r["messages"], marker="o", markersize=3, label=route)
+    ax.set_xlabel("minute (UTC)")
+    ax.set_ylabel("messages delivered per minute")
+    ax.legend(fontsize=7)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return []
+
+
+def plot_presence(output: Path) -> list[str]:
+    table = read_table(output, "presence")
+    path = _plots(output) / "presence.png"
+    path.unlink(missing_ok=True)
+    if table is None or table.empty:
+        return ["no presence changes recorded"]
+    table = table.sort_values(["observer", "remote", "since"])
+    first = table["since"].min()
+    last = max(table["since"].max(), table["until"].max()) if table["until"].notna().any() else table["since"].max()
+    end = last + max((last - first) / 10, pd.Timedelta(seconds=1))  # open intervals end a little past the last change
+    lanes = list(dict.fromkeys(zip(table.observer, table.remote)))
+    colours: dict[str, Any] = {}
+    palette = plt.get_cmap("tab10")
+    fig, ax = plt.subplots(figsize=(8, 0.6 * len(lanes) + 1.5))
+    for y, (observer, remote) in enumerate(lanes):
+        rows = table[(table.observer == observer) & (table.remote == remote)]
+        for row in rows.itertuples(index=False):
+            colour = colours.setdefault(row.status, palette(len(colours) % 10))
+            stop = row.until if row.until is not None and row.until == row.until else end
+            start_n, stop_n = matplotlib.dates.date2num(row.since), matplotlib.dates.date2num(stop)
+            ax.broken_barh([(start_n, max(stop_n - start_n, 1e-6))], (y - 0.4, 0.8), color=colour)
+    ax.set_yticks(range(len(lanes)), [f"{o} sees {r}" for o, r in lanes])
+    ax.xaxis_date()
+    ax.legend(handles=[matplotlib.patches.Patch(color=c, label=s) for s, c in colours.items()], fontsize=8)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return []
+
+
+def _table_html(output: Path, name: str, limit: int = 50) -> str:
+    table = read_table(output, name)
+    if table is None:
+        return ""
+    if table.empty:
+        return "<p><em>empty</em></p>"
+    more = f"<p>first {limit} of {len(table)} rows</p>" if len(table) > limit else ""
+    return table.head(limit).to_html(index=False, float_format=lambda v: f"{v:.6g}", border=0) + more
+
+
+def write_index(output: Path, summary: dict[str, Any]) -> Path:
+    """(Re)write ``output/index.html`` linking every table and plot present."""
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>flowcast report</title>",
+        "<style>body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse;font-size:90%}"
+        "td,th{padding:2px 8px;text-align:right}tr:nth-child(even){background:#f4f4f4}img{max-width:100%}</style>",
+        "</head><body><h1>flowcast report</h1>",
+        f"<p>input <code>{html.escape(str(summary.get('input')))}</code>: {summary.get('events')} events from "
+        f"{summary.get('files')} file(s)</p>",
+    ]
+    skipped = summary.get("skipped") or []
+    if skipped:
+        parts.append(f"<p><strong>{len(skipped)} file(s) skipped:</strong></p><ul>")
+        parts += [f"<li>{html.escape(s)}</li>" for s in skipped]
+        parts.append("</ul>")
+    jobs = summary.get("jobs", {})
+    for name, title, pattern in SECTIONS:
+        if name not in jobs:
+            continue
+        job = jobs[name]
+        parts.append(f"<h2>{html.escape(title)}</h2>")
+        parts += [f"<p><em>{html.escape(n)}</em></p>" for n in job.get("notes", [])]
+        for table in job.get("tables", {}):
+            if not table.endswith("_hist"):  # histograms are drawn, not listed
+                parts.append(f"<h3>{html.escape(table)}</h3>{_table_html(output, table)}")
+            parts.append(f"<p><a href='tables/{html.escape(table)}'>tables/{html.escape(table)}</a> (Parquet)</p>")
+        if pattern:
+            for png in sorted((output / "plots").glob(pattern)):
+                rel = f"plots/{png.name}"
+                parts.append(f"<p><a href='{html.escape(rel)}'><img src='{html.escape(rel)}' alt='{html.escape(png.stem)}'></a></p>")
+    parts.append("</body></html>")
+    path = output / "index.html"
+    tmp = path.with_name(".index.html.inprogress")
+    tmp.write_text("\n".join(parts), encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,139 @@
+"""The batch jobs end to end: a known demo in, exact figures and a report out."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import all as all_jobs
+import fcspark
+import metrics
+from flowcast.export.demo import EPOCH, EXPECTED, FAST_ROUTE, SLOW_ROUTE
+from flowcast.export.layout import segment_files
+from flowcast.export.schema import VERSION_KEY
+
+
+def _rows(output: Path, table: str) -> list[dict]:
+    return pq.read_table(output / "tables" / table).to_pylist()
+
+
+@pytest.fixture(scope="module")
+def report(spark, demo: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    output = tmp_path_factory.mktemp("report")
+    summary = fcspark.run_jobs(spark, all_jobs.JOBS, demo, output)
+    return output, summary
+
+
+def test_every_event_is_read(report) -> None:
+    _, summary = report
+    assert (summary["events"], summary["files"], summary["skipped"]) == (EXPECTED["events"], 2, [])
+
+
+def test_latency_percentiles_per_route(report) -> None:
+    output, _ = report
+    got = {r["route"]: (r["delivered"], r["p50"], r["p95"], r["p99"]) for r in _rows(output, "latency")}
+    assert set(got) == set(EXPECTED["latency"])
+    for route, want in EXPECTED["latency"].items():
+        assert got[route] == pytest.approx(want, abs=1e-9), route
+    # the slow route's latency was derived from sent/delivered times, to the microsecond
+    slow = next(r for r in _rows(output, "latency") if r["route"] == SLOW_ROUTE)
+    assert slow["min"] == pytest.approx(0.010, abs=1e-9)
+
+
+def test_throughput_per_route_per_minute(report) -> None:
+    output, _ = report
+    zero = datetime.fromtimestamp(EPOCH, tz=timezone.utc)
+    got: dict[str, dict[int, int]] = {}
+    for r in _rows(output, "throughput"):
+        minute = r["minute"].replace(tzinfo=timezone.utc) if r["minute"].tzinfo is None else r["minute"]
+        got.setdefault(r["route"], {})[(minute - zero) // timedelta(minutes=1)] = r["messages"]
+    assert got == EXPECTED["throughput"]
+
+
+def test_loss_resend_and_missed_counts(report) -> None:
+    output, _ = report
+    got = {
+        r["route"]: (r["sent"], r["delivered"], r["lost"], r["resent"], r["missed"], r["denied"])
+        for r in _rows(output, "loss")
+    }
+    assert got == EXPECTED["loss"]
+
+
+def test_causal_buffering_lag(report) -> None:
+    output, _ = report
+    got = {r["route"]: (r["buffered"], r["p50_lag"], r["max_lag"]) for r in _rows(output, "causal")}
+    assert set(got) == set(EXPECTED["causal"])
+    for route, want in EXPECTED["causal"].items():
+        assert got[route] == pytest.approx(want, abs=1e-9), route
+
+
+def test_presence_timeline(report) -> None:
+    output, _ = report
+    zero = datetime.fromtimestamp(EPOCH, tz=timezone.utc).replace(tzinfo=None)
+
+    def offset(t):
+        return None if t is None else (t.replace(tzinfo=None) - zero).total_seconds()
+
+    rows = sorted(_rows(output, "presence"), key=lambda r: r["since"])
+    assert [(r["remote"], r["status"], offset(r["since"]), offset(r["until"])) for r in rows] == EXPECTED["presence"]
+    assert {r["observer"] for r in rows} == {"alpha"}
+
+
+def test_report_links_every_plot(report) -> None:
+    output, _ = report
+    index = (output / "index.html").read_text()
+    plots = sorted(p.name for p in (output / "plots").glob("*.png"))
+    assert len([p for p in plots if p.startswith("latency-")]) == 2
+    assert "throughput.png" in plots and "presence.png" in plots
+    for png in plots:
+        assert f"plots/{png}" in index
+        assert (output / "plots" / png).read_bytes().startswith(b"\x89PNG")
+    assert FAST_ROUTE.replace(">", "&gt;") in index
+
+
+def test_jobs_handle_absent_causal_columns(spark) -> None:
+    from pyspark.sql import Row
+
+    events = spark.createDataFrame(
+        [Row(kind="delivered", route="a -> b", ts=datetime(2026, 1, 1), msg_id="m", latency=0.1)]
+    )
+    assert "lag" not in events.columns
+    assert metrics.causal(events)["causal"].count() == 0
+
+
+def test_corrupt_and_truncated_files_are_counted_skips(spark, demo: Path, tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    shutil.copytree(demo, root)
+    alpha, beta = [p for *_, p in segment_files(root)]
+    (alpha.parent / "garbage.parquet").write_bytes(b"not parquet at all")
+    data = beta.read_bytes()
+    beta.write_bytes(data[: len(data) // 2])
+    summary = fcspark.run_jobs(spark, [all_jobs.loss.JOB], root, tmp_path / "out")
+    assert summary["files"] == 1 and len(summary["skipped"]) == 2
+    assert all("not a readable Parquet file" in s for s in summary["skipped"])
+    loss = {r["route"]: r["sent"] for r in _rows(tmp_path / "out", "loss")}
+    assert loss == {FAST_ROUTE: 100, SLOW_ROUTE: 20}  # alpha's segment still counted
+    assert "2 file(s) skipped" in (tmp_path / "out" / "index.html").read_text()
+
+
+def test_a_future_schema_version_stops_the_job_clearly(spark, demo: Path, tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    shutil.copytree(demo, root)
+    path = next(p for *_, p in segment_files(root))
+    pq.write_table(pq.read_table(path).replace_schema_metadata({VERSION_KEY: b"9"}), path)
+    with pytest.raises(fcspark.JobError, match="export schema version 9 is newer than this flowcast reads"):
+        fcspark.run_jobs(spark, [all_jobs.loss.JOB], root, tmp_path / "out")
+
+
+def test_flowcast_spark_cli_runs_a_job(spark, demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from flowcast.export import sparkcli
+
+    out = tmp_path / "out"
+    assert sparkcli.main(["latency", "--input", str(demo), "--output", str(out), "--local-dir", str(tmp_path / "l")]) == 0
+    assert f"latency: {EXPECTED['events']} events from 2 file(s)" in capsys.readouterr().out
+    assert {r["route"] for r in _rows(out, "latency")} == {FAST_ROUTE, SLOW_ROUTE}
+    assert not spark.sparkContext._jsc.sc().isStopped()  # the caller's session is left running
