@@ -29,6 +29,7 @@ import random
 import signal
 import sys
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -84,7 +85,12 @@ class ChaosRelay:
             self._upstream_host = "::1" if target.is_loopback else "::"
         else:
             self._upstream_host = "127.0.0.1" if target.is_loopback else "0.0.0.0"
-        self._listen = UdpPort(listen[0], listen[1], scheduler=self.scheduler)
+        try:
+            self._listen = UdpPort(listen[0], listen[1], scheduler=self.scheduler)
+        except BaseException:
+            if self._own_scheduler:
+                self.scheduler.close()
+            raise
         self._clients: OrderedDict[Any, UdpPort] = OrderedDict()
         self._heard: dict[Any, float] = {}
         self._max_clients = max_clients
@@ -159,7 +165,12 @@ class ChaosRelay:
         self._closed = True
         self.stop()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            # A stop that lands before the thread entered run() is lost
+            # (run() starts by clearing it): repeat it until the thread ends.
+            deadline = time.monotonic() + 10.0
+            while self._thread.is_alive() and time.monotonic() < deadline:
+                self.stop()
+                self._thread.join(timeout=0.05)
         if self._sweeper is not None:
             self._sweeper.cancel()
         for port in self._clients.values():

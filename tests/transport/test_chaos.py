@@ -191,6 +191,13 @@ def test_command_line_relays_and_prints_counts_on_sigterm(server, client):
     assert "overflow=0" in out
 
 
+def test_close_right_after_start_stops_the_thread(server):
+    for _ in range(5):
+        relay = ChaosRelay(("127.0.0.1", 0), server.address).start()
+        relay.close()
+        assert not relay._thread.is_alive()
+
+
 def test_duration_ends_the_run():
     # Forward to a port nobody uses: the run must still end on its own.
     assert main(["--listen", "127.0.0.1:0", "--forward", "127.0.0.1:9", "--duration", "0.05"]) == 0
