@@ -92,7 +92,8 @@ def size_buffers(sock: socket.socket, size: int) -> tuple[int, int]:
 class SocketPort:
     """A bound, non-blocking datagram socket behind the port interface.
 
-    Subclasses bind the socket and set ``_max``; they may override
+    Subclasses bind the socket, pass the largest datagram it carries and
+    set ``_address``; they may override
     :meth:`_accept` to refuse datagrams (counted) and :meth:`_write_watch`
     to name the file whose writability means "try again".
     """
