@@ -36,29 +36,27 @@ RESERVED: frozenset[str] = frozenset(CONNECTIVES + COMPARISONS)
 _CHUNK = re.compile(r"""#.*|[^\s"']+|"[^"]*"|'[^']*'""")
 
 
-@dataclass(frozen=True, slots=True)
 class Token:
     """One chunk of a statement, with where it was written."""
 
-    text: str  # as written, quotes included
-    line: int
-    col: int
-    source: str  # the whole physical line, for the caret display
-    file: str
+    __slots__ = ("text", "line", "col", "source", "file", "quoted", "reserved")
 
-    @property
-    def quoted(self) -> bool:
-        t = self.text
-        return len(t) >= 2 and t[0] == t[-1] and t[0] in "\"'"
+    def __init__(self, text: str, line: int, col: int, source: str, file: str) -> None:
+        self.text = text  # as written, quotes included
+        self.line = line
+        self.col = col
+        self.source = source  # the whole physical line, for the caret display
+        self.file = file
+        self.quoted = len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'"
+        self.reserved = not self.quoted and text in RESERVED
+
+    def __repr__(self) -> str:
+        return f"Token({self.text!r}, {self.line}, {self.col})"
 
     @property
     def value(self) -> str:
         """The text with one pair of enclosing quotes removed."""
         return self.text[1:-1] if self.quoted else self.text
-
-    @property
-    def reserved(self) -> bool:
-        return not self.quoted and self.text in RESERVED
 
     @property
     def where(self) -> Where:
@@ -103,31 +101,35 @@ def chunk(text: str, file: str, line: int, source: str | None = None, offset: in
     src = text if source is None else source
     tokens: list[Token] = []
     pos = 0
-
-    def col(i: int) -> int:
-        return offset + (i if exact else 0) + 1
-
-    def unterminated(gap_start: int, gap: str) -> FlowError:
-        at = gap_start + len(gap) - len(gap.lstrip())
-        return FlowError(
-            "unterminated string: this quote is never closed on its line",
-            Where(file, line, col(at), src),
-            hint="quoted strings cannot span lines; close the quote",
-        )
-
+    if '"' not in text and "'" not in text and "#" not in text:  # the common line: plain words
+        for piece in text.split():
+            start = text.find(piece, pos)
+            tokens.append(Token(piece, line, offset + (start if exact else 0) + 1, src, file))
+            pos = start + len(piece)
+        return tokens, False
     for match in _CHUNK.finditer(text):
-        gap = text[pos:match.start()]
-        if gap.strip():  # only an unmatched quote leaves non-blank text behind
-            raise unterminated(pos, gap)
+        start = match.start()
+        if start != pos and text[pos:start].strip():  # only an unmatched quote leaves text behind
+            raise _unterminated(text, pos, start, file, line, src, offset, exact)
         piece = match.group()
-        if piece.startswith("#"):
+        if piece[0] == "#":
             return tokens, True
-        tokens.append(Token(piece, line, col(match.start()), src, file))
+        tokens.append(Token(piece, line, offset + (start if exact else 0) + 1, src, file))
         pos = match.end()
-    rest = text[pos:]
-    if rest.strip():
-        raise unterminated(pos, rest)
+    if pos != len(text) and text[pos:].strip():
+        raise _unterminated(text, pos, len(text), file, line, src, offset, exact)
     return tokens, False
+
+
+def _unterminated(text: str, pos: int, stop: int, file: str, line: int, src: str, offset: int,
+                  exact: bool) -> FlowError:
+    gap = text[pos:stop]
+    at = pos + len(gap) - len(gap.lstrip())
+    return FlowError(
+        "unterminated string: this quote is never closed on its line",
+        Where(file, line, offset + (at if exact else 0) + 1, src),
+        hint="quoted strings cannot span lines; close the quote",
+    )
 
 
 def _logical_lines(text: str, file: str) -> list[list[Token]]:

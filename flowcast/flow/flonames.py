@@ -13,7 +13,7 @@ makes the named frame's ``over`` the frame that named it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection
 
 from flowcast.flow.errors import FlowError, did_you_mean
 from flowcast.flow.spec import FlowSpec, FramerSpec, FrameSpec, HouseSpec, Need, Where
@@ -43,6 +43,8 @@ class _Checker:
     def __init__(self, positions: Positions | None) -> None:
         self.errors: list[FlowError] = []
         self.positions = positions or {}
+        self.framers: dict[str, FramerSpec] = {}
+        self.aux_names: list[str] = []
 
     def at(self, obj: object, attr: str, fallback: Where | None) -> Where | None:
         return self.positions.get((id(obj), attr), fallback)
@@ -50,11 +52,10 @@ class _Checker:
     def error(self, message: str, where: Where | None, word: str = "", hint: str = "") -> None:
         self.errors.append(FlowError(message, locate(where, word) if word else where, hint))
 
-    def name(self, kind: str, name: str, known: Iterable[str], where: Where | None, extra: str = "") -> bool:
-        names = list(known)
-        if name in names:
+    def name(self, kind: str, name: str, known: Collection[str], where: Where | None, extra: str = "") -> bool:
+        if name in known:
             return True
-        hint = did_you_mean(name, names)
+        hint = did_you_mean(name, list(known))
         if not hint and extra:
             hint = extra
         self.error(f"unknown {kind} {name!r}", where, name, hint)
@@ -68,6 +69,8 @@ class _Checker:
             if framer.name in seen:
                 self.error(f"framer {framer.name!r} defined twice in house {house.name!r}", framer.where)
             seen.add(framer.name)
+        self.framers = {f.name: f for f in house.framers}
+        self.aux_names = [f.name for f in house.framers if f.schedule == "aux"]
         for framer in house.framers:
             self.framer(house, framer)
 
@@ -120,7 +123,7 @@ class _Checker:
 
     def frame(self, house: HouseSpec, framer: FramerSpec, frame: FrameSpec,
               frames: dict[str, FrameSpec], has_next: bool) -> None:
-        framers = {f.name: f for f in house.framers}
+        framers = self.framers
         for act in frame.acts:
             args = act.args
             if act.verb == "go":
@@ -154,8 +157,7 @@ class _Checker:
         if need.kind in ("done", "status") and need.tasker not in (None, "me"):
             self.name("tasker", need.tasker, framers, need.where)
         if need.kind == "done" and need.aux not in (None, "any", "all"):
-            aux_names = [f.name for f in house.framers if f.schedule == "aux"]
-            self.name("aux framer", need.aux, aux_names, need.where)
+            self.name("aux framer", need.aux, self.aux_names, need.where)
         owner = framer
         if need.framer not in (None, "me"):
             if self.name("framer", need.framer, framers, need.where):

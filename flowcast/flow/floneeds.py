@@ -10,7 +10,6 @@ states ``elapsed``/``recurred`` (also as ``elapsed re me``), and the
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from flowcast.flow import flowords as w
@@ -59,7 +58,11 @@ def need(cur: w.Cursor, framer: str | None) -> Need:
                            or "expected done, readied, started, running, stopped, aborted, updated or changed")
     else:
         found = _state(cur, framer)
-    return replace(found, negate=negate, where=start.where if start else None)
+    return Need(**found, negate=negate, where=start.where if start else None)
+
+
+def _kw(kind: str, **fields: Any) -> dict[str, Any]:
+    return {"kind": kind, **fields}
 
 
 def _is(cur: w.Cursor, j: int, word: str) -> bool:
@@ -67,7 +70,7 @@ def _is(cur: w.Cursor, j: int, word: str) -> bool:
     return tok.text == word and not tok.quoted
 
 
-def _state(cur: w.Cursor, framer: str | None) -> Need:
+def _state(cur: w.Cursor, framer: str | None) -> dict[str, Any]:
     tok = cur.peek()
     assert tok is not None
     after = cur.peek(1)
@@ -92,14 +95,14 @@ def _state(cur: w.Cursor, framer: str | None) -> Need:
     op = w.comparison(cur)
     if op is None:
         _end(cur)
-        return Need("boolean", state=state)
+        return _kw("boolean", state=state)
     goal_value, goal_ref = _goal(cur, None)
     tolerance = _tolerance(cur)
     _end(cur)
-    return Need("compare", state=state, op=op, goal_value=goal_value, goal_ref=goal_ref, tolerance=tolerance)
+    return _kw("compare", state=state, op=op, goal_value=goal_value, goal_ref=goal_ref, tolerance=tolerance)
 
 
-def _framer(cur: w.Cursor, kind: str) -> Need:
+def _framer(cur: w.Cursor, kind: str) -> dict[str, Any]:
     tok = cur.take("a comparison (==, !=, <, <=, >=, >)")
     if tok.quoted or tok.text not in w.COMPARISONS:
         raise cur.fail(f"expected a comparison after {kind!r}, found {tok.text!r}", tok,
@@ -107,7 +110,7 @@ def _framer(cur: w.Cursor, kind: str) -> Need:
     goal_value, goal_ref = _goal(cur, kind)
     tolerance = _tolerance(cur)
     _end(cur)
-    return Need(kind, op=tok.text, goal_value=goal_value, goal_ref=goal_ref, tolerance=tolerance)
+    return _kw(kind, op=tok.text, goal_value=goal_value, goal_ref=goal_ref, tolerance=tolerance)
 
 
 def _goal(cur: w.Cursor, framer_state: str | None) -> tuple[Any, Ref | None]:
@@ -143,7 +146,7 @@ def _optional_name(cur: w.Cursor, default: str) -> str:
     return cur.take_name("a name").text
 
 
-def _done(cur: w.Cursor, framer: str | None) -> Need:
+def _done(cur: w.Cursor, framer: str | None) -> dict[str, Any]:
     """Ioflo's ``makeDoneNeed``: a tasker, or auxes (``any``/``all``/``aux NAME``
     with an optional ``in frame [F] [in framer [G]]`` place)."""
     tok = cur.take_word("a tasker name")
@@ -184,20 +187,20 @@ def _done(cur: w.Cursor, framer: str | None) -> Need:
         raise cur.fail(f"expected 'is done', found {conn.text!r}", conn)
     cur.take("'done'")
     _end(cur)
-    return Need("done", tasker=tasker, aux=aux, frame=frame, framer=in_framer)
+    return _kw("done", tasker=tasker, aux=aux, frame=frame, framer=in_framer)
 
 
-def _status(cur: w.Cursor) -> Need:
+def _status(cur: w.Cursor) -> dict[str, Any]:
     tok = cur.take_name("a tasker name")
     conn = cur.take("'is'")
     if conn.text != "is":
         raise cur.fail(f"expected 'is', found {conn.text!r}", conn)
     status = cur.take("a status")
     _end(cur)
-    return Need("status", tasker=tok.text, status=status.text)
+    return _kw("status", tasker=tok.text, status=status.text)
 
 
-def _marker(cur: w.Cursor) -> Need:
+def _marker(cur: w.Cursor) -> dict[str, Any]:
     """Ioflo's ``makeMarkerNeed``: ``PATH is (updated|changed) [in frame [F]] [by MARKER]``."""
     state = Ref(w.indirect(cur))
     conn = cur.take("'is'")
@@ -215,4 +218,4 @@ def _marker(cur: w.Cursor) -> Need:
         else:
             marker = cur.take_word("a marker name").value
     _end(cur)
-    return Need(part.text, state=state, frame=frame, marker=marker)
+    return _kw(part.text, state=state, frame=frame, marker=marker)

@@ -114,6 +114,8 @@ class _Parser:
         self.frame: FrameSpec | None = None
         self.context: str | None = None  # None: each verb's native context
         self.positions: Positions = {}  # where names were written, for errors found later
+        self.framer_names: dict[int, set[str]] = {}  # per house, so big flows stay linear
+        self.frame_names: dict[int, set[str]] = {}  # per framer
         self.verbs: dict[str, Callable[[w.Cursor], None]] = {
             "house": self.house_,
             "init": self.init,
@@ -272,8 +274,10 @@ class _Parser:
                 raise cur.fail(f"unexpected {conn.text!r} in framer statement", conn,
                                hint=did_you_mean(conn.text, ["be", "at", "first", "via"]) or
                                "options: be SCHEDULE, at PERIOD, first FRAME, via INODE")
-        if any(f.name == name.text for f in house.framers):
+        taken = self.framer_names.setdefault(id(house), set())
+        if name.text in taken:
             raise cur.fail(f"framer {name.text!r} already defined in house {house.name!r}", name)
+        taken.add(name.text)
         house.framers.append(framer)
         self.framer = framer
         self.frame = None
@@ -299,8 +303,10 @@ class _Parser:
             else:
                 raise cur.fail(f"unexpected {conn.text!r} in frame statement", conn,
                                hint=did_you_mean(conn.text, ["in", "via"]) or "options: in OVER, via INODE")
-        if any(f.name == name.text for f in framer.frames):
+        taken = self.frame_names.setdefault(id(framer), set())
+        if name.text in taken:
             raise cur.fail(f"frame {name.text!r} already defined in framer {framer.name!r}", name)
+        taken.add(name.text)
         framer.frames.append(frame)
         if framer.first is None:
             framer.first = frame.name
