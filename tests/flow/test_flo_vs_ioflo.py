@@ -39,13 +39,6 @@ _CONTEXT_OF = {"addBeact": "benter", "addEnact": "enter", "addRenact": "renter",
                "addPreact": "precur", "addExact": "exit", "addRexact": "rexit"}
 
 
-class _AnyKind(dict):  # type: ignore[type-arg]
-    """Ioflo's Doer registry that accepts every kind, so flowcast-only behaviours still build."""
-
-    def __contains__(self, key: object) -> bool:
-        return True
-
-
 def _camel(dotted: str) -> str:
     return "".join(p.capitalize() for p in dotted.split("."))
 
@@ -59,6 +52,10 @@ def ioflo_build(path: str) -> tuple[dict[tuple[str, str], dict[str, list[Any]]],
     record: dict[tuple[str, str], dict[str, list[Any]]] = {}
     saved = {name: getattr(framing.Frame, name) for name in list(_CONTEXT_OF) + ["addAux"]}
     registry = doing.Doer.Registry
+    # flowcast-only behaviours get placeholder entries for the build; resolution then fails, after recording
+    kinds = {_camel(a.args["behaviour"]) for h in load_flo(path).houses for f in h.framers for fr in f.frames
+             for a in fr.acts if a.verb == "do"}
+    placeholders = [k for k in kinds if k not in registry]
 
     def wrap(name: str) -> Any:
         original = saved[name]
@@ -91,7 +88,8 @@ def ioflo_build(path: str) -> tuple[dict[tuple[str, str], dict[str, list[Any]]],
         for name in saved:
             setattr(framing.Frame, name, wrap(name))
         building.Builder.dispatch = recording_dispatch  # type: ignore[method-assign]
-        doing.Doer.Registry = _AnyKind(registry)
+        for kind in placeholders:
+            registry[kind] = None
         builder = building.Builder(fileName=path)
         try:
             builder.build()
@@ -100,7 +98,8 @@ def ioflo_build(path: str) -> tuple[dict[tuple[str, str], dict[str, list[Any]]],
     finally:
         for name, original in saved.items():
             setattr(framing.Frame, name, original)
-        doing.Doer.Registry = registry
+        for kind in placeholders:
+            registry.pop(kind, None)
         building.Builder.dispatch = dispatch  # type: ignore[method-assign]
         console.reinit(verbosity=verbosity)
     return record, builder.houses
