@@ -63,6 +63,10 @@ def parse_flo(text: str, file: str = "<string>") -> FlowSpec:
         spec = parser.parse(statements)
     except RecursionError as exc:  # defensive: the parser does not recurse on input depth
         raise FlowError(f"flow script too deeply nested to read: {exc}") from None
+    if not spec.houses:
+        lines = text.splitlines()
+        raise FlowError("flow defines no house", Where(file, 1, 1, lines[0] if lines else ""),
+                        hint="start the script with 'house NAME'")
     errors = check_names(spec, parser.positions)
     if errors:
         raise errors[0] if len(errors) == 1 else FlowErrors(errors)

@@ -83,6 +83,8 @@ def test_statement_errors(body: str, line: int, col: int, message: str, hint: st
     "text, message",
     [
         ("framer f\n", "'framer' before any house"),
+        ("", "flow defines no house"),
+        ("# only a comment\n\n", "flow defines no house"),
         ("house h\nframe a\n", "'frame' outside a framer"),
         ("house h\nframer f\nprint x\n", "'print' outside a frame"),
         ("with x\n", "no statement to continue"),
