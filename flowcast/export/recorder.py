@@ -36,6 +36,7 @@ from flowcast.store import Share
 __all__ = ["Recorder", "route_text"]
 
 _KINDS = frozenset(MESSAGE_KINDS)
+_pack = _COUNT.pack_into
 
 
 class Recorder:
@@ -68,6 +69,7 @@ class Recorder:
         self._flush_every = flush_every
         self._rows: list[tuple] = []
         self._counter = self.writer.counter
+        self._journaled = 0
         self._watched: list[Share] = []
         self.closed = False
 
@@ -99,7 +101,13 @@ class Recorder:
         """Record one message event (see the module docstring for the fields)."""
         if kind not in _KINDS:
             raise ValueError(f"unknown message event kind {kind!r}; want one of {', '.join(MESSAGE_KINDS)}")
-        self._add((self._now(), kind, share, None, msg_id, src, dst, size, latency, segment, lag, None, detail))
+        stamp = self._now()
+        rows = self._rows
+        rows.append((stamp, kind, share, None, msg_id, src, dst, size, latency, segment, lag, None, detail))
+        n = len(rows)
+        _pack(self._counter, 0, n, self._journaled)  # the crash-loss count: one 8-byte store
+        if n >= self._batch or stamp - rows[0][0] >= self._flush_every:
+            self.flush()
 
     def presence(self, remote: str, status: str, detail: str | None = None) -> None:
         """Record that ``remote`` (an estate) changed presence to ``status``."""
@@ -111,13 +119,18 @@ class Recorder:
             stamp, fields = history[-1]  # the share already copied its fields here
         else:
             stamp, fields = share.stamp, share.fields()
-        self._add((stamp, SHARE_KIND, share.name, fields, None, None, None, None, None, None, None, None, None))
+        rows = self._rows
+        rows.append((stamp, SHARE_KIND, share.name, fields, None, None, None, None, None, None, None, None, None))
+        n = len(rows)
+        _pack(self._counter, 0, n, self._journaled)
+        if n >= self._batch or stamp - rows[0][0] >= self._flush_every:
+            self.flush()
 
     def _add(self, row: tuple) -> None:
         rows = self._rows
         rows.append(row)
         n = len(rows)
-        _COUNT.pack_into(self._counter, 0, n, self.writer.journaled)
+        _pack(self._counter, 0, n, self._journaled)
         if n >= self._batch or row[0] - rows[0][0] >= self._flush_every:
             self.flush()
 
@@ -148,6 +161,7 @@ class Recorder:
         self._rows = []
         self.writer.append(rows, rows[-1][0])
         self._counter = self.writer.counter
+        self._journaled = self.writer.journaled
 
     def poll(self) -> None:
         """Flush and roll what is due by age; call it now and then from the house."""
@@ -157,9 +171,15 @@ class Recorder:
         if self._rows and now - self._rows[0][0] >= self._flush_every:
             self.flush()
         if self.writer.due(now):
-            self.flush()
-            self.writer.rotate()
-            self._counter = self.writer.counter
+            self.rotate()
+
+    def rotate(self) -> list[Path]:
+        """Flush and publish the open segment now (a house stopping for a while, tests)."""
+        self.flush()
+        paths = self.writer.rotate()
+        self._counter = self.writer.counter
+        self._journaled = self.writer.journaled
+        return paths
 
     def ticker(self, period: float = 1.0) -> Iterator[Any]:
         """A scheduler micro-thread that polls every ``period`` seconds until close.

@@ -27,9 +27,7 @@ def _write(root: Path, house: str, n: int, start: float = 0.0, segments: int = 1
         for i in range(n):
             rec.message("sent", f"{house}-{s}-{i}", "a", "b", i)
             now[0] += 1.0
-        rec.flush()
-        rec.writer.rotate()
-        rec._counter = rec.writer.counter
+        rec.rotate()
     rec.close()
 
 

@@ -1,0 +1,120 @@
+"""Cost of recording an event in a house, against a bare list append.
+
+The recorder sits on the hot path of every stack and router, so its cost
+per event is what matters: target at most 3 µs per event, all-in (the
+tuple, the crash counter, batching, Arrow conversion, the IPC journal and
+the final zstd Parquet segment), on this 2 vCPU machine kind.  The
+yardstick, measured in the same run, is the least any recorder could do:
+append the same event tuple to a Python list.
+
+Figures:
+* ``list.append baseline`` -- µs per event;
+* ``recorder.message`` -- µs per message event, all-in, with its ratio to
+  the 3 µs target and to the baseline;
+* ``logged share update`` -- the extra µs a share update costs when the
+  share is watched by a recorder (with vs without, same updates).
+
+Run: ``.venv/bin/python bench/export.py [--json] [--quick] [--events N]``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import Figures, best_of, parser, timed  # noqa: E402
+
+from flowcast.export import Recorder  # noqa: E402
+from flowcast.store import Store  # noqa: E402
+
+TARGET_US = 3.0
+SRC = ("counter", "demo", "alpha", "")
+DST = "counter/main/beta/"
+
+
+def run_baseline(n: int) -> float:
+    rows: list[tuple] = []
+    append = rows.append
+    now = 0.0
+
+    def body() -> None:
+        for i in range(n):
+            append((now, "delivered", None, None, "m", SRC, DST, 100, 0.001, None, None, None, None))
+
+    return timed(body)
+
+
+def run_recorder(n: int, root: Path) -> float:
+    now = [0.0]
+    rec = Recorder(root, estate="alpha", house="bench", clock=lambda: now[0], epoch=1.7e9, max_bytes=1 << 40)
+    message = rec.message
+
+    def body() -> None:
+        for i in range(n):
+            message("delivered", "m", SRC, DST, 100, 0.001)
+        rec.close()  # the Parquet segment is part of the cost
+
+    return timed(body)
+
+
+def run_shares(n: int, root: Path | None) -> float:
+    store = Store(now=lambda: 0.0)
+    share = store.share("bench.value", {"value": 0})
+    share.log()
+    rec = None
+    if root is not None:
+        rec = Recorder(root, estate="alpha", house="bench", clock=lambda: 0.0, epoch=1.7e9, max_bytes=1 << 40)
+        rec.watch(share)
+    update = share.update
+
+    def body() -> None:
+        for i in range(n):
+            update(value=i)
+        if rec is not None:
+            rec.close()
+
+    return timed(body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_parser = parser(__doc__.splitlines()[0])
+    args_parser.add_argument("--events", type=int, default=200_000, help="events per measurement (default 200,000)")
+    args = args_parser.parse_args(argv)
+    n = 2_000 if args.quick else args.events
+    scratch = Path(tempfile.mkdtemp(prefix="flowcast-bench-export-"))
+    try:
+        counter = iter(range(10**9))
+
+        def fresh() -> Path:
+            path = scratch / str(next(counter))
+            path.mkdir()
+            return path
+
+        base = best_of(args.repeats, lambda: run_baseline(n)) / n * 1e6
+        rec = best_of(args.repeats, lambda: run_recorder(n, fresh())) / n * 1e6
+        plain = best_of(args.repeats, lambda: run_shares(n, None)) / n * 1e6
+        watched = best_of(args.repeats, lambda: run_shares(n, fresh())) / n * 1e6
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    figures = Figures("bench/export.py", events=n, repeats=args.repeats, target_us=TARGET_US)
+    figures.add("list.append baseline", base, "µs/event")
+    figures.add(
+        "recorder.message (all-in, to Parquet)", rec, "µs/event",
+        ratios={"x target 3 µs": rec / TARGET_US, "x baseline": rec / base},
+    )
+    figures.add(
+        "logged share update, recorder cost", watched - plain, "µs/event",
+        ratios={"x target 3 µs": (watched - plain) / TARGET_US, "x baseline": (watched - plain) / base},
+        note=f"update alone {plain:.3g} µs",
+    )
+    figures.emit(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
