@@ -1,0 +1,137 @@
+"""Small helpers every ``bench/*.py`` script shares.
+
+Benchmarks are read by people (one line per figure) and by scripts (the
+closing note of an issue, CI comparisons), so every script prints figures
+the same way: ``name: value unit (ratio ...)`` on the console, or a single
+JSON object with ``--json``.  Keeping that format in one place means a
+parser written for one script works for all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Figure", "Figures", "best_of", "machine", "parser", "timed"]
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    """An argument parser with the options every bench script understands.
+
+    ``--quick`` exists so a smoke test can check that a script still runs
+    (and prints well-formed figures) in a fraction of a second; the figures
+    it gives are not meant to be quoted.
+    """
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--json", action="store_true", help="print one JSON object of all figures")
+    p.add_argument("--quick", action="store_true", help="tiny sizes: checks the script runs, figures meaningless")
+    p.add_argument("--repeats", type=int, default=3, help="take the best of this many runs (default 3)")
+    return p
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    """Seconds ``fn()`` takes, with the cyclic GC off.
+
+    A collection landing inside one measurement and not another is noise
+    rather than a property of the thing measured (``timeit`` does the same).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def best_of(repeats: int, run: Callable[[], float]) -> float:
+    """Smallest of ``repeats`` results of ``run()`` (a duration in seconds).
+
+    The minimum is the run the machine disturbed least; means mix in other
+    processes' work.
+    """
+    return min(run() for _ in range(max(1, repeats)))
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on; absolute numbers mean little without it."""
+    import os
+
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+    }
+
+
+@dataclass
+class Figure:
+    """One measured value; ``value`` None means it could not be measured (see ``note``)."""
+
+    name: str
+    value: float | None
+    unit: str
+    ratios: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def line(self, digits: int = 4) -> str:
+        if self.value is None:
+            head = f"{self.name}: n/a {self.unit}"
+        else:
+            head = f"{self.name}: {self.value:.{digits}g} {self.unit}"
+        notes = [f"{k} {v:.3g}" for k, v in self.ratios.items()]
+        if self.note:
+            notes.append(self.note)
+        return f"{head} ({', '.join(notes)})" if notes else head
+
+
+class Figures:
+    """The figures of one script run, printed as lines or as one JSON object."""
+
+    def __init__(self, script: str, **settings: Any) -> None:
+        self.script = script
+        self.settings = settings
+        self.items: list[Figure] = []
+
+    def add(self, name: str, value: float | None, unit: str, **kwargs: Any) -> Figure:
+        figure = Figure(name, value, unit, **kwargs)
+        self.items.append(figure)
+        return figure
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "script": self.script,
+            "machine": machine(),
+            "settings": self.settings,
+            "figures": {
+                f.name: {
+                    "value": f.value,
+                    "unit": f.unit,
+                    **({"ratios": f.ratios} if f.ratios else {}),
+                    **({"note": f.note} if f.note else {}),
+                    **f.extra,
+                }
+                for f in self.items
+            },
+        }
+
+    def emit(self, as_json: bool, out: Any = None) -> None:
+        out = out if out is not None else sys.stdout
+        if as_json:
+            json.dump(self.as_dict(), out, indent=2)
+            out.write("\n")
+        else:
+            for figure in self.items:
+                out.write(figure.line() + "\n")
+        out.flush()
