@@ -173,6 +173,7 @@ def test_command_line_relays_and_prints_counts_on_sigterm(server, client):
         env=env,
     )
     try:
+        assert select.select([proc.stdout], [], [], 30)[0], "relay printed nothing in 30 s"
         first = proc.stdout.readline()
         assert first.startswith("chaos: listening on 127.0.0.1:"), first + proc.stderr.read()
         port = int(first.split()[3].rsplit(":", 1)[1])
