@@ -98,6 +98,7 @@ class _Builder:
         self.framers: dict[str, Framer] = {}
         self.written: set[str] = set()
         self.marks: dict[tuple[str, str, str], _Mark] = {}
+        self.enter_marks: set[tuple[tuple[str, str, str], str]] = set()
 
     # -- errors ------------------------------------------------------------
 
@@ -293,15 +294,7 @@ class _Builder:
     # -- acts ------------------------------------------------------------------
 
     def compile_frame(self, spec: FrameSpec, frame: Frame, framer: Framer) -> None:
-        acts = list(spec.acts)
         for aux_spec in spec.auxes:
-            if aux_spec.needs:
-                # A conditional aux is an interrupter among the frame's
-                # transitions; its place among them is its place in the script.
-                acts.append(
-                    Act("aux", "precur", {"framer": aux_spec.framer, "needs": list(aux_spec.needs)}, aux_spec.where)
-                )
-                continue
             aux = self.tasker(aux_spec.framer, framer, aux_spec.where)
             if aux is None:
                 continue
@@ -309,10 +302,8 @@ class _Builder:
                 self.error(f"framer {aux.name!r} is not an aux framer (be aux)", aux_spec.where)
                 continue
             frame.auxes.append(aux)
-        if any(a.verb == "aux" for a in acts):
-            acts.sort(key=_script_order)
         deferred_exits: list[Callable[[], Any]] = []
-        for act in acts:
+        for act in spec.acts:
             if act.verb == "aux":
                 compiled = self.act_aux(act, frame, framer, deferred_exits)
                 if compiled is not None:
@@ -660,6 +651,17 @@ class _Builder:
         elif kind == "done":
             if need.aux is not None:
                 which = need.aux
+                owner = framer if need.framer in (None, "me") else self.tasker(need.framer, framer, need.where)
+                if owner is None:
+                    return None
+                if need.frame not in (None, "me"):
+                    found = self.frame(owner, need.frame, need.where)
+                    if found is None:
+                        return None
+                    frame = found
+                elif owner is not framer:
+                    self.error("'in framer NAME' needs 'in frame NAME' too", need.where)
+                    return None
                 if which == "any":
                     test = lambda: any(a.done for a in frame.auxes)  # noqa: E731
                 elif which == "all":
@@ -700,7 +702,14 @@ class _Builder:
         share = self.share(need.state, framer, frame, need.where)
         if share is None:
             return None
-        mark = self.marks.setdefault((share.name, framer.name, frame.name), _Mark())
+        marked_frame = frame
+        if need.frame not in (None, "me"):
+            found = self.frame(framer, need.frame, need.where)
+            if found is None:
+                return None
+            marked_frame = found
+        key = (share.name, framer.name, need.marker or marked_frame.name)
+        mark = self.marks.setdefault(key, _Mark())
         stamp = self.stamp
         if need.kind == "updated":
 
@@ -726,6 +735,19 @@ class _Builder:
 
         if tracts is not None:
             tracts.append(take)
+        if need.frame is not None:
+            # ``in frame F``: entering F also marks, first of its enter acts.
+            entered = (key, need.kind)
+            if entered not in self.enter_marks:
+                self.enter_marks.add(entered)
+                if need.kind == "updated":
+
+                    def on_enter() -> None:
+                        mark.stamp = stamp()
+
+                else:
+                    on_enter = take
+                marked_frame.enacts.insert(0, on_enter)
         return test
 
     # -- behaviours ----------------------------------------------------------
@@ -817,11 +839,6 @@ class _Mark:
         self.stamp: float | None = None
         self.used: float | None = None
         self.data: dict[str, Any] | None = None
-
-
-def _script_order(act: Act) -> tuple[int, int]:
-    where = act.where
-    return (where.line, where.col) if where is not None else (0, 0)
 
 
 def _add(a: Any, b: Any) -> Any:

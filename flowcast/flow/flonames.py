@@ -134,7 +134,9 @@ class _Checker:
                                    act.where, hint="add 'next NAME' to this frame or name the target frame")
                 elif far != "me" and isinstance(far, str):
                     self.name("frame", far, frames, act.where, "targets are a frame name, next or me")
-            if act.verb in ("go", "let"):
+            if act.verb == "aux":
+                self.aux(args.get("framer", ""), act.where, framers)
+            if act.verb in ("go", "let", "aux"):
                 for need in args.get("needs", []):
                     self.need(house, framer, need, framers)
             elif act.verb == "bid":
@@ -146,12 +148,15 @@ class _Checker:
                     if t != "me":
                         self.name("tasker", t, framers, act.where)
         for aux in frame.auxes:
-            if self.name("aux framer", aux.framer, framers, aux.where):
-                if framers[aux.framer].schedule != "aux":
-                    self.error(f"framer {aux.framer!r} is used as an aux but is not 'be aux'", aux.where,
-                               hint=f"declare it 'framer {aux.framer} be aux'")
+            self.aux(aux.framer, aux.where, framers)
             for need in aux.needs:
                 self.need(house, framer, need, framers)
+
+    def aux(self, name: str, where: Where | None, framers: dict[str, FramerSpec]) -> None:
+        if self.name("aux framer", name, framers, where):
+            if framers[name].schedule != "aux":
+                self.error(f"framer {name!r} is used as an aux but is not 'be aux'", where,
+                           hint=f"declare it 'framer {name} be aux'")
 
     def need(self, house: HouseSpec, framer: FramerSpec, need: Need, framers: dict[str, FramerSpec]) -> None:
         if need.kind in ("done", "status") and need.tasker not in (None, "me"):

@@ -535,7 +535,10 @@ class _Parser:
             if tok is not None and tok.text in ("as", "via"):
                 raise cur.fail(f"cloned aux framers ('aux ... {tok.text}') are not supported by flowcast", tok)
             needs = self._if_needs(cur, optional=False)
-        frame.auxes.append(Aux(name.text, tuple(needs), name.where))
+            # Conditional: an interrupter among the transitions, in script order.
+            frame.acts.append(make_act("aux", "precur", {"framer": name.text, "needs": needs}, name.where))
+            return
+        frame.auxes.append(Aux(name.text, (), name.where))
 
     def _expect(self, cur: w.Cursor, word: str) -> None:
         tok = cur.take(f"'{word}'")

@@ -141,7 +141,11 @@ class Act:
     * ``done``: ``taskers`` (list, ``me`` by default);
     * ``go``: ``far`` (frame name, ``next`` or ``me``), ``needs`` (list of Need),
       ``human`` (the statement text, for traces);
-    * ``let``: ``needs`` (list of Need).
+    * ``let``: ``needs`` (list of Need);
+    * ``aux``: a *conditional* aux (``aux NAME if NEEDS``): ``framer`` (name),
+      ``needs`` (list of Need).  Always ``precur``: it is an interrupter
+      among the frame's transitions, and its place among them is its place
+      in the script -- which is why it is an act and not an :class:`Aux`.
 
     ``timeout N`` and ``repeat N`` are written by the front end as ``go``
     acts to ``next`` with an ``elapsed >=`` / ``recurred >=`` need, as Ioflo does.
@@ -155,7 +159,11 @@ class Act:
 
 @dataclass(frozen=True)
 class Aux:
-    """An auxiliary framer run inside a frame: ``aux NAME [if NEEDS]``."""
+    """An auxiliary framer run inside a frame: ``aux NAME``.
+
+    A conditional ``aux NAME if NEEDS`` is an ``aux`` :class:`Act` instead;
+    ``needs`` here is always empty and kept only so old models still load.
+    """
 
     framer: str
     needs: tuple[Need, ...] = ()

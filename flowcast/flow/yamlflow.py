@@ -56,8 +56,9 @@ ACT_KEYS: dict[str, tuple[str, ...]] = {
     "timeout": ("human",),
     "repeat": ("human",),
     "let": (),
+    "aux": ("if",),
 }
-_FIXED_CONTEXT = {"go": "precur", "timeout": "precur", "repeat": "precur", "let": "benter"}
+_FIXED_CONTEXT = {"go": "precur", "timeout": "precur", "repeat": "precur", "let": "benter", "aux": "precur"}
 _SCALARS = (str, int, float, bool, type(None))
 #: libyaml's loader when PyYAML has it (about ten times faster); nodes keep marks either way.
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -365,8 +366,13 @@ class _Reader:
         m = self.mapping(node, "an aux", ("framer", "if"))
         if "framer" not in m:
             raise self.error("an aux needs 'framer: NAME'", node)
-        needs = tuple(self.conditions(m["if"][1])) if "if" in m else ()
-        return Aux(self.name(m["framer"][1], "aux framer name"), needs, self.where(m["framer"][1]))
+        if "if" in m:
+            raise self.error(
+                "a conditional aux is an act: write '{aux: NAME, if: CONDITIONS}' in 'acts',"
+                " where it should be tried among the transitions",
+                m["if"][0],
+            )
+        return Aux(self.name(m["framer"][1], "aux framer name"), where=self.where(m["framer"][1]))
 
     def act(self, node: yaml.Node) -> Act:
         if not isinstance(node, yaml.MappingNode) or not node.value:
@@ -524,6 +530,12 @@ class _Reader:
     def act_let(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
         return "let", {"needs": self.conditions(main)}
 
+    def act_aux(self, m: dict, main: yaml.Node) -> tuple[str, dict[str, Any]]:
+        """A conditional aux, ordered among the transitions: ``{aux: NAME, if: NEEDS}``."""
+        if "if" not in m:
+            raise self.error("an 'aux' act needs 'if: CONDITIONS' (a plain aux goes in the frame's 'aux' list)", main)
+        return "aux", {"framer": self.name(main, "aux framer name"), "needs": self.conditions(m["if"][1])}
+
 
 def go_human(far: str, conditions: list[str]) -> str:
     """The statement text a ``go`` act shows in traces when none is given."""
@@ -601,8 +613,7 @@ def _frame(frame: FrameSpec) -> dict[str, Any]:
     if frame.under is not None:
         out["under"] = frame.under
     if frame.auxes:
-        out["aux"] = [a.framer if not a.needs else {"framer": a.framer, "if": render.needs(a.needs)}
-                      for a in frame.auxes]
+        out["aux"] = [a.framer for a in frame.auxes]
     if frame.acts:
         out["acts"] = [_act(a) for a in frame.acts]
     return out
@@ -616,6 +627,8 @@ def _act(act: Act) -> dict[str, Any]:
         out = _go(a)
     elif verb == "let":
         out = {"let": render.needs(a["needs"])}
+    elif verb == "aux":
+        out = {"aux": a["framer"], "if": render.needs(a["needs"])}
     elif verb == "do":
         out = {"do": a["behaviour"]}
         if a.get("name") is not None:

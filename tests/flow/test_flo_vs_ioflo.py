@@ -234,6 +234,8 @@ def _ours(act: Act) -> tuple[Any, ...]:
             ioinits["inode"] = a["inode"]
         froms = {r.path: _fields(r.fields) for r in a["from"]}
         return ("do", _camel(a["behaviour"]), inits, ioinits, dict(a["with"]), froms)
+    if verb == "aux":  # a conditional aux: Ioflo's Suspender preact, in the same place
+        return ("suspend", a["framer"], [_need_ours(n) for n in a["needs"]])
     raise AssertionError(f"unexpected verb {verb}")
 
 
@@ -277,21 +279,12 @@ def test_same_acts_as_ioflo_builder(path: str) -> None:
         for framer in house.framers:
             for frame in framer.frames:
                 entry = our_acts(frame)
-                auxes = [("aux", a.framer) for a in frame.auxes if not a.needs]
+                assert all(not a.needs for a in frame.auxes), "conditional auxes are acts"
+                auxes = [("aux", a.framer) for a in frame.auxes]
                 if auxes:
                     entry["aux"] = auxes
-                suspenders = [("suspend", a.framer, [_need_ours(n) for n in a.needs]) for a in frame.auxes if a.needs]
-                if suspenders:
-                    entry["suspend"] = suspenders
                 ours[(framer.name, frame.name)] = entry
-    for key, entry in theirs.items():  # conditional auxes are preacts to Ioflo; ours keep them apart
-        pre = entry.get("precur", [])
-        sus = [a for a in pre if a[0] == "suspend"]
-        if sus:
-            entry["suspend"] = sus
-            entry["precur"] = [a for a in pre if a[0] != "suspend"]
-            if not entry["precur"]:
-                del entry["precur"]
+    # Conditional auxes are precur acts on both sides, in script order.
     assert set(ours) >= set(theirs)
     for key in ours:
         assert ours[key] == theirs.get(key, {}), f"{Path(path).name} {key}"

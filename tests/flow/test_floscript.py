@@ -363,7 +363,15 @@ def test_aux_plain_and_conditional() -> None:
     text = ("house h\nframer f be active\nframe a\naux x\naux x if .go and elapsed >= 1\n"
             "framer x be aux\nframe r\n")
     frame = parse_flo(text).house().framers[0].frames[0]
-    plain, cond = frame.auxes
+    (plain,) = frame.auxes
     assert (plain.framer, plain.needs) == ("x", ())
-    assert cond.framer == "x" and [n.kind for n in cond.needs] == ["boolean", "elapsed"]
-    assert frame.acts == []
+    (cond,) = frame.acts  # a conditional aux is a precur act, kept in script order
+    assert (cond.verb, cond.context, cond.args["framer"]) == ("aux", "precur", "x")
+    assert [n.kind for n in cond.args["needs"]] == ["boolean", "elapsed"]
+
+
+def test_conditional_aux_keeps_its_place_among_transitions() -> None:
+    text = ("house h\nframer f be active\nframe a\ngo b if .x\naux x if .go\ngo b if .y\nframe b\n"
+            "framer x be aux\nframe r\n")
+    frame = parse_flo(text).house().framers[0].frames[0]
+    assert [a.verb for a in frame.acts] == ["go", "aux", "go"]

@@ -81,7 +81,6 @@ framers:
       - frame: one
         aux:
           - helper
-          - {framer: helper, if: any is done}
         acts:
           - do: counter step
             as: counter1
@@ -114,6 +113,7 @@ framers:
           - let: .ok
           - timeout: 2
           - repeat: 3
+          - {aux: helper, if: any is done}
       - frame: two
         in: one
         next: one
