@@ -491,12 +491,31 @@ class _Builder:
             self.error(f"bid control must be one of {', '.join(_FIAT_STATUS)}", act.where)
             return None
         taskers = self._taskers(act, framer)
+        period = act.args.get("period")
+        if period is None or control in (STOP, ABORT):  # Ioflo: only start/run/ready retime
 
-        def run() -> None:
+            def run() -> None:
+                for tasker in taskers:
+                    tasker.desire = control
+
+            return run
+        if isinstance(period, Ref):
+            share = self.share(period, framer, frame, act.where)
+            if share is None:
+                return None
+            field = self.reading(share, period.fields)
+            read = lambda: share.get(field)  # noqa: E731
+        else:
+            value = float(period)
+            read = lambda: value  # noqa: E731
+
+        def run_with_period() -> None:
+            new = max(0.0, float(read()))
             for tasker in taskers:
+                tasker.period = new
                 tasker.desire = control
 
-        return run
+        return run_with_period
 
     def _fiat(self, control: str):
         expected = _FIAT_STATUS[control]
