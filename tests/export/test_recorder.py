@@ -102,3 +102,28 @@ def test_flush_by_batch_size_and_by_age(tmp_path: Path) -> None:
     rec.poll()
     assert rec.pending == 0 and rec.writer.journaled == 4
     rec.close()
+
+
+def test_ticker_flushes_and_rolls_by_age_on_the_house_scheduler(tmp_path: Path) -> None:
+    from flowcast.runtime import Scheduler, VirtualClock
+    from flowcast.runtime.scheduler import sleep
+
+    scheduler = Scheduler(VirtualClock())
+    clock = scheduler.clock.now
+    rec = Recorder(tmp_path, estate="a", house="h", clock=clock, epoch=EPOCH, flush_every=0.5, max_age=2.0)
+    seen: list[tuple[float, int, int]] = []
+
+    def traffic():
+        for i in range(6):
+            rec.message("sent", str(i), "a", "b", 1)
+            yield sleep(1.0)
+            seen.append((clock(), rec.pending, len(segment_files(tmp_path))))
+        rec.close()
+
+    scheduler.spawn(rec.ticker(0.25), name="export-ticker")
+    scheduler.spawn(traffic(), name="traffic")
+    scheduler.run()
+    assert [p for _, p, _ in seen] == [0] * 6  # every event flushed within flush_every
+    assert seen[-1][2] >= 2  # and segments rolled by age while the house ran
+    table = _table(tmp_path)
+    assert sorted(table.column("msg_id").to_pylist()) == [str(i) for i in range(6)]
