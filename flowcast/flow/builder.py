@@ -10,7 +10,6 @@ tick does no name lookups.
 
 from __future__ import annotations
 
-import gc
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from flowcast.flow.framer import (
     Transition,
 )
 from flowcast.flow.spec import Act, FrameSpec, FramerSpec, HouseSpec, Need, Ref, Where
+from flowcast.runtime.gcpause import gc_paused
 from flowcast.store import Share, ShareNameError, Store
 
 __all__ = ["BuiltHouse", "build_house"]
@@ -888,13 +888,5 @@ def build_house(
             problems.append(FlowError(str(error), spec.where))
     if problems:
         raise FlowErrors(problems)
-    # Building makes many long-lived objects and no garbage: the cyclic
-    # collector would only rescan them over and over (a third of the time
-    # for 10,000 framers), so it waits until the house is built.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _Builder(spec, registry, stamp, on_transition, out).build()
-    finally:
-        if enabled:
-            gc.enable()

@@ -24,6 +24,7 @@ from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
 from flowcast.flow.flolex import Statement, Token, lex
 from flowcast.flow.flonames import Positions, check_names
 from flowcast.flow.floneeds import needs as needs_
+from flowcast.runtime.gcpause import gc_paused
 from flowcast.flow.spec import (
     CONTEXTS,
     SCHEDULES,
@@ -58,9 +59,10 @@ _CONTROLS = ("start", "run", "stop", "abort", "ready")
 def parse_flo(text: str, file: str = "<string>") -> FlowSpec:
     """Parse a FloScript text; raise :class:`FlowError` (or several) on any problem."""
     try:
-        statements = lex(text, file)
-        parser = _Parser(file)
-        spec = parser.parse(statements)
+        with gc_paused():
+            statements = lex(text, file)
+            parser = _Parser(file)
+            spec = parser.parse(statements)
     except RecursionError as exc:  # defensive: the parser does not recurse on input depth
         raise FlowError(f"flow script too deeply nested to read: {exc}") from None
     if not spec.houses:

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from flowcast.runtime.gcpause import gc_paused
 from flowcast.flow import florender as render
 from flowcast.flow import flowords as w
 from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
@@ -82,7 +83,8 @@ def load_yaml(path: str | Path) -> FlowSpec:
 
 def parse_yaml(text: str, file: str = "<string>") -> FlowSpec:
     """Parse a YAML flow; raise :class:`FlowError` (or several) on any problem."""
-    spec = _Reader(text, file).flow()
+    with gc_paused():
+        spec = _Reader(text, file).flow()
     errors = check_names(spec)
     if errors:
         raise errors[0] if len(errors) == 1 else FlowErrors(errors)
