@@ -38,6 +38,13 @@ Contract (kept deliberately small):
   socket ports made without one are driven from plain Python: select on
   ``fileno()`` for reading and, after a False ``send``, on
   ``writable_fileno()`` for writing.
+* Extension (every port in :mod:`flowcast.transport.ports` has it; check
+  with ``hasattr``): ``send_segments(data, size, address) -> int`` sends
+  ``data`` as consecutive datagrams of ``size`` bytes (the last may be
+  shorter) and returns how many were handed over -- always a prefix; the
+  caller keeps the rest, as after a False ``send``.  UDP does it with GSO,
+  far fewer system calls; a UDP port made with ``gro=True`` receives runs
+  of datagrams joined by the kernel and splits them, invisibly.
 * Addresses are opaque hashable values: ``(host, port)`` tuples for UDP,
   path strings for Unix datagrams, names for the simulated network.
 """

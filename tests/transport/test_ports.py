@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import socket
@@ -160,6 +161,84 @@ def test_on_readable_drives_a_scheduler_and_can_be_removed(udp_pair):
     scheduler.close()
 
 
+def chunks(data, size):
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+@pytest.mark.parametrize("gso", [True, False])
+@pytest.mark.parametrize("gro", [True, False])
+def test_udp_send_segments_arrive_as_separate_datagrams_in_order(gso, gro):
+    with UdpPort() as tx, UdpPort(gro=gro) as rx:
+        assert tx.gso  # Linux loopback segments
+        assert rx.gro == gro
+        tx._gso = gso  # False: the one-send-each path every port has
+        data = os.urandom(1200 * 7 + 345)
+        assert tx.send_segments(data, 1200, rx.address) == 8
+        got = drain(rx, 8)
+        assert [d for d, _ in got] == chunks(data, 1200)
+        assert {source for _, source in got} == {tx.address}
+        assert tx.counts["sent"] == 8 and rx.counts["received"] == 8
+        assert rx.receive() is None
+
+
+def test_udp_send_segments_beyond_one_kernel_run():
+    # More than 64 segments and more than one IP datagram's worth of bytes.
+    with UdpPort() as tx, UdpPort(gro=True) as rx:
+        data = os.urandom(1000 * 200)
+        assert tx.send_segments(data, 1000, rx.address) == 200
+        assert [d for d, _ in drain(rx, 200)] == chunks(data, 1000)
+
+
+def test_gro_receiver_keeps_order_across_small_limits_and_single_datagrams():
+    with UdpPort() as tx, UdpPort(gro=True) as rx:
+        data = os.urandom(500 * 10)
+        assert tx.send(b"single one", rx.address)
+        assert tx.send_segments(data, 500, rx.address) == 10
+        assert tx.send(b"x" * 7000, rx.address)
+        got = []
+        for _ in range(100):
+            batch = rx.receive_many(3)
+            assert len(batch) <= 3
+            got.extend(d for d, _ in batch)
+            if len(got) == 12:
+                break
+            if not batch:
+                select.select([rx], [], [], 1.0)
+        assert got == [b"single one", *chunks(data, 500), b"x" * 7000]
+
+
+def test_gso_refused_by_the_path_falls_back_for_good():
+    class Refusing:
+        """A socket whose sendmsg fails as on a device without checksum offload."""
+
+        def __init__(self, sock):
+            self._sock = sock
+
+        def sendmsg(self, *args):
+            raise OSError(errno.EIO, "no offload")
+
+        def __getattr__(self, name):
+            return getattr(self._sock, name)
+
+    with UdpPort() as tx, UdpPort() as rx:
+        real = tx._sock
+        tx._sock = Refusing(real)
+        try:
+            data = os.urandom(3000)
+            assert tx.send_segments(data, 1000, rx.address) == 3
+            assert not tx.gso
+            assert [d for d, _ in drain(rx, 3)] == chunks(data, 1000)
+        finally:
+            tx._sock = real
+
+
+def test_send_segments_refuses_bad_sizes(udp_pair):
+    a, b = udp_pair
+    for size in (0, -1, 65508):
+        with pytest.raises(ValueError):
+            a.send_segments(b"x" * 10, size, b.address)
+
+
 def test_callbacks_without_scheduler_say_what_to_do(udp_pair):
     a, _ = udp_pair
     a.on_readable(None)
@@ -281,12 +360,12 @@ def test_uxd_path_too_long_for_sun_path_is_refused(rundir):
 def test_uxd_full_peer_queue_returns_false_and_keeps_every_datagram(rundir):
     with UxdPort(rundir, "tx") as tx, UxdPort(rundir, "rx") as rx:
         accepted = []
-        for i in range(100):
-            if tx.send(b"%03d" % i, rx.address):
-                accepted.append(b"%03d" % i)
+        for i in range(5000):
+            if tx.send(b"%04d" % i, rx.address):
+                accepted.append(b"%04d" % i)
             else:
                 break
-        assert 0 < len(accepted) < 100  # the tiny Unix queue filled up
+        assert 0 < len(accepted) < 5000  # the Unix queue (10 here) filled up
         assert tx.counts["again"] == 1
         watch = tx.writable_fileno()
         assert tx.writable_fileno() == watch  # asking again watches the same peer
@@ -387,6 +466,16 @@ def test_uxd_drops_anonymous_and_oversized_datagrams(rundir):
         assert got == [(b"y" * 1000, big.address)]
         assert rx.counts["anonymous"] == 1
         assert rx.counts["oversized"] == 1
+
+
+def test_uxd_send_segments_stops_at_a_full_queue_and_reports_the_prefix(rundir):
+    with UxdPort(rundir, "tx") as tx, UxdPort(rundir, "rx") as rx:
+        data = os.urandom(10 * 2000)  # 2,000 datagrams: more than the queue holds
+        sent = tx.send_segments(data, 10, rx.address)
+        assert 0 < sent < 2000
+        got = [d for d, _ in drain(rx, sent)]
+        assert got == chunks(data, 10)[:sent]
+        assert tx.send_segments(data[sent * 10 :], 10, rx.address) == min(2000 - sent, sent)
 
 
 def test_uxd_send_to_missing_or_dead_yard_is_counted_not_raised(rundir):

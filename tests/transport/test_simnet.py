@@ -279,3 +279,17 @@ def test_bad_parameters_and_oversized_datagrams_are_refused():
         port.send(b"x" * 1201, "b")
     with pytest.raises(ValueError):
         net.partition({"a"}, {"a", "b"})
+
+
+def test_send_segments_sends_each_segment_as_its_own_datagram():
+    scheduler, net = make(seed=4, loss=0.5)
+    a, b = net.port("a"), net.port("b")
+    data = bytes(range(250)) * 8
+    assert a.send_segments(data, 300, "b") == 7
+    scheduler.run()
+    got = [d for d, _ in b.receive_many(10)]
+    expected = [data[i : i + 300] for i in range(0, len(data), 300)]
+    assert set(got) <= set(expected) and got == sorted(got, key=expected.index)
+    assert net.counts["sent"] == 7 and len(got) == 7 - net.counts["lost"]
+    with pytest.raises(ValueError):
+        a.send_segments(data, 0, "b")

@@ -150,6 +150,25 @@ class SocketPort:
         self._sent += 1
         return True
 
+    def send_segments(self, data: bytes, segment: int, address: Address) -> int:
+        """Send ``data`` as consecutive datagrams of ``segment`` bytes (the
+        last may be shorter); return how many were handed over.
+
+        They go in order and the count is always a prefix: the caller keeps
+        the rest and retries them when ``on_writable`` fires, as after a
+        False ``send``.  Ports that can (UDP with GSO) do it in far fewer
+        system calls; here it is one ``send`` each.
+        """
+        if not 0 < segment <= self._max:
+            raise ValueError(f"segment size must be 1..{self._max}, got {segment}")
+        view = memoryview(data)
+        sent = 0
+        for offset in range(0, len(view), segment):
+            if not self.send(view[offset : offset + segment], address):
+                break
+            sent += 1
+        return sent
+
     def receive(self) -> tuple[bytes, Address] | None:
         got = self.receive_many(1)
         return got[0] if got else None

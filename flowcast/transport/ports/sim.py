@@ -315,6 +315,17 @@ class SimPort:
         self._network._send(bytes(data), self._name, address)
         return True
 
+    def send_segments(self, data: bytes, segment: int, address: Address) -> int:
+        """Send ``data`` as datagrams of ``segment`` bytes, like the socket
+        ports; the network treats each on its own, as a real one would."""
+        if not 0 < segment <= self._network.max_datagram:
+            raise ValueError(f"segment size must be 1..{self._network.max_datagram}, got {segment}")
+        sent = 0
+        for offset in range(0, len(data), segment):
+            self.send(data[offset : offset + segment], address)
+            sent += 1
+        return sent
+
     def receive(self) -> tuple[bytes, Address] | None:
         if not self._queue:
             return None
