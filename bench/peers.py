@@ -41,6 +41,7 @@ import select
 import shutil
 import socket
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -266,6 +267,66 @@ def _dgram_source(address: Any, family: int, size: int, count: int, budget: floa
     return {"sent": sent, "start": start}
 
 
+def _gro_sink(conn: Any, size: int, count: int, budget: float) -> None:
+    """Like :func:`_dgram_sink` for UDP, letting the kernel join arriving runs (GRO)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    _big_buffers(sock)
+    sock.setsockopt(17, 104, 1)  # SOL_UDP, UDP_GRO
+    sock.bind(("127.0.0.1", 0))
+    sock.setblocking(False)
+    conn.send(("ready", sock.getsockname()))
+    recvmsg = sock.recvmsg
+    space = socket.CMSG_SPACE(4)
+    clock = time.monotonic
+    received = total = 0
+    first = last = None
+    end = clock() + budget + _GRACE
+    while received < count:
+        try:
+            data, ancillary, _, _ = recvmsg(65536, space)
+        except BlockingIOError:
+            now = clock()
+            if received:
+                last = now
+            wait = min(0.25, end - now) if received else end - now
+            if wait <= 0 or not select.select([sock], [], [], wait)[0]:
+                break
+            continue
+        joined = size
+        for level, kind, value in ancillary:
+            if level == 17 and kind == 104:
+                joined = struct.unpack("=i", value[:4])[0]
+        received += -(-len(data) // joined)
+        total += len(data)
+        if first is None:
+            first = clock()
+    else:
+        last = clock()
+    sock.close()
+    conn.send(("done", {"received": received, "bytes": total, "first": first, "last": last}))
+
+
+def _gso_source(address: Any, size: int, count: int, budget: float) -> dict[str, Any]:
+    """Send runs of ``size``-byte datagrams, the kernel splitting them (GSO)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    _big_buffers(sock)
+    per_call = min(64, _UDP64 // size)
+    run = memoryview(b"\x5a" * (size * per_call))
+    cmsg = [(17, 103, struct.pack("=H", size))]  # SOL_UDP, UDP_SEGMENT
+    sendmsg = sock.sendmsg
+    start = time.monotonic()
+    end = start + budget
+    sent = 0
+    while sent < count:
+        for _ in range(16):
+            sendmsg((run,), cmsg, 0, address)
+        sent += 16 * per_call
+        if time.monotonic() > end:
+            break
+    sock.close()
+    return {"sent": sent, "start": start}
+
+
 def _stream_figure(server: dict[str, Any], client: dict[str, Any], what: str) -> tuple[float | None, str]:
     received = server["received"]
     if not received or server["last"] is None:
@@ -333,7 +394,8 @@ def _rtt_figure(name: str, client: dict[str, Any]) -> Result:
 
 
 def raw_udp(quick: bool = False, repeats: int = 1) -> Result:
-    """Raw UDP between two processes: 100 B msgs/s, 64 KiB MB/s, 100 B round trip."""
+    """Raw UDP between two processes: 100 B msgs/s, 64 KiB MB/s, 100 B round
+    trip, and 1,200-byte datagrams one call each and with GSO/GRO."""
     budget = BUDGET / 10 if quick else BUDGET
 
     def small() -> Result:
@@ -350,9 +412,27 @@ def raw_udp(quick: bool = False, repeats: int = 1) -> Result:
         _, cli = _pair(_echo_server, _echo_client, (socket.AF_INET, 100, 20_000, budget))
         return _rtt_figure("udp_rtt_100B", cli)
 
+    def internet(name: str, server: Callable[..., Any], client: Callable[..., Any]) -> Callable[[], Result]:
+        # 1,200-byte datagrams: the size internet paths carry unfragmented.
+        def measure() -> Result:
+            args = (1200, 10_000_000, budget)
+            if server is _dgram_sink:
+                args = (socket.AF_INET, *args)
+            srv, cli = _pair(server, client, args)
+            value, note = _stream_figure(srv, cli, "bytes")
+            if value is not None:
+                note += f"; {value * 1e6 / 1200:,.0f} datagrams/s"
+            return {name: _figure(value, "MB/s", note)}
+
+        return measure
+
     out = _guarded({"udp_100B": "msgs/s"}, small, repeats)
     out.update(_guarded({"udp_64KiB": "MB/s"}, large, repeats))
     out.update(_guarded({"udp_rtt_100B": "us"}, rtt, repeats))
+    out.update(_guarded({"udp_1200B": "MB/s"}, internet("udp_1200B", _dgram_sink, _dgram_source), repeats))
+    out.update(
+        _guarded({"udp_1200B_gso_gro": "MB/s"}, internet("udp_1200B_gso_gro", _gro_sink, _gso_source), repeats)
+    )
     return out
 
 
