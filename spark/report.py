@@ -55,6 +55,7 @@ def plot_latency(output: Path) -> list[str]:
         h = hist[hist.route == row.route].sort_values("bin")
         fig, ax = plt.subplots(figsize=(7, 3.5))
         ax.bar(h["from"] * 1000, h["count"], width=(h["to"] - h["from"]) * 1000, align="edge", color="#4c72b0")
+        ax.set_xscale("log")
         for name, value, style in (("p50", row.p50, "-"), ("p95", row.p95, "--"), ("p99", row.p99, ":")):
             if value is not None:
                 ax.axvline(value * 1000, color="#c44e52", linestyle=style, label=f"{name} {value * 1000:.3g} ms")

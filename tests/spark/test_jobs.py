@@ -99,7 +99,7 @@ def test_jobs_handle_absent_causal_columns(spark) -> None:
     from pyspark.sql import Row
 
     events = spark.createDataFrame(
-        [Row(kind="delivered", route="a -> b", ts=datetime(2026, 1, 1), msg_id="m", latency=0.1)]
+        [Row(kind="delivered", src="a", dst="b", ts=datetime(2026, 1, 1), msg_id="m", latency=0.1)]
     )
     assert "lag" not in events.columns
     assert metrics.causal(events)["causal"].count() == 0
