@@ -4,7 +4,7 @@ and corrupts datagrams between two estates on one machine.
 The simulated network proves a stack against faults on virtual time; this
 proves the *real* stack -- real sockets, real clock, real processes --
 against the same faults with the same meaning (both use
-:class:`~flowcast.transport.ports.sim.Impairer`).
+:class:`~flowcast.transport.ports.faults.Impairer`).
 
 Topology: a client estate sends to ``--listen``; the relay forwards each
 datagram to ``--forward`` from an *upstream* socket of that client's own,
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from flowcast.runtime import RealClock, Scheduler
-from flowcast.transport.ports.sim import Conditions, Impairer
+from flowcast.transport.ports.faults import Conditions, Impairer
 from flowcast.transport.ports.udp import UdpPort
 
 __all__ = ["ChaosRelay", "main", "parse_endpoint"]

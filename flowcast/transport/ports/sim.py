@@ -24,6 +24,9 @@ link (the network's defaults unless :meth:`SimNetwork.link` overrode them):
    no open port has that name (``unroutable``), or if the receiver's queue
    is full (``overflow``, like a socket buffer).
 
+Steps 2-5 are :class:`~flowcast.transport.ports.faults.Impairer`'s, shared
+with the chaos relay.
+
 Counts of each event are in :attr:`SimNetwork.counts`.
 """
 
@@ -33,98 +36,13 @@ import errno
 import random
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from flowcast.transport.port import Address
+from flowcast.transport.ports.faults import Conditions, Impairer, delay_pair
 
-__all__ = ["Conditions", "Impairer", "SimNetwork", "SimPort", "flip_bits"]
-
-
-@dataclass(frozen=True, slots=True)
-class Conditions:
-    """How one direction of a link treats datagrams."""
-
-    loss: float = 0.0
-    duplicate: float = 0.0
-    reorder: float = 0.0
-    delay: tuple[float, float] = (0.0, 0.0)
-    corrupt: float = 0.0
-    reorder_window: float = 0.001
-
-    def __post_init__(self) -> None:
-        for name in ("loss", "duplicate", "reorder", "corrupt"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-        low, high = self.delay
-        if not 0.0 <= low <= high:
-            raise ValueError(f"delay must be (min, max) with 0 <= min <= max, got {self.delay!r}")
-        if self.reorder_window <= 0.0:
-            raise ValueError("reorder_window must be positive")
-
-
-def _delay_pair(delay: float | tuple[float, float]) -> tuple[float, float]:
-    if isinstance(delay, (int, float)):
-        return (float(delay), float(delay))
-    low, high = delay
-    return (float(low), float(high))
-
-
-class Impairer:
-    """Decides what a lossy link does to one datagram (steps 2-5 of the model).
-
-    Shared by the simulated network and the chaos relay, so both commit the
-    same faults with the same meaning.  ``key`` names a link direction: the
-    FIFO rule holds per key.
-    """
-
-    def __init__(self, rng: random.Random, counts: Counter[str]) -> None:
-        self.random = rng
-        self.counts = counts
-        self._fifo: dict[Hashable, float] = {}
-
-    def __call__(self, cond: Conditions, data: bytes, now: float, key: Hashable) -> list[tuple[float, bytes]]:
-        """``(time, datagram)`` for each copy that will arrive (none if lost)."""
-        counts = self.counts
-        rng = self.random
-        rand = rng.random
-        if cond.loss and rand() < cond.loss:
-            counts["lost"] += 1
-            return []
-        if cond.corrupt and data and rand() < cond.corrupt:
-            data = flip_bits(rng, data)
-            counts["corrupted"] += 1
-        copies = 1
-        if cond.duplicate and rand() < cond.duplicate:
-            copies = 2
-            counts["duplicated"] += 1
-        out = []
-        for _ in range(copies):
-            low, high = cond.delay
-            when = now + (low if low == high else rng.uniform(low, high))
-            if cond.reorder and rand() < cond.reorder:
-                counts["reordered"] += 1
-                when += cond.reorder_window * (1.0 - rand())  # in (0, window]
-            else:
-                last = self._fifo.get(key, when)
-                if last > when:
-                    when = last
-                self._fifo[key] = when
-            out.append((when, data))
-        return out
-
-    def forget(self, key: Hashable) -> None:
-        self._fifo.pop(key, None)
-
-
-def flip_bits(rng: random.Random, data: bytes) -> bytes:
-    """``data`` with 1 to 3 distinct random bits flipped."""
-    flipped = bytearray(data)
-    bits = len(flipped) * 8
-    for bit in rng.sample(range(bits), min(bits, rng.randint(1, 3))):
-        flipped[bit >> 3] ^= 1 << (bit & 7)
-    return bytes(flipped)
+__all__ = ["Conditions", "SimNetwork", "SimPort"]
 
 
 class SimNetwork:
@@ -152,7 +70,7 @@ class SimNetwork:
         max_datagram: int = 65507,
         record: bool = False,
     ) -> None:
-        pair = _delay_pair(delay)
+        pair = delay_pair(delay)
         window = reorder_window if reorder_window is not None else max(0.001, 2.0 * pair[1])
         self.defaults = Conditions(loss, duplicate, reorder, pair, corrupt, window)
         self.scheduler = scheduler
@@ -190,7 +108,7 @@ class SimNetwork:
         Unnamed fields keep the link's current values.
         """
         if "delay" in changes:
-            changes["delay"] = _delay_pair(changes["delay"])
+            changes["delay"] = delay_pair(changes["delay"])
         pairs = [(a, b), (b, a)] if both else [(a, b)]
         for pair in pairs:
             self._links[pair] = replace(self._links.get(pair, self.defaults), **changes)
