@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from flowcast.export.schema import MESSAGE_KINDS, PRESENCE_KIND, SHARE_KIND
+from flowcast.export.schema import MESSAGE_KINDS, PRESENCE_KIND
 from flowcast.export.segments import _COUNT, Recovery, SegmentWriter, route_text
 from flowcast.store import Share
 
@@ -120,7 +120,7 @@ class Recorder:
         else:
             stamp, fields = share.stamp, share.fields()
         rows = self._rows
-        rows.append((stamp, SHARE_KIND, share.name, fields, None, None, None, None, None, None, None, None, None))
+        rows.append((stamp, share.name, fields))  # the short shape: see segments.rows_to_batches
         n = len(rows)
         _pack(self._counter, 0, n, self._journaled)
         if n >= self._batch or stamp - rows[0][0] >= self._flush_every:

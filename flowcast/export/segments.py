@@ -40,9 +40,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from flowcast.export.layout import check_part, inprogress, journal_dir, partition_dir, publish
-from flowcast.export.schema import DICTIONARY_COLUMNS, SCHEMA, SCHEMA_VERSION
+from flowcast.export.schema import DICTIONARY_COLUMNS, SCHEMA, SCHEMA_VERSION, SHARE_KIND
 
-__all__ = ["Recovery", "SegmentWriter", "route_text", "rows_to_batch", "write_parquet"]
+__all__ = ["Recovery", "SegmentWriter", "route_text", "rows_to_batch", "rows_to_batches", "write_parquet"]
 
 _COUNT = struct.Struct("<II")  # pending, journaled
 _MAGIC = b"fcexp001"
@@ -83,20 +83,14 @@ def route_text(route: Any) -> str | None:
     return "/".join("" if part is None else str(part) for part in route)
 
 
+_TEXT_TYPES = {str, type(None)}
+
+
 def _route_column(col: tuple) -> Sequence[Any]:
-    if all(x is None or x.__class__ is str for x in col):
+    if set(map(type, col)) <= _TEXT_TYPES:
         return col
-    memo: dict[Any, str | None] = {}  # a house has few routes: convert each once per batch
-    out = []
-    for x in col:
-        text = memo.get(x, _MISSING)
-        if text is _MISSING:
-            text = memo[x] = route_text(x)
-        out.append(text)
-    return out
-
-
-_MISSING = object()
+    memo = {x: route_text(x) for x in set(col)}  # a house has few routes: convert each once per batch
+    return list(map(memo.__getitem__, col))
 
 
 def _column(values: tuple, type_: pa.DataType, n: int) -> pa.Array:
@@ -106,31 +100,32 @@ def _column(values: tuple, type_: pa.DataType, n: int) -> pa.Array:
     return pa.array(values, type_)
 
 
-def rows_to_batch(rows: Sequence[tuple], estate: str, house: str, epoch_us: int) -> pa.RecordBatch:
-    """Recorder rows (``schema.ROW_COLUMNS`` order) to a batch of the export schema.
-
-    Conversion happens here, per batch, rather than per event in the house:
-    column-wise it costs well under a microsecond an event.
-    """
-    n = len(rows)
-    (stamp, kind, share, fields, msg_id, src, dst, size, latency, segment, lag, remote, detail) = zip(*rows)
+def _times(stamp: tuple, n: int, epoch_us: int) -> tuple[pa.Array, pa.Array]:
     stamps = pa.array(stamp, pa.float64())
     ts_us = pc.add(pc.cast(pc.round(pc.multiply(stamps, 1_000_000.0)), pa.int64()), epoch_us)
-    if any(f is not None for f in fields):
-        fields = [_encode_fields(f) for f in fields]
-    src, dst = _route_column(src), _route_column(dst)
+    return stamps, pc.cast(ts_us, SCHEMA.field("ts").type)
+
+
+def _constant(value: Any, type_: pa.DataType, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, type_), n)
+
+
+def _message_batch(rows: Sequence[tuple], estate: str, house: str, epoch_us: int) -> pa.RecordBatch:
+    n = len(rows)
+    (stamp, kind, share, fields, msg_id, src, dst, size, latency, segment, lag, remote, detail) = zip(*rows)
+    stamps, ts = _times(stamp, n, epoch_us)
     columns = [
-        pa.repeat(pa.scalar(SCHEMA_VERSION, pa.int16()), n),
-        pc.cast(ts_us, SCHEMA.field("ts").type),
+        _constant(SCHEMA_VERSION, pa.int16(), n),
+        ts,
         stamps,
-        pa.repeat(pa.scalar(estate, pa.string()), n),
-        pa.repeat(pa.scalar(house, pa.string()), n),
+        _constant(estate, pa.string(), n),
+        _constant(house, pa.string(), n),
         pa.array(kind, pa.string()),
         _column(share, pa.string(), n),
-        _column(tuple(fields), pa.string(), n),
+        pa.nulls(n, pa.string()),
         _column(msg_id, pa.string(), n),
-        _column(tuple(src), pa.string(), n),
-        _column(tuple(dst), pa.string(), n),
+        _column(tuple(_route_column(src)), pa.string(), n),
+        _column(tuple(_route_column(dst)), pa.string(), n),
         _column(size, pa.int64(), n),
         _column(latency, pa.float64(), n),
         _column(segment, pa.int32(), n),
@@ -139,6 +134,52 @@ def rows_to_batch(rows: Sequence[tuple], estate: str, house: str, epoch_us: int)
         _column(detail, pa.string(), n),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+
+
+def _share_batch(rows: Sequence[tuple], estate: str, house: str, epoch_us: int) -> pa.RecordBatch:
+    n = len(rows)
+    stamp, share, fields = zip(*rows)
+    stamps, ts = _times(stamp, n, epoch_us)
+    encode = _encode_fields
+    head = [
+        _constant(SCHEMA_VERSION, pa.int16(), n),
+        ts,
+        stamps,
+        _constant(estate, pa.string(), n),
+        _constant(house, pa.string(), n),
+        _constant(SHARE_KIND, pa.string(), n),
+        pa.array(share, pa.string()),
+        pa.array([encode(f) for f in fields], pa.string()),
+    ]
+    tail = [pa.nulls(n, f.type) for f in list(SCHEMA)[len(head):]]
+    return pa.RecordBatch.from_arrays(head + tail, schema=SCHEMA)
+
+
+def rows_to_batches(rows: Sequence[tuple], estate: str, house: str, epoch_us: int) -> list[pa.RecordBatch]:
+    """Recorder rows to batches of the export schema.
+
+    Two row shapes come in: share changes ``(stamp, share, fields)`` and
+    message/presence events (``schema.ROW_COLUMNS`` order); each shape
+    becomes its own batch.  Conversion happens here, per batch, rather than
+    per event in the house: column-wise it costs about a microsecond an event.
+    """
+    shapes = set(map(len, rows))
+    if shapes == {3}:
+        return [_share_batch(rows, estate, house, epoch_us)]
+    if 3 not in shapes:
+        return [_message_batch(rows, estate, house, epoch_us)]
+    return [
+        _share_batch([r for r in rows if len(r) == 3], estate, house, epoch_us),
+        _message_batch([r for r in rows if len(r) != 3], estate, house, epoch_us),
+    ]
+
+
+def rows_to_batch(rows: Sequence[tuple], estate: str, house: str, epoch_us: int) -> pa.RecordBatch:
+    """All ``rows`` as one batch (tools and tests; the writer keeps shapes apart)."""
+    batches = rows_to_batches(rows, estate, house, epoch_us)
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches, SCHEMA).combine_chunks().to_batches()[0]
 
 
 def write_parquet(table: pa.Table, final: Path) -> None:
@@ -248,13 +289,14 @@ class SegmentWriter:
             raise ValueError("segment writer is closed")
         if not rows:
             return
-        batch = rows_to_batch(rows, self.estate, self.house, self.epoch_us)
+        batches = rows_to_batches(rows, self.estate, self.house, self.epoch_us)
         if self._stream is None:
             self._sink = pa.OSFile(str(self._journal_path), "wb")
             self._stream = pa.ipc.new_stream(self._sink, SCHEMA)
             self.opened_at = rows[0][0]
-        self._stream.write_batch(batch)
-        self._batches.append(batch)
+        for batch in batches:
+            self._stream.write_batch(batch)
+        self._batches.extend(batches)
         self.journaled += len(rows)
         self.events += len(rows)
         _COUNT.pack_into(self.counter, 0, 0, self.journaled)
