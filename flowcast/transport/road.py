@@ -658,7 +658,7 @@ class RoadStack(Stack):
                 when = channel.next_deadline()
                 if when is not None and when <= now:
                     channel.poll(now)
-                if remote.presence is not Presence.DEAD and now - remote.last_heard >= self.dead_after:
+                if remote.presence is not Presence.DEAD and now >= remote.last_heard + self.dead_after:
                     self._set_presence(remote, Presence.DEAD)
                     remote.next_allow = now
                 if (
@@ -668,9 +668,8 @@ class RoadStack(Stack):
                     and now >= remote.next_allow
                 ):
                     self._start_allow(remote, now)  # the peer may have restarted
-                if now - remote.last_ping >= self.alive_interval and (
-                    now - remote.last_sent >= self.alive_interval or now - remote.last_heard >= self.alive_interval
-                ):
+                # same expression as next_deadline(): a due timer must always make progress
+                if now >= max(min(remote.last_sent, remote.last_heard), remote.last_ping) + self.alive_interval:
                     channel.ping_owed = True
                     remote.last_ping = now
             elif remote.backlog and remote.allowing is None and now >= remote.next_allow:

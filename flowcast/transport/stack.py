@@ -274,6 +274,13 @@ class Stack:
 
     def _arm_timer(self) -> None:
         when = self.next_deadline()
+        if when is not None:
+            floor = self.clock.now() + 1e-4
+            if when < floor:
+                # Everything due was just run; a deadline still in the past
+                # would spin.  Never busy-loop: look again a moment later.
+                self.counts["timer_floor"] += 1
+                when = floor
         if when == self._timer_when:
             return
         if self._timer is not None:
@@ -281,8 +288,13 @@ class Stack:
             self._timer = None
         self._timer_when = when
         if when is not None:
-            event = self._event
-            self._timer = self.scheduler.call_at(when, event.set)
+            self._timer = self.scheduler.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_when = None
+        if self._event is not None:
+            self._event.set()
 
     def close(self) -> None:
         if self._closed:

@@ -27,11 +27,15 @@ class World:
         while clock.now() < end:
             if predicate():
                 return True
-            self.scheduler.run(until=min(end, clock.now() + step))
+            target = min(end, clock.now() + step)
+            self.scheduler.run(until=target)
+            clock.advance_to(target)  # nothing scheduled: time still passes
         return predicate()
 
     def run_for(self, seconds: float) -> None:
-        self.scheduler.run(until=self.scheduler.clock.now() + seconds)
+        target = self.scheduler.clock.now() + seconds
+        self.scheduler.run(until=target)
+        self.scheduler.clock.advance_to(target)
 
     def pair(self, policy: str = "always", **options) -> tuple[RoadStack, RoadStack]:
         """alpha joined and allowed with beta."""
