@@ -130,6 +130,9 @@ def _table_html(output: Path, name: str, limit: int = 50) -> str:
         return ""
     if table.empty:
         return "<p><em>empty</em></p>"
+    keys = [c for c in ("route", "observer", "remote", "minute", "since") if c in table.columns]
+    if keys:
+        table = table.sort_values(keys, kind="stable")
     more = f"<p>first {limit} of {len(table)} rows</p>" if len(table) > limit else ""
     return table.head(limit).to_html(index=False, float_format=lambda v: f"{v:.6g}", border=0) + more
 
