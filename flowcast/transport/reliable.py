@@ -37,6 +37,7 @@ per exchange:
 
 from __future__ import annotations
 
+import heapq
 import struct
 from collections import deque
 from collections.abc import Callable
@@ -82,6 +83,7 @@ MAX_RTO = 2.0
 INITIAL_RTO = 0.25
 MAX_AHEAD = 1 << 20  # sequence numbers a receiver buffers beyond the next expected
 MIN_CWND = 64 * 1024
+_INF = float("inf")
 
 
 class Outgoing:
@@ -234,6 +236,8 @@ class Channel:
         self.rto = INITIAL_RTO
         self.backoff = 0
         self.pending_count = 0  # reliable messages not yet final
+        self._latest_deadline: dict[int, float] = {}
+        self._early: list[tuple[float, int, Outgoing]] = []
         self.ping_owed = False
         self.last_progress = now
         # receiver
@@ -267,6 +271,13 @@ class Channel:
             self.pending_count += 1
             if msg.timeout is not None and msg.deadline is None and self.acks:
                 msg.deadline = now + msg.timeout
+            # Deadlines that rise along a flow are watched at its head; one
+            # earlier than a message before it also goes in a heap.
+            deadline = _INF if msg.deadline is None else msg.deadline
+            if deadline < self._latest_deadline.get(flow, -_INF):
+                heapq.heappush(self._early, (deadline, id(msg), msg))
+            else:
+                self._latest_deadline[flow] = deadline
         msg.seq = seq
         msg._state = QUEUED
         msg.next_seg = 0
@@ -559,6 +570,11 @@ class Channel:
                 head = queue[0]
                 if head.deadline is not None and (deadline is None or head.deadline < deadline):
                     deadline = head.deadline
+        early = self._early
+        while early and early[0][2]._state != QUEUED:
+            heapq.heappop(early)
+        if early and (deadline is None or early[0][0] < deadline):
+            deadline = early[0][0]
         return deadline
 
     def poll(self, now: float) -> None:
@@ -589,6 +605,11 @@ class Channel:
                 self.fail(head, "timeout")
                 if queue and queue[0] is head:
                     break
+        early = self._early
+        while early and early[0][0] <= now:
+            msg = heapq.heappop(early)[2]
+            if msg._state == QUEUED:
+                self.fail(msg, "timeout")
 
     def take_unfinished(self) -> list[Outgoing]:
         """Every reliable message not yet final, in flow order (for a new session)."""
@@ -596,6 +617,8 @@ class Channel:
         for queue in self.unfinished.values():
             out.extend(m for m in queue if m._state == QUEUED and not m.skip)
         self.unfinished.clear()
+        self._early.clear()
+        self._latest_deadline.clear()
         self.fresh.clear()
         self.resend.clear()
         self.inflight.clear()
