@@ -28,6 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fcspark  # noqa: E402
 import metrics  # noqa: E402
 
+from flowcast.export.schema import SCHEMA_VERSION, SchemaVersionError  # noqa: E402
+
 TABLE = Path("tables") / "stream_latency" / "latency.parquet"
 
 
@@ -51,10 +53,11 @@ def latency_table(events):
         F.percentile_approx("latency", [0.5, 0.95, 0.99], metrics.ACCURACY).alias("p"),
         F.max("latency").alias("max"),
         F.max("ts").alias("latest"),
+        F.max("schema_version").alias("newest_version"),
     ).select(
         "route", "delivered",
         F.col("p")[0].alias("p50"), F.col("p")[1].alias("p95"), F.col("p")[2].alias("p99"),
-        "max", "latest",
+        "max", "latest", "newest_version",
     )
 
 
@@ -69,7 +72,15 @@ def snapshot_writer(output: Path):
     final.parent.mkdir(parents=True, exist_ok=True)
 
     def write(batch_df, batch_id: int) -> None:
-        table = pa.Table.from_pandas(batch_df.toPandas(), preserve_index=False)
+        frame = batch_df.toPandas()
+        newest = frame["newest_version"].max() if len(frame) else None
+        if newest is not None and newest > SCHEMA_VERSION:
+            # Stop the query rather than publish figures mixed with rows of a layout we do not know.
+            raise SchemaVersionError(
+                f"live input holds export schema version {newest}, newer than this flowcast reads "
+                f"(up to {SCHEMA_VERSION}); upgrade flowcast to read it"
+            )
+        table = pa.Table.from_pandas(frame.drop(columns=["newest_version"]), preserve_index=False)
         table = table.append_column("batch", pa.array([batch_id] * table.num_rows, pa.int64()))
         tmp = inprogress(final)
         pq.write_table(table, tmp, compression="zstd")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from flowcast.export.schema import SCHEMA, SchemaVersionError, file_metadata
+from flowcast.export.schema import SCHEMA, VERSION_KEY, SchemaVersionError, file_metadata
 
 __all__ = ["CorruptSegmentError", "SchemaVersionError", "SegmentInfo", "conform", "inspect", "read_segment", "read_segments"]
 
@@ -40,6 +40,9 @@ def inspect(path: Path) -> SegmentInfo:
         schema = pq.read_schema(path)
     except (pa.ArrowException, OSError) as error:
         raise CorruptSegmentError(f"{path}: not a readable Parquet file ({error})") from None
+    if VERSION_KEY not in (schema.metadata or {}):
+        # Someone else's Parquet in an export directory: skip it like damage, do not stop for it.
+        raise CorruptSegmentError(f"{path}: not a flowcast export file (no {VERSION_KEY.decode()} metadata)")
     version = file_metadata(schema.metadata, str(path))
     missing = [n for n in ("ts", "kind", "estate", "house") if n not in schema.names]
     if missing:

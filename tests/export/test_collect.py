@@ -59,7 +59,7 @@ def test_a_future_schema_version_is_refused_by_name(tmp_path: Path) -> None:
 def test_foreign_parquet_is_not_mistaken_for_an_export(tmp_path: Path) -> None:
     path = tmp_path / "x.parquet"
     pq.write_table(pa.table({"a": [1]}), path)
-    with pytest.raises(SchemaVersionError, match="not a flowcast export file"):
+    with pytest.raises(CorruptSegmentError, match="not a flowcast export file"):
         read_segment(path)
 
 

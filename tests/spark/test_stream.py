@@ -56,3 +56,27 @@ def test_stream_updates_the_latency_table_as_segments_appear(spark, tmp_path: Pa
         assert query.exception() is None and query.isActive
     finally:
         query.stop()
+
+
+def test_stream_stops_clearly_on_a_future_schema_version(spark, tmp_path: Path) -> None:
+    import pyarrow.compute as pc
+    import pytest
+    from pyspark.errors import StreamingQueryException
+
+    from flowcast.export.layout import segment_files
+    from flowcast.export.schema import SCHEMA, VERSION_KEY
+
+    live, output = tmp_path / "live", tmp_path / "out"
+    live.mkdir()
+    _segment(live, "h1", [0.001, 0.002], start=0.0)
+    (path,) = [p for *_, p in segment_files(live)]
+    table = pq.read_table(path)
+    table = table.set_column(0, SCHEMA.field(0), pc.cast(pc.add(table.column(0), 1), SCHEMA.field(0).type))
+    pq.write_table(table.replace_schema_metadata({VERSION_KEY: b"2"}), path)
+    query = stream_latency.start(spark, live, output, trigger=0.2)
+    try:
+        with pytest.raises(StreamingQueryException, match="export schema version 2, newer than this flowcast reads"):
+            query.processAllAvailable()
+        assert _table(output) is None  # nothing published
+    finally:
+        query.stop()
