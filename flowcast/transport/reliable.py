@@ -202,6 +202,7 @@ class Channel:
         *,
         held: Callable[[], int] | None = None,
         acks: bool = True,
+        adopt: bool = False,
         receive_window: int = 8 << 20,
         max_message: int = (64 << 20) + (1 << 16),
         max_cwnd: int = 16 << 20,
@@ -215,6 +216,7 @@ class Channel:
         self.completed = completed
         self.held = held or (lambda: 0)
         self.acks = acks
+        self.adopt = adopt  # lane: a flow starts wherever the first frame seen is
         self.receive_window = receive_window
         self.max_message = max_message
         # sender
@@ -383,7 +385,7 @@ class Channel:
                         msg.marks[0] = 1
                         msg.inflight = 1
                     else:
-                        self._finish(msg, DELIVERED)
+                        self._finish(msg, SENT)
                     continue
                 # a segmented message: as many segments as fit and burst allows
                 burst = msg.burst
@@ -412,7 +414,7 @@ class Channel:
                         if self.completed is not None:
                             self.completed(msg)
                     elif not acks:
-                        self._finish(msg, DELIVERED)
+                        self._finish(msg, SENT)
                 if full:
                     break
         if not parts:
@@ -700,6 +702,8 @@ class Channel:
                         state = flows.get(flow)
                         if state is None:
                             state = flows[flow] = _FlowIn()
+                            if self.adopt:
+                                state.expected = seq
                         expected = state.expected
                         if seq == expected:
                             state.expected = seq + 1
@@ -788,6 +792,8 @@ class Channel:
         state = self.flows_in.get(flow)
         if state is None:
             state = self.flows_in[flow] = _FlowIn()
+            if self.adopt:  # a message whose start we missed is skipped whole
+                state.expected = seq if number == 0 else seq + 1
         if seq < state.expected:
             self.counts["duplicates"] += 1
             return
