@@ -1,0 +1,89 @@
+"""``flowcast keys``: make and inspect local keys; accept, reject, forget remotes.
+
+    flowcast keys [--keep DIR] new NAME [--role ROLE] [--mode N] [--force]
+    flowcast keys [--keep DIR] show
+    flowcast keys [--keep DIR] list [--status accepted|pending|rejected]
+    flowcast keys [--keep DIR] accept|reject|forget FINGERPRINT-OR-NAME
+
+The keep defaults to ``$FLOWCAST_KEEP`` or ``~/.flowcast/keep``.  Secret
+keys are never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from flowcast.transport.keep import Keep, KeepError, Status
+
+__all__ = ["main", "build_parser"]
+
+
+def _default_keep() -> str:
+    return os.environ.get("FLOWCAST_KEEP") or os.path.join(os.path.expanduser("~"), ".flowcast", "keep")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="flowcast keys", description="Manage an estate's keep.")
+    parser.add_argument("--keep", default=None, help="keep directory (default $FLOWCAST_KEEP or ~/.flowcast/keep)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    new = sub.add_parser("new", help="make long-term keys for this estate")
+    new.add_argument("name")
+    new.add_argument("--role", default=None)
+    new.add_argument("--mode", type=int, default=0)
+    new.add_argument("--force", action="store_true", help="replace existing local keys")
+    sub.add_parser("show", help="this estate's name, role and public keys")
+    listing = sub.add_parser("list", help="remote estates and their status")
+    listing.add_argument("--status", choices=[s.value for s in Status], default=None)
+    for verb, text in (("accept", "trust a pending remote"), ("reject", "refuse a remote for good"), ("forget", "delete a remote")):
+        cmd = sub.add_parser(verb, help=text)
+        cmd.add_argument("remote", help="fingerprint, fingerprint prefix (6+) or name")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = sys.stdout
+    try:
+        keep = Keep(args.keep or _default_keep())
+        if args.command == "new":
+            if keep.local() is not None and not args.force:
+                print(f"error: {keep.path} already has keys for {keep.local().name!r} (use --force to replace)", file=sys.stderr)
+                return 1
+            local = keep.create_local(args.name, args.role, args.mode, replace=args.force)
+            print(f"{local.name} {local.keys.fingerprint}", file=out)
+        elif args.command == "show":
+            local = keep.local()
+            if local is None:
+                print(f"error: no local keys in {keep.path} (run: flowcast keys new NAME)", file=sys.stderr)
+                return 1
+            print(f"name        {local.name}", file=out)
+            print(f"role        {local.role}", file=out)
+            print(f"mode        {local.mode}", file=out)
+            print(f"fingerprint {local.keys.fingerprint}", file=out)
+            print(f"verkey      {local.keys.verkey.hex()}", file=out)
+            print(f"pubkey      {local.keys.pubkey.hex()}", file=out)
+        elif args.command == "list":
+            for record in sorted(keep.remotes(), key=lambda r: (r.status.value, r.name)):
+                if args.status is None or record.status.value == args.status:
+                    print(f"{record.fingerprint} {record.status.value:8} {record.name} {record.role}", file=out)
+        else:
+            if args.command == "forget":
+                record = keep.forget(args.remote)
+            else:
+                status = Status.ACCEPTED if args.command == "accept" else Status.REJECTED
+                record = keep.set_status(keep.find(args.remote).fingerprint, status)
+            print(f"{args.command}{'ed' if args.command != 'forget' else 'ten'} {record.name} {record.fingerprint}", file=out)
+    except KeepError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
