@@ -53,7 +53,7 @@ def plot_latency(output: Path) -> list[str]:
     routes = stats.sort_values(["delivered", "route"], ascending=[False, True]).head(MAX_ROUTES)
     for i, row in enumerate(routes.itertuples(index=False)):
         h = hist[hist.route == row.route].sort_values("bin")
-        fig, ax = plt.subplots(figsize=(7, 3.5))
+        fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
         ax.bar(h["from"] * 1000, h["count"], width=(h["to"] - h["from"]) * 1000, align="edge", color="#4c72b0")
         ax.set_xscale("log")
         for name, value, style in (("p50", row.p50, "-"), ("p95", row.p95, "--"), ("p99", row.p99, ":")):
@@ -63,7 +63,6 @@ def plot_latency(output: Path) -> list[str]:
         ax.set_xlabel("latency (ms)")
         ax.set_ylabel("messages")
         ax.legend(fontsize=8)
-        fig.tight_layout()
         fig.savefig(plots / f"latency-{i:02d}-{_slug(row.route)}.png", dpi=90)
         plt.close(fig)
     notes = []
