@@ -25,7 +25,7 @@ exports repeatable timestamps and a real one exports wall time.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -214,8 +214,3 @@ class Recorder:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def record_many(recorder: Recorder, events: Iterable[tuple]) -> None:
-    """Record ``(kind, msg_id, src, dst, size, latency)`` tuples; for tools and tests."""
-    for event in events:
-        recorder.message(*event)

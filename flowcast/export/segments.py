@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import mmap
-import os
 import secrets
 import struct
 from collections.abc import Callable, Sequence
