@@ -83,6 +83,7 @@ MAX_RTO = 2.0
 INITIAL_RTO = 0.25
 MAX_AHEAD = 1 << 20  # sequence numbers a receiver buffers beyond the next expected
 MIN_CWND = 64 * 1024
+ACK_DELAY = 0.002
 _INF = float("inf")
 
 
@@ -247,7 +248,9 @@ class Channel:
         self.partials_unreliable: dict[tuple[int, int], _Partial] = {}
         self.buffered = 0
         self.recv_ranges: list[list[int]] = []
-        self.ack_owed = False
+        self.ack_owed = False  # send an ACK now, alone if nothing else goes
+        self.ack_pending = 0  # ack-eliciting packets not yet acknowledged
+        self.ack_due: float | None = None  # when a delayed ACK must go alone
         self.advertised = receive_window
         self._flow_cursor = 0
         self.counts: dict[str, int] = {"resent": 0, "lost_packets": 0, "duplicates": 0, "refused": 0, "failed": 0}
@@ -327,7 +330,7 @@ class Channel:
         if extra:
             parts.append(extra)
             size = len(extra)
-        if self.ack_owed:
+        if self.ack_owed or self.ack_pending:  # piggyback whatever is owed
             frame = self._ack_frame()
             parts.append(frame)
             size += len(frame)
@@ -562,7 +565,7 @@ class Channel:
         return min(MAX_RTO * 4, self.rto * (1 << self.backoff))
 
     def next_deadline(self) -> float | None:
-        deadline = None
+        deadline = self.ack_due if not self.ack_owed else None
         if self.inflight:
             deadline = self.inflight[next(iter(self.inflight))][0] + self._rto_now()
         elif self.pending_count and not self.resend and (not self.fresh or not self.can_send()):
@@ -580,7 +583,10 @@ class Channel:
         return deadline
 
     def poll(self, now: float) -> None:
-        """Run what is due: time-threshold loss, probes, message deadlines."""
+        """Run what is due: delayed ACK, time-threshold loss, probes, message deadlines."""
+        if self.ack_due is not None and self.ack_due <= now:
+            self.ack_owed = True
+            self.ack_due = None
         inflight = self.inflight
         if inflight:
             rto = self._rto_now()
@@ -651,6 +657,8 @@ class Channel:
 
     def _ack_frame(self) -> bytes:
         self.ack_owed = False
+        self.ack_pending = 0
+        self.ack_due = None
         ranges = self.recv_ranges
         chosen = ranges[-MAX_ACK_RANGES:]
         self.recv_ranges = ranges[-8:]  # repeated next time: a lost ACK costs little
@@ -773,7 +781,14 @@ class Channel:
         except (IndexError, ValueError, struct.error) as error:
             raise WireError(f"truncated frame: {error}") from None
         if eliciting and self.acks:
-            self.ack_owed = True
+            # Delayed ACK (as TCP): a second packet, or ACK_DELAY, makes
+            # it go; until then it rides on any reply -- an echo costs one
+            # datagram each way, not two.
+            self.ack_pending += 1
+            if self.ack_pending >= 2:
+                self.ack_owed = True
+            elif self.ack_due is None:
+                self.ack_due = now + ACK_DELAY
 
     def _segment_in(self, flags: int, flow: int, seq: int, number: int, count: int, piece: bytes, now: float) -> None:
         if flags & F_UNRELIABLE:

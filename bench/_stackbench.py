@@ -1,0 +1,221 @@
+"""Two-process measurements of flowcast's own stacks (road and lane).
+
+Shared by ``bench/road.py`` and ``bench/lane.py``.  The receiving stack
+runs in a spawned child; the sending one here.  Like ``bench/peers.py``,
+throughput is counted at the receiver, from the moment the sender started
+(``time.monotonic`` is one clock for all processes) to the moment the last
+message was delivered, and the sender must also see every message reported
+delivered (road) or sent (lane).  Every loop is bounded by count and time.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import select
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+GRACE = 10.0
+
+
+def _make(kind: str, name: str, peer: str, options: dict[str, Any], rundir: str | None) -> Any:
+    if kind == "road":
+        from flowcast.transport.keep import Keep
+        from flowcast.transport.ports import UdpPort
+        from flowcast.transport.road import RoadStack
+
+        keep = Keep(None)
+        keep.ensure_local(name)
+        return RoadStack(UdpPort("127.0.0.1", 0), keep, policy="always", **options)
+    from flowcast.transport.lane import LaneStack
+    from flowcast.transport.ports import UxdPort
+
+    return LaneStack(UxdPort(rundir, name), name, {peer: os.path.join(rundir, peer)}, **options)
+
+
+def _wait(stack: Any, timeout: float) -> None:
+    """Block until the port is readable (or writable, if output is queued) or a timer is due."""
+    deadline = stack.next_deadline()
+    if deadline is not None:
+        timeout = min(timeout, max(0.0, deadline - stack.clock.now()))
+    writers = [stack.port.writable_fileno()] if stack._outq else []
+    select.select([stack.port.fileno()], writers, [], timeout)
+
+
+def _child(conn: Any, kind: str, mode: str, count: int, budget: float, options: dict[str, Any], rundir: str | None) -> None:
+    try:
+        stack = _make(kind, "beta", "alpha", options, rundir)
+        conn.send(("ready", stack.address))
+        end = time.monotonic() + budget + GRACE
+        if kind == "road":
+            while not stack.remotes and time.monotonic() < end:
+                stack.service()
+                _wait(stack, 0.05)
+        got = 0
+        nbytes = 0
+        last = None
+        receive_many = stack.receive_many
+        if mode == "echo":
+            while got < count and time.monotonic() < end:
+                stack.service()
+                for message in receive_many():
+                    stack.send_bytes(message.data, "alpha")
+                    got += 1
+                stack.service()
+                if got < count:
+                    _wait(stack, 0.05)
+            for _ in range(100):  # let the last replies and acks go
+                stack.service()
+                _wait(stack, 0.01)
+            conn.send(("done", {"echoed": got}))
+            return
+        while got < count and time.monotonic() < end:
+            stack.service()
+            batch = receive_many()
+            if batch:
+                got += len(batch)
+                for message in batch:
+                    nbytes += len(message.data)
+                last = time.monotonic()
+            else:
+                _wait(stack, 0.05)
+        linger = time.monotonic() + 1.0
+        while time.monotonic() < linger:  # final acks so the sender sees delivery
+            stack.service()
+            _wait(stack, 0.02)
+        conn.send(("done", {"received": got, "bytes": nbytes, "last": last}))
+    except BaseException as error:  # noqa: BLE001 - reported to the parent
+        conn.send(("error", f"{type(error).__name__}: {error}", traceback.format_exc(limit=4)))
+
+
+def _expect(conn: Any, kind: str, timeout: float) -> Any:
+    if not conn.poll(timeout):
+        raise RuntimeError(f"receiver gave no {kind!r} within {timeout:.0f} s")
+    message = conn.recv()
+    if message[0] == "error":
+        raise RuntimeError(f"receiver failed: {message[1]}\n{message[2]}")
+    return message[1]
+
+
+def measure(kind: str, mode: str, size: int, count: int, budget: float, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One figure: ``mode`` is ``stream`` (one way) or ``echo`` (round trips)."""
+    options = options or {}
+    rundir = tempfile.mkdtemp(prefix="fcbench-") if kind == "lane" else None
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_child, args=(child, kind, mode, count, budget, options, rundir), daemon=True)
+    proc.start()
+    child.close()
+    stack = None
+    try:
+        address = _expect(parent, "ready", 30)
+        stack = _make(kind, "alpha", "beta", options, rundir)
+        if kind == "road":
+            stack.join(address)
+            end = time.monotonic() + 10
+            while not stack.is_allowed("beta") and time.monotonic() < end:
+                stack.service()
+                _wait(stack, 0.05)
+            if not stack.is_allowed("beta"):
+                raise RuntimeError("no session within 10 s")
+        payload = os.urandom(size)
+        send = stack.send_bytes
+        service = stack.service
+        if mode == "echo":
+            times = []
+            inbox = stack.inbox
+            stop = time.monotonic() + budget
+            for _ in range(count):
+                if time.monotonic() > stop:
+                    break
+                t0 = time.perf_counter()
+                send(payload, "beta")
+                service()
+                limit = time.monotonic() + 2.0
+                while not inbox and time.monotonic() < limit:
+                    _wait(stack, 0.05)
+                    service()
+                if not inbox:
+                    break
+                stack.receive()
+                times.append(time.perf_counter() - t0)
+            _expect(parent, "done", budget + GRACE)
+            if not times:
+                return {"value": None, "note": "no round trip completed"}
+            return {
+                "value": statistics.median(times) * 1e6,
+                "note": f"{len(times)} round trips; p90 {sorted(times)[int(len(times) * 0.9)] * 1e6:.0f} us",
+            }
+        outs = []
+        high_water = max(64, (16 << 20) // (size + 32))
+        chunk = max(1, min(4096, high_water // 4))
+        start = time.monotonic()
+        stop = start + budget
+        sent = 0
+        while sent < count and time.monotonic() < stop:
+            n = min(chunk, count - sent)
+            for _ in range(n):
+                outs.append(send(payload, "beta"))
+            sent += n
+            service()
+            while stack.pending() > high_water and time.monotonic() < stop + GRACE:
+                _wait(stack, 0.01)
+                service()
+        end = time.monotonic() + GRACE
+        while stack.pending() and time.monotonic() < end:
+            _wait(stack, 0.01)
+            service()
+        done = _expect(parent, "done", budget + 2 * GRACE)
+        ok = sum(1 for o in outs if o.state in ("delivered", "sent"))
+        if done["received"] != sent or done["last"] is None:
+            return {"value": None, "note": f"receiver got {done['received']} of {sent}"}
+        elapsed = done["last"] - start
+        note = f"{sent:,} msgs in {elapsed:.2f} s; {ok:,} reported {'delivered' if kind == 'road' else 'sent'}"
+        if kind == "road":
+            channel = stack.remote("beta").session.channel
+            note += f"; {channel.counts['resent']} segments resent"
+        return {"msgs": sent / elapsed, "mbps": done["bytes"] / elapsed / 1e6, "note": note, "ok": ok == sent}
+    finally:
+        if stack is not None:
+            stack.close()
+        parent.close()
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=5)
+        if rundir is not None:
+            shutil.rmtree(rundir, ignore_errors=True)
+
+
+def best(repeats: int, run: Any, key: str, lower: bool = False) -> dict[str, Any]:
+    """Best of ``repeats`` runs by ``key`` (a failed run has value None)."""
+    chosen = None
+    for _ in range(max(1, repeats)):
+        try:
+            result = run()
+        except Exception as error:  # noqa: BLE001 - a failed run is a figure of n/a, not a crash
+            result = {key: None, "note": f"{type(error).__name__}: {str(error).splitlines()[0]}"}
+        value = result.get(key)
+        if chosen is None or chosen.get(key) is None:
+            chosen = result
+        elif value is not None and ((value < chosen[key]) if lower else (value > chosen[key])):
+            chosen = result
+    return chosen  # type: ignore[return-value]
+
+
+def ratios(value: float | None, peers: dict[str, Any], names: dict[str, str], lower: bool = False) -> dict[str, float]:
+    """``{label: value / peer}`` for each peer figure that exists (for times: peer / value)."""
+    out = {}
+    for label, name in names.items():
+        peer = peers.get(name, {}).get("value")
+        if value and peer:
+            out[f"x {label}"] = (peer / value) if lower else (value / peer)
+    return out
