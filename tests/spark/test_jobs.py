@@ -6,6 +6,7 @@ import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -137,3 +138,19 @@ def test_flowcast_spark_cli_runs_a_job(spark, demo: Path, tmp_path: Path, capsys
     assert f"latency: {EXPECTED['events']} events from 2 file(s)" in capsys.readouterr().out
     assert {r["route"] for r in _rows(out, "latency")} == {FAST_ROUTE, SLOW_ROUTE}
     assert not spark.sparkContext._jsc.sc().isStopped()  # the caller's session is left running
+
+
+def test_cluster_urls_are_read_as_given_and_versions_checked_in_rows(
+    spark, demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fcspark, "_local_path", lambda _input: None)  # as for hdfs:// or s3a://
+    events, info = fcspark.load_events(spark, str(demo))
+    assert info.events is None and events.count() == EXPECTED["events"]
+    root = tmp_path / "in"
+    shutil.copytree(demo, root)
+    path = next(p for *_, p in segment_files(root))
+    table = pq.read_table(path)
+    version = pa.array([3] * table.num_rows, pa.int16())
+    pq.write_table(table.set_column(0, table.schema.field(0), version), path)
+    with pytest.raises(fcspark.JobError, match="export schema version 3 is newer than this flowcast reads"):
+        fcspark.load_events(spark, str(root))
