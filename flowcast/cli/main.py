@@ -21,6 +21,8 @@ DELEGATED = {
     "convert": ("flowcast.flow.convert", "convert a flow between .flo and YAML"),
     "keys": ("flowcast.transport.keycli", "manage estate keys and accepted remotes"),
     "chaos": ("flowcast.transport.chaos", "run a lossy UDP relay between two estates"),
+    "export": ("flowcast.export.collect", "collect and compact share-history Parquet segments"),
+    "spark": ("flowcast.export.sparkcli", "run a Spark analysis job over exported segments"),
 }
 
 

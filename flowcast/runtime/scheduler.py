@@ -234,7 +234,7 @@ class Scheduler:
         self._timers: list[tuple[float, int, Timer]] = []
         self._seq = itertools.count()
         self._selector = selectors.DefaultSelector()
-        self._readers = 0
+        self._readers = 0  # registered reader and writer callbacks: work that may come
         self._stopping = False
         self._failure: MicroThreadError | None = None
         self._error_handlers: dict[MicroThread, Callable[[MicroThread, BaseException], None]] = {}
@@ -299,15 +299,57 @@ class Scheduler:
 
     def add_reader(self, fileobj: Any, callback: Callable[[], Any]) -> None:
         """Call ``callback()`` each time ``fileobj`` is readable, until removed."""
-        self._selector.register(fileobj, selectors.EVENT_READ, callback)
-        self._readers += 1
+        self._watch(fileobj, 0, callback)
 
     def remove_reader(self, fileobj: Any) -> None:
+        self._watch(fileobj, 0, None)
+
+    def add_writer(self, fileobj: Any, callback: Callable[[], Any]) -> None:
+        """Call ``callback()`` each time ``fileobj`` is writable, until removed.
+
+        Writability is level-triggered: remove the writer once the backlog
+        that needed it is sent, or it fires on every pass.
+        """
+        self._watch(fileobj, 1, callback)
+
+    def remove_writer(self, fileobj: Any) -> None:
+        self._watch(fileobj, 1, None)
+
+    def _watch(self, fileobj: Any, slot: int, callback: Callable[[], Any] | None) -> None:
+        """Set the reader (slot 0) or writer (slot 1) of ``fileobj``; None clears it."""
+        selector = self._selector
         try:
-            self._selector.unregister(fileobj)
-        except (KeyError, ValueError):
-            return
-        self._readers -= 1
+            key = selector.get_key(fileobj)
+        except (KeyError, ValueError):  # unknown, or already closed (fileno -1)
+            if callback is None:
+                return
+            key = None
+        pair = list(key.data) if key is not None else [None, None]
+        had = pair[slot] is not None
+        pair[slot] = callback
+        events = (selectors.EVENT_READ if pair[0] else 0) | (selectors.EVENT_WRITE if pair[1] else 0)
+        if key is None:
+            if events:
+                selector.register(fileobj, events, pair)
+        elif events:
+            selector.modify(fileobj, events, pair)
+        else:
+            selector.unregister(fileobj)
+        self._readers += (callback is not None) - had
+
+    def _dispatch(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:
+        for key, mask in events:
+            reader, writer = key.data
+            if mask & selectors.EVENT_READ and reader is not None:
+                reader()
+            if mask & selectors.EVENT_WRITE and writer is not None:
+                # The reader may have removed this writer: look again.
+                try:
+                    writer = self._selector.get_key(key.fileobj).data[1]
+                except KeyError:
+                    writer = None
+                if writer is not None:
+                    writer()
 
     # -- running ---------------------------------------------------------
 
@@ -327,7 +369,7 @@ class Scheduler:
             receive.setblocking(False)
             send.setblocking(False)
             self._waker = (receive, send)
-            self._selector.register(receive, selectors.EVENT_READ, self._drain_waker)
+            self._selector.register(receive, selectors.EVENT_READ, (self._drain_waker, None))
 
     def _drain_waker(self) -> None:
         assert self._waker is not None
@@ -337,40 +379,58 @@ class Scheduler:
         except BlockingIOError:
             pass
 
+    #: Switches run back to back before timers and sockets are looked at.
+    #: Looking costs a clock read and maybe an epoll (0.5-1 us); a switch
+    #: costs ~0.1 us, so looking after every round would dominate a house
+    #: with few busy threads.  256 switches delay a due timer or a datagram
+    #: by some tens of microseconds at most -- never a scheduler period.
+    BATCH = 256
+
     def run(self, until: float | None = None) -> None:
         """Run until idle, until clock time ``until``, or until stopped."""
         self._stopping = False
         ready = self._ready
+        popleft = ready.popleft
+        append = ready.append
+        batch = self.BATCH
         while not self._stopping:
-            count = len(ready)
-            if count:
-                self.switches += count
-                for _ in range(count):
-                    thread = ready.popleft()
-                    value, thread._value = thread._value, None
+            switched = 0
+            for _ in range(batch):
+                if not ready:
+                    break
+                switched += 1
+                thread = popleft()
+                value = thread._value
+                if value is not None:
+                    thread._value = None
+                try:
+                    directive = thread.step(value)
+                except StopIteration as stop:
+                    self._finish(thread, stop.value, None)
+                    continue
+                except BaseException as error:  # noqa: BLE001 - routed to handler or run()
+                    self._finish(thread, None, error)
+                    if self._failure is not None:
+                        break
+                    continue
+                if directive is None:
+                    append(thread)
+                else:
                     try:
-                        directive = thread.step(value)
-                    except StopIteration as stop:
-                        self._finish(thread, stop.value, None)
-                        continue
-                    except BaseException as error:  # noqa: BLE001 - routed to handler or run()
-                        self._finish(thread, None, error)
-                        continue
-                    if directive is None:
-                        ready.append(thread)
-                    else:
-                        try:
-                            directive.park(self, thread)
-                        except AttributeError:
-                            thread.gen.close()
-                            self._finish(
-                                thread,
-                                None,
-                                TypeError(f"micro-thread {thread.name!r} yielded {directive!r}, not a Wait"),
-                            )
-                if self._failure is not None:
-                    failure, self._failure = self._failure, None
-                    raise failure from failure.error
+                        directive.park(self, thread)
+                    except AttributeError:
+                        thread.gen.close()
+                        self._finish(
+                            thread,
+                            None,
+                            TypeError(f"micro-thread {thread.name!r} yielded {directive!r}, not a Wait"),
+                        )
+                        if self._failure is not None:
+                            break
+            self.switches += switched
+            if self._failure is not None:
+                failure, self._failure = self._failure, None
+                raise failure from failure.error
             if not self._advance(until, bool(ready)):
                 return
 
@@ -394,15 +454,13 @@ class Scheduler:
                 # Real sockets under simulated time: look, but never let the
                 # wall clock pass while a timer could run instead.
                 block = not busy and deadline is None
-                for key, _ in self._selector.select(None if block else 0):
-                    key.data()
+                self._dispatch(self._selector.select(None if block else 0))
             if not busy and deadline is not None and not self._ready:
                 clock.advance_to(deadline)  # type: ignore[attr-defined]
         else:
             timeout = 0.0 if busy else (None if deadline is None else max(0.0, deadline - now))
             if waiting:
-                for key, _ in self._selector.select(timeout):
-                    key.data()
+                self._dispatch(self._selector.select(timeout))
             elif timeout:
                 time.sleep(timeout)
         self._fire_due(clock.now())

@@ -232,3 +232,30 @@ def test_wakeup_channel_alone_does_not_keep_run_alive():
     s.run()  # must return once the thread ends, though the waker is registered
     assert s.threads == frozenset()
     s.close()
+
+
+def test_reader_and_writer_on_one_socket():
+    s = Scheduler(RealClock())
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a.setblocking(False)
+    b.setblocking(False)
+    seen = []
+
+    def on_write():
+        seen.append("w")
+        s.remove_writer(a)  # level-triggered: stop once the backlog is out
+        a.send(b"x")
+
+    def on_read():
+        seen.append(b.recv(10))
+        s.remove_reader(b)
+
+    s.add_writer(a, on_write)
+    s.add_reader(b, on_read)
+    s.add_reader(a, lambda: None)  # a reader beside the writer on the same socket
+    s.remove_reader(a)
+    s.run(until=5.0)
+    a.close()
+    b.close()
+    assert seen == ["w", b"x"]
+    assert s.clock.now() < 5.0  # returned once nothing was watched any more
