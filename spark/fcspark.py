@@ -79,28 +79,42 @@ def session(
     shuffle_partitions: int | None = None,
     extra: dict[str, str] | None = None,
 ):
-    """A SparkSession set up for flowcast jobs (``master`` None: leave it to spark-submit)."""
-    prepare(master)
+    """A SparkSession set up for flowcast jobs (``master`` None: whatever spark-submit was given).
+
+    Loopback pinning, the fast JVM options and the scratch folder apply to
+    local masters only: on a cluster they would strand the driver on
+    127.0.0.1 and point executors at a folder of the submitting machine.
+    """
+    from_submit = master is None
+    if from_submit:
+        from pyspark import SparkConf
+
+        master = SparkConf().get("spark.master", "local[*]")  # spark-submit's JVM is already up
+    local = is_local(master)
+    if not from_submit:
+        prepare(master)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app)
-    if master is not None:
+    if not from_submit:
         builder = builder.master(master)
-    local = Path(local_dir) if local_dir is not None else DEFAULT_LOCAL_DIR
-    local.mkdir(parents=True, exist_ok=True)
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": FAST_JVM,
-        "spark.executor.extraJavaOptions": FAST_JVM,
-        "spark.local.dir": str(local.resolve()),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
     }
-    if is_local(master):
+    if local or local_dir is not None:
+        scratch = Path(local_dir) if local_dir is not None else DEFAULT_LOCAL_DIR
+        scratch.mkdir(parents=True, exist_ok=True)
+        conf["spark.local.dir"] = str(scratch.resolve())
+    if local:
+        # Short local runs are dominated by JVM warm-up: C1 only and the serial GC
+        # start faster.  Cluster executors run long enough for the full JIT to pay.
+        conf["spark.driver.extraJavaOptions"] = FAST_JVM
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
-    if shuffle_partitions is None and is_local(master):
+    if shuffle_partitions is None and local:
         shuffle_partitions = 2 * (os.cpu_count() or 1)  # 200 tiny tasks per shuffle dominate small local jobs
     if shuffle_partitions is not None:
         conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
@@ -280,7 +294,9 @@ def parser(prog: str, description: str) -> argparse.ArgumentParser:
         default=None,
         help="Spark master URL (default local[*]; under spark-submit, whatever it was given)",
     )
-    p.add_argument("--local-dir", type=Path, default=DEFAULT_LOCAL_DIR, help="Spark scratch space (spark.local.dir)")
+    p.add_argument(
+        "--local-dir", type=Path, default=None, help=f"Spark scratch space, spark.local.dir (local default {DEFAULT_LOCAL_DIR})"
+    )
     return p
 
 
@@ -288,9 +304,10 @@ def _under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_SUBMIT_OPTS" in os.environ
 
 
-def open_session(master: str | None, app: str, local_dir: Path):
+def open_session(master: str | None, app: str, local_dir: Path | None):
     """A session, and whether this call started it (a caller's session is not ours to stop)."""
-    prepare(master)
+    if master is not None:
+        prepare(master)
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
