@@ -22,7 +22,7 @@ from typing import Any
 
 from flowcast.transport.keep import validate_name
 from flowcast.transport.port import Address, DatagramPort
-from flowcast.transport.reliable import Channel, Outgoing
+from flowcast.transport.reliable import SENT, Channel, Outgoing
 from flowcast.transport.stack import Stack
 from flowcast.transport.wire import HEADER, HEADER_SIZE, MAGIC, PacketKind, WireError
 
@@ -98,7 +98,9 @@ class LaneStack(Stack):
         return self.port.address
 
     def pending(self) -> int:
-        return sum(len(y.tx.fresh) for y in self._yards.values())
+        """Messages not yet handed to the kernel (queued, or in a waiting datagram)."""
+        waiting = sum(len(carried) for _, _, carried in self._outq if carried)
+        return waiting + sum(len(y.tx.fresh) for y in self._yards.values())
 
     # -- stack hooks -------------------------------------------------------------
 
@@ -111,7 +113,7 @@ class LaneStack(Stack):
         if yard is None:
             raise KeyError(f"no known yard {to[:64]!r}")
         msg.timeout = None  # a lane has no acks to time out on
-        yard.tx.submit(msg, self.clock.now())
+        yard.tx.submit(msg, 0.0)
 
     def _receive(self, data: bytes, address: Address, now: float) -> None:
         yard = self._by_address.get(address)
@@ -126,8 +128,14 @@ class LaneStack(Stack):
         if rx is None or boot != yard.rx_boot:
             name = yard.name
 
+            inbox = self.inbox
+
             def deliver(flow: int, flags: int, payload: bytes, _name: str = name) -> None:
-                self._deliver_to_inbox(_name, flow, flags, payload)
+                if self.on_message is None:  # the common case, inlined: one call per message
+                    inbox.append((_name, flow, flags, payload))
+                    self.inbox_bytes += len(payload)
+                else:
+                    self._deliver_to_inbox(_name, flow, flags, payload)
 
             rx = yard.rx = Channel(self._max_body, deliver, None, acks=False, adopt=True, max_message=self.max_message)
             yard.rx_boot = boot
@@ -148,8 +156,21 @@ class LaneStack(Stack):
                     break
                 counter = yard.counter
                 yard.counter = counter + 1
-                if not self._emit(_pack(MAGIC, _LANE, 0, boot, counter) + built[0], yard.address):
+                if not self._emit(_pack(MAGIC, _LANE, 0, boot, counter) + built[0], yard.address, built[1]):
                     return
+
+    def _handed_over(self, carried: list) -> None:
+        done = self.on_done
+        last = None
+        for msg in carried:
+            if msg is last:
+                continue  # segments of one message come in a row
+            last = msg
+            if msg.nseg == 1 or msg.next_seg >= msg.nseg:
+                if msg._state == 0:
+                    msg._state = SENT
+                    if done is not None:
+                        done(msg)
 
     def _timers(self, now: float) -> None:
         pass

@@ -74,6 +74,7 @@ _MSG_KIND, _SEG_KIND, _ACK_KIND, _SKIP_KIND, _PING_KIND = (
 _MSG_SIZE = MSG.size
 _SEG_SIZE = SEG.size
 _msg_unpack = MSG.unpack_from
+_msg_pack = MSG.pack
 _seg_unpack = SEG.unpack_from
 _PING_FRAME = PING.pack(FrameKind.PING, 0)
 
@@ -121,30 +122,26 @@ class Outgoing:
         data: bytes,
         flow: int = 0,
         flags: int = 0,
-        *,
         timeout: float | None = None,
         retries: int | None = None,
         burst: int = 0,
         remote: Any = None,
     ) -> None:
-        self.flow = flow
-        self.seq = -1
-        self.flags = flags
         self.data = data
-        self.nseg = 1
-        self.segsize = 0
-        self.marks = bytearray(1)
-        self.next_seg = 0
-        self.inflight = 0
+        self.flow = flow
+        self.flags = flags
         self.timeout = timeout
-        self.deadline: float | None = None
         self.retries = retries
         self.burst = burst
+        self.remote = remote
+        self.seq = -1
+        self.nseg = 1
+        self.next_seg = 0
+        self.inflight = 0
+        self.deadline: float | None = None
         self._state = QUEUED
         self.reason = ""
-        self.frame: bytes | None = None
         self.skip = False
-        self.remote = remote
 
     @property
     def state(self) -> str:
@@ -213,6 +210,7 @@ class Channel:
             raise ValueError("max_body too small")
         self.max_body = max_body
         self.segsize = max_body - _SEG_SIZE - 64  # room for a small ACK beside it
+        self._small = max_body - 64 - _MSG_SIZE  # largest message sent whole
         self.deliver = deliver
         self.completed = completed
         self.held = held or (lambda: 0)
@@ -263,36 +261,39 @@ class Channel:
         if size > self.max_message:
             raise ValueError(f"message of {size} bytes exceeds the {self.max_message}-byte limit")
         flow = msg.flow
-        if msg.flags & F_UNRELIABLE:
+        flags = msg.flags
+        if flags & F_UNRELIABLE:
             seq = self.unreliable_seq
             self.unreliable_seq = seq + 1
         else:
-            seq = self.next_seq.get(flow, 0)
-            self.next_seq[flow] = seq + 1
-            queue = self.unfinished.get(flow)
-            if queue is None:
-                queue = self.unfinished[flow] = deque()
-            queue.append(msg)
-            self.pending_count += 1
-            if msg.timeout is not None and msg.deadline is None and self.acks:
-                msg.deadline = now + msg.timeout
-            # Deadlines that rise along a flow are watched at its head; one
-            # earlier than a message before it also goes in a heap.
-            deadline = _INF if msg.deadline is None else msg.deadline
-            if deadline < self._latest_deadline.get(flow, -_INF):
-                heapq.heappush(self._early, (deadline, id(msg), msg))
-            else:
-                self._latest_deadline[flow] = deadline
+            next_seq = self.next_seq
+            seq = next_seq.get(flow, 0)
+            next_seq[flow] = seq + 1
+            if self.acks:  # a lane never waits on delivery, so keeps no books
+                queue = self.unfinished.get(flow)
+                if queue is None:
+                    queue = self.unfinished[flow] = deque()
+                queue.append(msg)
+                self.pending_count += 1
+                if msg.timeout is not None and msg.deadline is None:
+                    msg.deadline = now + msg.timeout
+                # Deadlines that rise along a flow are watched at its head;
+                # one earlier than a message before it also goes in a heap.
+                deadline = _INF if msg.deadline is None else msg.deadline
+                if deadline < self._latest_deadline.get(flow, -_INF):
+                    heapq.heappush(self._early, (deadline, id(msg), msg))
+                else:
+                    self._latest_deadline[flow] = deadline
         msg.seq = seq
         msg._state = QUEUED
-        msg.next_seg = 0
-        msg.inflight = 0
-        if size + _MSG_SIZE <= self.max_body - 64:
+        if size <= self._small:
             msg.nseg = 1
             msg.marks = bytearray(1)
-            msg.frame = MSG.pack(_MSG_KIND, msg.flags, flow, seq, size) + data
+            msg.frame = _msg_pack(_MSG_KIND, flags, flow, seq, size) + data
         else:
             segsize = self.segsize
+            msg.next_seg = 0
+            msg.inflight = 0
             msg.segsize = segsize
             msg.nseg = -(-size // segsize)
             msg.marks = bytearray(msg.nseg)
@@ -388,7 +389,7 @@ class Channel:
                         msg.marks[0] = 1
                         msg.inflight = 1
                     else:
-                        self._finish(msg, SENT)
+                        fappend(msg)  # a lane marks it sent once the port takes the datagram
                     continue
                 # a segmented message: as many segments as fit and burst allows
                 burst = msg.burst
@@ -417,7 +418,7 @@ class Channel:
                         if self.completed is not None:
                             self.completed(msg)
                     elif not acks:
-                        self._finish(msg, SENT)
+                        fappend(msg)
                 if full:
                     break
         if not parts:

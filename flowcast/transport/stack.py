@@ -60,7 +60,7 @@ class Stack:
         self.on_message: Callable[[Message], None] | None = None
         self.on_done: Callable[[Outgoing], None] | None = None
         self.default_timeout: float | None = DEFAULT_TIMEOUT
-        self._outq: deque[tuple[bytes, Any]] = deque()
+        self._outq: deque[tuple[bytes, Any, list | None]] = deque()
         self._closed = False
         self._event: Event | None = None
         self._thread: Any = None
@@ -113,19 +113,19 @@ class Stack:
         """Like :meth:`send` for bytes the receiver gets back as bytes."""
         if not 0 <= flow <= 0xFFFF:
             raise ValueError("flow must be 0..65535")
-        flags = _flags if reliable else _flags | F_UNRELIABLE
         msg = Outgoing(
             payload,
             flow,
-            flags,
-            timeout=self.default_timeout if timeout is ... else timeout,
-            retries=retries,
-            burst=burst,
-            remote=to,
+            _flags if reliable else _flags | F_UNRELIABLE,
+            self.default_timeout if timeout is ... else timeout,
+            retries,
+            burst,
+            to,
         )
         self._submit(msg, to)
-        if self._event is not None:
-            self._event.set()
+        event = self._event
+        if event is not None and not event._flag:
+            event.set()
         return msg
 
     def receive(self) -> Message | None:
@@ -146,12 +146,19 @@ class Stack:
         inbox = self.inbox
         decode = self._decode
         taken = 0
-        while inbox and len(out) < limit:
-            remote, flow, flags, payload = inbox.popleft()
+        append = out.append
+        popleft = inbox.popleft
+        make = tuple.__new__
+        count = min(limit, len(inbox))
+        for _ in range(count):
+            remote, flow, flags, payload = popleft()
             taken += len(payload)
+            if flags & F_RAW:
+                append(make(Message, (remote, flow, payload)))
+                continue
             data = decode(flags, payload)
             if data is not _UNDECODABLE:
-                out.append(Message(remote, flow, data))
+                append(make(Message, (remote, flow, data)))
         self.inbox_bytes -= taken
         self._consumed()
         return out
@@ -198,14 +205,20 @@ class Stack:
 
     # -- output queue: a datagram stays queued until the port takes it ------------
 
-    def _emit(self, datagram: bytes, address: Any) -> bool:
-        """Send now, or keep it queued (in order) until the port is writable."""
+    def _emit(self, datagram: bytes, address: Any, carried: list | None = None) -> bool:
+        """Send now, or keep it queued (in order) until the port is writable.
+
+        ``carried`` lists lane messages in the datagram: they become "sent"
+        only when the port has really taken it.
+        """
         if self._outq:
-            self._outq.append((datagram, address))
+            self._outq.append((datagram, address, carried))
             return False
         if self.port.send(datagram, address):
+            if carried:
+                self._handed_over(carried)
             return True
-        self._outq.append((datagram, address))
+        self._outq.append((datagram, address, carried))
         self._arm_writable()
         return False
 
@@ -213,12 +226,22 @@ class Stack:
         outq = self._outq
         send = self.port.send
         while outq:
-            datagram, address = outq[0]
+            datagram, address, carried = outq[0]
             if not send(datagram, address):
                 self._arm_writable()
                 return False
             outq.popleft()
+            if carried:
+                self._handed_over(carried)
         return True
+
+    def _handed_over(self, carried: list) -> None:
+        """Lane messages whose datagram the kernel now holds."""
+
+    @property
+    def queued_datagrams(self) -> int:
+        """Datagrams waiting for the port to take them."""
+        return len(self._outq)
 
     def _arm_writable(self) -> None:
         if self.scheduler is not None and not self._writable_armed:
