@@ -147,8 +147,7 @@ class _Builder:
     def reading(self, share: Share, fields: tuple[str, ...]) -> str:
         """The field a need reads; created as 0.0 when absent, as Ioflo does."""
         name = fields[0] if fields else "value"
-        if name not in share:
-            share._fields[name] = 0.0
+        share.default(name, 0.0)
         return name
 
     # -- build ---------------------------------------------------------------
@@ -401,19 +400,21 @@ class _Builder:
             return dict(zip(dst.fields, values))
         return dict(data)
 
-    def act_put(self, act: Act, frame: Frame, framer: Framer) -> Callable[[], Any] | None:
+    def _direct(self, act: Act, frame: Frame, framer: Framer, combine: Callable[[Any, Any], Any] | None):
+        """``put DATA into DST`` (combine None) or ``inc DST with DATA`` (combine adds)."""
         dst_ref: Ref = act.args["dst"]
         share = self.share(dst_ref, framer, frame, act.where)
         if share is None:
             return None
-        data = self._data_into(act.args.get("data", {}), dst_ref)
+        data = self._data_into(act.args.get("data") or {}, dst_ref)
         for key in data:
-            share._fields.setdefault(key, None)
+            share.default(key, None if combine is None else 0.0)
+        if combine is None:
+            return lambda: share.update(data)
+        return lambda: share.update({k: combine(share.get(k), v) for k, v in data.items()})
 
-        def run() -> None:
-            share.update(data)
-
-        return run
+    def act_put(self, act: Act, frame: Frame, framer: Framer):
+        return self._direct(act, frame, framer, None)
 
     def act_set(self, act: Act, frame: Frame, framer: Framer):
         """``set GOAL with DATA`` or ``set GOAL from SRC``; the front end resolved the goal path."""
@@ -434,9 +435,9 @@ class _Builder:
             self.error(f"{len(src_fields)} source field(s) for {len(dst_fields)} destination field(s)", act.where)
             return None
         for f in src_fields:
-            src._fields.setdefault(f, 0.0 if combine else None)
+            src.default(f, 0.0 if combine else None)
         for f in dst_fields:
-            dst._fields.setdefault(f, 0.0 if combine else None)
+            dst.default(f, 0.0 if combine else None)
         pairs = list(zip(dst_fields, src_fields))
 
         if combine is None:
@@ -455,20 +456,9 @@ class _Builder:
         return self._copy(act, frame, framer, None)
 
     def act_inc(self, act: Act, frame: Frame, framer: Framer):
-        if "src" in act.args and act.args["src"] is not None:
+        if act.args.get("src") is not None:
             return self._copy(act, frame, framer, _add)
-        dst_ref: Ref = act.args["dst"]
-        share = self.share(dst_ref, framer, frame, act.where)
-        if share is None:
-            return None
-        data = self._data_into(act.args.get("data", {}), dst_ref)
-        for key in data:
-            share._fields.setdefault(key, 0.0)
-
-        def run() -> None:
-            share.update({k: _add(share.get(k), v) for k, v in data.items()})
-
-        return run
+        return self._direct(act, frame, framer, _add)
 
     def _taskers(self, act: Act, framer: Framer, default: str = "me") -> list[Framer]:
         names = act.args.get("taskers") or [default]

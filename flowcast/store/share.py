@@ -91,6 +91,15 @@ class Share:
         for watcher in self.watchers:
             watcher(self)
 
+    def default(self, field: str, value: Any) -> None:
+        """Give ``field`` a starting value if it has none -- not a change.
+
+        Builders use this (as Ioflo's resolve step does) so a condition on a
+        field nothing has written yet compares against 0.0, not a KeyError;
+        it is not stamped, recorded or shown to watchers.
+        """
+        self._fields.setdefault(field, value)
+
     def create(self, data: Mapping[str, Any]) -> None:
         """Add fields that do not exist yet; existing fields keep their values."""
         missing = {k: v for k, v in data.items() if k not in self._fields}
