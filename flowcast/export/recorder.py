@@ -73,6 +73,18 @@ class Recorder:
         self._watched: list[Share] = []
         self.closed = False
 
+    @classmethod
+    def for_house(cls, house: Any, root: Path | str, *, estate: str, **options: Any) -> Recorder:
+        """A recorder on a House's clock, already watching its logged shares.
+
+        What a house calls at start (``flowcast run --export DIR`` would):
+        the house's flow clock stamps message events exactly as it stamps
+        shares, and with no ``epoch`` given, clock zero is now in wall time.
+        """
+        recorder = cls(root, estate=estate, house=house.name, clock=house.stamp, **options)
+        recorder.watch_house(house)
+        return recorder
+
     @property
     def recovery(self) -> Recovery:
         """What this start recovered from (and lost to) a previous crash."""

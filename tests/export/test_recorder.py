@@ -127,3 +127,20 @@ def test_ticker_flushes_and_rolls_by_age_on_the_house_scheduler(tmp_path: Path) 
     assert seen[-1][2] >= 2  # and segments rolled by age while the house ran
     table = _table(tmp_path)
     assert sorted(table.column("msg_id").to_pylist()) == [str(i) for i in range(6)]
+
+
+def test_for_house_stamps_messages_on_the_house_clock(tmp_path: Path) -> None:
+    from flowcast.flow.floscript import parse_flo
+    from flowcast.house.house import House
+
+    from flowcast.export.demo import DEMO_FLOW
+
+    house = House(parse_flo(DEMO_FLOW).house("demo"), virtual=True, period=0.25, out=lambda line: None)
+    rec = Recorder.for_house(house, tmp_path, estate="alpha", epoch=EPOCH)
+    house.run(until=10.0)
+    rec.message("sent", "after-run", "a", "b", 1)  # at the house's last tick
+    rec.close()
+    rows = _table(tmp_path).to_pylist()
+    assert [r["kind"] for r in rows].count("share") == 6
+    sent = next(r for r in rows if r["kind"] == "sent")
+    assert sent["stamp"] == house.stamp() >= 1.25 and sent["house"] == "demo"
