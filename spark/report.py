@@ -78,15 +78,15 @@ def plot_throughput(output: Path) -> list[str]:
     if table is None or table.empty:
         return ["no delivered messages"]
     busiest = table.groupby("route")["messages"].sum().sort_values(ascending=False).head(MAX_ROUTES).index
-    fig, ax = plt.subplots(figsize=(8, 4))
+    minutes = pd.date_range(table["minute"].min(), table["minute"].max(), freq="1min")  # quiet minutes show as 0
+    fig, ax = plt.subplots(figsize=(8, 4), layout="constrained")
     for route in sorted(busiest):
-        r = table[table.route == route].sort_values("minute")
-        ax.plot(r["minute"], r["messages"], marker="o", markersize=3, label=route)
+        r = table[table.route == route].set_index("minute")["messages"].reindex(minutes, fill_value=0)
+        ax.plot(r.index, r.values, marker="o", markersize=3, label=route)
     ax.set_xlabel("minute (UTC)")
     ax.set_ylabel("messages delivered per minute")
     ax.legend(fontsize=7)
     fig.autofmt_xdate()
-    fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return []
