@@ -84,6 +84,7 @@ MAX_RTO = 2.0
 INITIAL_RTO = 0.25
 MAX_AHEAD = 1 << 20  # sequence numbers a receiver buffers beyond the next expected
 MIN_CWND = 64 * 1024
+MAX_INFLIGHT_PACKETS = 1024
 ACK_DELAY = 0.002
 _INF = float("inf")
 
@@ -318,7 +319,9 @@ class Channel:
         if not self.acks:
             return True
         limit = self.cwnd if self.cwnd < self.peer_window else self.peer_window
-        return self.inflight_bytes < limit
+        # Packets are capped too: a socket buffer holds datagrams, not bytes,
+        # and small ones cost a kernel buffer each.
+        return self.inflight_bytes < limit and len(self.inflight) < MAX_INFLIGHT_PACKETS
 
     def build(self, extra: bytes = b"") -> tuple[bytes, list | None] | None:
         """The next packet body and the frames to remember for it, or None.
