@@ -35,8 +35,9 @@ from flowcast.export.layout import inprogress, partition_dir, publish, segment_f
 from flowcast.export.progress import Progress
 from flowcast.export.reader import CorruptSegmentError, SegmentInfo, inspect, read_segment
 from flowcast.export.schema import DICTIONARY_COLUMNS, SCHEMA, SchemaVersionError
+from flowcast.export.segments import Recovery, SegmentWriter
 
-__all__ = ["CollectReport", "collect", "main"]
+__all__ = ["CollectReport", "collect", "main", "recover"]
 
 
 @dataclass
@@ -122,6 +123,27 @@ def collect(
     return report
 
 
+def recover(dirs: Sequence[Path]) -> list[tuple[str, Recovery]]:
+    """Publish the open segments houses left behind (only for houses that are not running).
+
+    A house recovers its own journal when it starts again; this is for a
+    house that will not (a machine retired, a flow removed).
+    """
+    done = []
+    for root in dirs:
+        journals = Path(root) / ".journal"
+        if not journals.is_dir():
+            continue
+        for jdir in sorted(journals.iterdir()):
+            estate, _, house = jdir.name.partition(".")
+            if not jdir.is_dir() or not any(jdir.iterdir()):
+                continue
+            writer = SegmentWriter(root, estate, house, epoch=0.0)
+            writer.close()
+            done.append((jdir.name, writer.recovery))
+    return done
+
+
 def _day(text: str) -> date:
     try:
         return date.fromisoformat(text)
@@ -142,6 +164,11 @@ def parser() -> argparse.ArgumentParser:
     bar = p.add_mutually_exclusive_group()
     bar.add_argument("--progress", dest="progress", action="store_true", default=None, help="always show progress")
     bar.add_argument("--no-progress", dest="progress", action="store_false", help="never show progress")
+    p.add_argument(
+        "--recover",
+        action="store_true",
+        help="first publish open segments left by houses that crashed and will not restart (never for running houses)",
+    )
     return p
 
 
@@ -151,6 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         print(f"flowcast export: no such directory: {', '.join(missing)}", file=sys.stderr)
         return 2
+    if args.recover:
+        for name, recovery in recover(args.dirs):
+            print(f"flowcast export: {name}: recovered {recovery.recovered} event(s), lost {recovery.lost}")
     try:
         report = collect(
             args.dirs, args.out, since=args.since, until=args.until,

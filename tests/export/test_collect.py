@@ -134,3 +134,15 @@ def test_progress_bar_draws_on_long_runs_only() -> None:
     bar.advance()
     bar.close()
     assert quiet.getvalue() == ""
+
+
+def test_recover_publishes_what_a_crashed_house_left(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.export.test_segments import _crash
+
+    _crash(tmp_path)  # estate a, house h: 20 journaled, 5 lost
+    assert segment_files(tmp_path) == []
+    assert main([str(tmp_path), "--recover", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "a.h: recovered 20 event(s), lost 5" in out and "1 segment(s), 20 event(s)" in out
+    assert main([str(tmp_path), "--recover", "--out", str(tmp_path / "out")]) == 0  # nothing left to recover
+    assert "recovered" not in capsys.readouterr().out
