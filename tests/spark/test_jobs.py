@@ -154,3 +154,17 @@ def test_cluster_urls_are_read_as_given_and_versions_checked_in_rows(
     pq.write_table(table.set_column(0, table.schema.field(0), version), path)
     with pytest.raises(fcspark.JobError, match="export schema version 3 is newer than this flowcast reads"):
         fcspark.load_events(spark, str(root))
+
+
+def test_empty_and_missing_inputs_never_crash(spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from flowcast.export import sparkcli
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    summary = fcspark.run_jobs(spark, all_jobs.JOBS, empty, tmp_path / "out")
+    assert summary["events"] == 0 and summary["files"] == 0
+    assert all(rows == 0 for job in summary["jobs"].values() for rows in job["tables"].values())
+    assert summary["jobs"]["latency"]["notes"] == ["no delivered messages"]
+    assert "no presence changes recorded" in (tmp_path / "out" / "index.html").read_text()
+    assert sparkcli.main(["loss", "--input", str(tmp_path / "nope"), "--output", str(tmp_path / "o")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
