@@ -35,9 +35,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo export (a virtual-clock flow plus scripted traffic), written once."""
-    from flowcast.export.demo import write_demo
+    """The demo (a virtual-clock flow plus scripted traffic) as ``flowcast export`` collects it."""
+    from flowcast.export.collect import collect
+    from flowcast.export.demo import EXPECTED, write_demo
 
     root = tmp_path_factory.mktemp("demo")
-    write_demo(root)
-    return root
+    write_demo(root / "live", batch=16)  # many flushes, as a busy house would
+    report = collect([root / "live"], root / "collected")
+    assert (report.events, report.skipped) == (EXPECTED["events"], [])
+    return root / "collected"
