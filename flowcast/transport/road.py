@@ -140,6 +140,7 @@ class RoadStack(Stack):
         allow_timeout: float = 5.0,
         receive_window: int = 8 << 20,
         max_message: int = (64 << 20) + (1 << 16),
+        handshake_rate: float = 2000.0,
     ) -> None:
         local = keep.local()
         if local is None:
@@ -167,6 +168,9 @@ class RoadStack(Stack):
         self._joining: dict[int, _Joining] = {}
         self._long_shared: dict[bytes, bytes] = {}
         self._jar = hs.CookieJar()
+        self.handshake_rate = float(handshake_rate)
+        self._tokens = self.handshake_rate
+        self._tokens_at = self.clock.now()
         self.on_presence: PresenceListener | None = None
         self.on_event: Callable[[str], None] | None = None
         self.events: list[str] = []
@@ -370,17 +374,35 @@ class RoadStack(Stack):
                 return
             self._authentic(remote, session, body, counter, address, now)
         elif kind == PacketKind.HELLO:
-            self._on_hello(data, address, now)
+            if self._afford(now):
+                self._on_hello(data, address, now)
         elif kind == PacketKind.INITIATE:
-            self._on_initiate(data, address, now)
+            if self._afford(now):
+                self._on_initiate(data, address, now)
         elif kind == PacketKind.COOKIE:
             self._on_cookie(data, address, now)
         elif kind == PacketKind.JOIN:
-            self._on_join(data, address, now)
+            if self._afford(now):
+                self._on_join(data, address, now)
         elif kind in (PacketKind.JOIN_ACCEPT, PacketKind.JOIN_PEND, PacketKind.JOIN_REFUSE):
             self._on_join_reply(data, address, now)
         else:
             self.counts["malformed"] += 1
+
+    def _afford(self, now: float) -> bool:
+        """Token bucket for public-key work (X25519, Ed25519 ≈ 40-70 µs each).
+
+        Unauthenticated HELLO/INITIATE/JOIN floods cost the stack at most
+        ``handshake_rate`` key operations a second; sessions are untouched.
+        """
+        tokens = min(self.handshake_rate, self._tokens + (now - self._tokens_at) * self.handshake_rate)
+        self._tokens_at = now
+        if tokens < 1.0:
+            self._tokens = tokens
+            self.counts["rate_limited"] += 1
+            return False
+        self._tokens = tokens - 1.0
+        return True
 
     def _authentic(self, remote: Remote, session: Session, body: bytes, counter: int, address: Address, now: float) -> None:
         remote.last_heard = now
@@ -637,6 +659,10 @@ class RoadStack(Stack):
                 when = remote.next_allow
                 if deadline is None or when < deadline:
                     deadline = when
+            if remote.backlog:
+                for msg in remote.backlog:
+                    if msg.deadline is not None and (deadline is None or msg.deadline < deadline):
+                        deadline = msg.deadline
         return deadline
 
     def _timers(self, now: float) -> None:
@@ -680,6 +706,17 @@ class RoadStack(Stack):
                     remote.last_ping = now
             elif remote.backlog and remote.allowing is None and now >= remote.next_allow:
                 self._start_allow(remote, now)
+            if remote.backlog:
+                self._expire_backlog(remote, now, "no session (timeout before allow)")
+
+    def _expire_backlog(self, remote: Remote, now: float, reason: str) -> None:
+        expired = [m for m in remote.backlog if m.deadline is not None and m.deadline <= now]
+        if expired:
+            remote.backlog = [m for m in remote.backlog if m.deadline is None or m.deadline > now]
+            for msg in expired:
+                msg.reason = reason
+                msg._state = 2  # FAILED
+                self._completed(msg)
 
     def _allow_failed(self, remote: Remote, now: float) -> None:
         attempt = remote.allowing
@@ -690,13 +727,7 @@ class RoadStack(Stack):
         remote.allowing = None
         remote.next_allow = now + self.allow_timeout
         self._event_note(f"allow with {remote.name} timed out")
-        expired = [m for m in remote.backlog if m.deadline is not None and m.deadline <= now]
-        if expired:
-            remote.backlog = [m for m in remote.backlog if m not in expired]
-            for msg in expired:
-                msg.reason = "no session (allow timed out)"
-                msg._state = 2
-                self._completed(msg)
+        self._expire_backlog(remote, now, "no session (allow timed out)")
 
     def close(self) -> None:
         for remote in self.remotes.values():

@@ -146,3 +146,30 @@ def test_send_to_unknown_remote_raises_key_error():
     alpha = world.estate("alpha")
     with pytest.raises(KeyError):
         alpha.send({"x": 1}, "nobody")
+
+
+def test_message_to_a_remote_without_a_session_fails_at_its_deadline():
+    from flowcast.transport.crypto import LongTermKeys
+    from flowcast.transport.keep import RemoteRecord
+
+    world = World(seed=12)
+    alpha = world.estate("alpha")
+    keys = LongTermKeys.generate()
+    alpha.add_remote(RemoteRecord("ghost", "ghost", 0, keys.verkey, keys.pubkey, Status.ACCEPTED))  # no address
+    out = alpha.send({"x": 1}, "ghost", timeout=2.0)
+    assert world.run_until(lambda: out.done, 10)
+    assert out.state == "failed" and "no session" in out.reason
+
+
+def test_handshake_floods_are_rate_limited_and_sessions_unharmed():
+    from flowcast.transport import handshake as hs
+
+    world = World(seed=13, delay=0.001)
+    alpha, beta = world.pair(handshake_rate=100.0)
+    mallory = world.net.port("mallory")
+    for i in range(1000):
+        mallory.send(hs.build_hello(hs.ShortTerm(), beta.keys.pubkey, i + 1), "beta")
+    world.run_for(0.5)
+    assert beta.counts["rate_limited"] >= 800
+    out = alpha.send({"still": "fine"}, "beta")
+    assert world.run_until(lambda: out.delivered, 5)
