@@ -6,6 +6,8 @@ in the same run (bench/peers.py):
 * ``road_100B``        100-byte messages one way, msgs/s (target >= 100,000)
 * ``road_64KiB``       64 KiB messages, MB/s, loopback-sized datagrams (target >= 200)
 * ``road_64KiB_1200``  the same with 1,200-byte datagrams (internet paths)
+* ``road_64KiB_malloc_tuned`` 64 KiB again with glibc's heap trimming relaxed
+  (see ``_stackbench.tune_malloc``): what allocator tuning buys
 * ``road_rtt_100B``    100-byte echo round trip, median microseconds (target <= 200)
 
 Ratios read ``value / peer``: for rates above 1 is faster, for times below 1.
@@ -45,7 +47,19 @@ def main(argv: list[str] | None = None) -> int:
         ratios=ratios(small.get("msgs"), peers, {"udp raw": "udp_100B", "zmq": "zmq_tcp_100B", "zmq+curve": "zmq_tcp_curve_100B", "raet": "raet_road_100B"}),
         note=small.get("note", ""),
     )
-    for name, options in (("road_64KiB", {}), ("road_64KiB_1200", {"datagram_size": 1200})):
+    rtt = best(args.repeats, lambda: measure("road", "echo", 100, 300 if quick else 5000, budget), "value", lower=True)
+    figures.add(
+        "road_rtt_100B",
+        rtt.get("value"),
+        "us",
+        ratios=ratios(rtt.get("value"), peers, {"udp raw": "udp_rtt_100B", "zmq req/rep": "zmq_reqrep_rtt_100B", "raet": "raet_road_rtt_100B"}),
+        note=rtt.get("note", ""),
+    )
+    for name, options in (
+        ("road_64KiB", {}),
+        ("road_64KiB_1200", {"datagram_size": 1200}),
+        ("road_64KiB_malloc_tuned", {"_tune_malloc": True}),  # last: the tuning is process-wide
+    ):
         large = best(args.repeats, lambda o=options: measure("road", "stream", 65536, 500 if quick else 50_000, budget, o), "mbps")
         figures.add(
             name,
@@ -58,14 +72,6 @@ def main(argv: list[str] | None = None) -> int:
             ),
             note=large.get("note", ""),
         )
-    rtt = best(args.repeats, lambda: measure("road", "echo", 100, 300 if quick else 5000, budget), "value", lower=True)
-    figures.add(
-        "road_rtt_100B",
-        rtt.get("value"),
-        "us",
-        ratios=ratios(rtt.get("value"), peers, {"udp raw": "udp_rtt_100B", "zmq req/rep": "zmq_reqrep_rtt_100B", "raet": "raet_road_rtt_100B"}),
-        note=rtt.get("note", ""),
-    )
     for name, fig in peers.items():
         figures.add(f"peer.{name}", fig["value"], fig["unit"], note=fig["note"])
     figures.emit(args.json)

@@ -298,7 +298,7 @@ class Channel:
             msg.segsize = segsize
             msg.nseg = -(-size // segsize)
             msg.marks = bytearray(msg.nseg)
-            msg.frame = None
+            msg.frame = memoryview(data)  # type: ignore[assignment]  # segments are cut from it
         self.fresh.append(msg)
         return msg
 
@@ -308,7 +308,7 @@ class Channel:
         if msg.nseg == 1:
             return msg.frame  # type: ignore[return-value]
         start = sn * msg.segsize
-        piece = msg.data[start : start + msg.segsize]
+        piece = msg.frame[start : start + msg.segsize]  # type: ignore[index]  # a memoryview: no copy
         return SEG.pack(_SEG_KIND, msg.flags, msg.flow, msg.seq, sn, msg.nseg, len(piece)) + piece
 
     def has_output(self) -> bool:
@@ -737,7 +737,8 @@ class Channel:
                     if stop > end or count < 2 or number >= count:
                         raise WireError("bad segment frame")
                     eliciting = True
-                    self._segment_in(flags, flow, seq, number, count, body[off:stop], now)
+                    # a view, not a copy: the pieces are copied once, when joined
+                    self._segment_in(flags, flow, seq, number, count, memoryview(body)[off:stop], now)
                     off = stop
                 elif kind == _ACK_KIND:
                     _, flags, nranges, nflows, window = ACK.unpack_from(body, off)
