@@ -34,6 +34,8 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--until", type=float, default=None, help="stop after this many seconds of flow time")
     p.add_argument("--virtual", action="store_true", help="simulated time: run as fast as possible, repeatably")
     p.add_argument("--trace", action="store_true", help="print each frame transition as 'T FRAMER FROM -> TO'")
+    p.add_argument("--export", type=Path, metavar="DIR", help="record logged shares as Parquet segments under DIR")
+    p.add_argument("--estate", default="local", help="estate name written with exported events (default: local)")
     return p
 
 
@@ -61,7 +63,18 @@ def cmd_run(argv: Sequence[str]) -> int:
         on_transition=(lambda t: print(t, flush=True)) if args.trace else None,
         out=lambda line: print(line, flush=True),
     )
-    house.run(args.until, handle_signals=True)
+    recorder = None
+    if args.export is not None:
+        from flowcast.export.recorder import Recorder
+
+        recorder = Recorder.for_house(house, args.export, estate=args.estate, out=lambda line: print(line, file=sys.stderr))
+        house.skedder.after_tick.append(recorder.poll)
+    try:
+        house.run(args.until, handle_signals=True)
+    finally:
+        if recorder is not None:
+            published = recorder.close()
+            print(f"flowcast: exported {len(published)} segment(s) to {args.export}", file=sys.stderr)
     if house.stopped_by is not None:
         print(f"flowcast: stopped by {house.stopped_by.name} at t={house.skedder.stamp:g}", file=sys.stderr)
     return 0

@@ -12,7 +12,7 @@ whole run takes no wall time.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from flowcast.flow.framer import ABORT, ABORTED, RUNNING, START, STARTED, STOP, STOPPED, Framer
@@ -49,6 +49,7 @@ class Skedder:
         self.ready: deque[tuple[Framer, float, float]] = deque()
         self.aborted: list[Framer] = []
         self.ticks = 0
+        self.after_tick: list[Callable[[], None]] = []  # house chores: export polling
         for tasker in taskables:
             tasker.desire = START if tasker.schedule == "active" else STOP
             tasker.status = STOPPED
@@ -73,6 +74,8 @@ class Skedder:
             if status == RUNNING or status == STARTED:
                 more = True
         self.ticks += 1
+        for chore in self.after_tick:
+            chore()
         if not ready or not more:
             return False
         self.stamp += self.period

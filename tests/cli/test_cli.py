@@ -89,3 +89,22 @@ def test_sigterm_stops_cleanly_and_runs_exit_contexts(tmp_path):
 def test_unknown_command_suggests():
     result = flowcast("rn")
     assert result.returncode == 2 and "did you mean 'run'?" in result.stderr
+
+
+def test_run_exports_logged_shares_as_parquet(tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "events"
+    result = flowcast("run", "flows/traffic.flo", "--virtual", "--until", "12", "--export", str(out), "--estate", "here")
+    assert result.returncode == 0, result.stderr
+    assert "exported 1 segment(s)" in result.stderr
+    files = list(out.rglob("*.parquet"))
+    assert len(files) == 1 and not list(out.rglob(".*.inprogress"))
+    rows = pq.read_table(files[0]).to_pylist()
+    assert [(r["stamp"], r["share"], r["fields"]) for r in rows][:4] == [
+        (0.0, "light.color", '{"value":"red"}'),
+        (3.0, "light.color", '{"value":"green"}'),
+        (4.625, "light.color", '{"value":"yellow"}'),
+        (5.625, "light.color", '{"value":"red"}'),
+    ]
+    assert {r["estate"] for r in rows} == {"here"} and {r["house"] for r in rows} == {"crossing"}
