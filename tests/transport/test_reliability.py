@@ -93,7 +93,9 @@ def test_ten_thousand_mixed_messages_through_the_chaos_relay():
     keep_a.ensure_local("alpha")
     keep_b.ensure_local("beta")
     beta = RoadStack(UdpPort("127.0.0.1", 0), keep_b, policy="always")
-    relay = ChaosRelay(("127.0.0.1", 0), beta.address, loss=0.10, duplicate=0.02, reorder=0.05, delay=0.0005, seed=7)
+    relay = ChaosRelay(
+        ("127.0.0.1", 0), beta.address, loss=0.10, duplicate=0.02, reorder=0.05, corrupt=0.01, delay=0.0005, seed=7
+    )
     relay.start()
     alpha = RoadStack(UdpPort("127.0.0.1", 0), keep_a, policy="always", datagram_size=16384)
     try:
@@ -110,7 +112,8 @@ def test_ten_thousand_mixed_messages_through_the_chaos_relay():
         assert serve([alpha, beta], until=done, timeout=120)
         received.extend(beta.receive_many())
         _check_exactly_once_in_order(work, received)
-        assert relay.counts["lost"] > 0 and relay.counts["duplicated"] > 0
+        assert relay.counts["lost"] > 0 and relay.counts["duplicated"] > 0 and relay.counts["corrupted"] > 0
+        assert beta.counts["unauthentic"] > 0 and beta.counts["internal_errors"] == 0
     finally:
         alpha.close()
         beta.close()
