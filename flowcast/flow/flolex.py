@@ -18,7 +18,6 @@ a silently dropped character.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from flowcast.flow.errors import FlowError
 from flowcast.flow.spec import Where
@@ -68,20 +67,67 @@ class Token:
         return Where(self.file, self.line, self.col + len(self.text), self.source)
 
 
-@dataclass
 class Statement:
-    """A verb and its arguments, possibly gathered from several lines."""
+    """A verb and its arguments, possibly gathered from several lines.
 
-    tokens: list[Token] = field(default_factory=list)
+    A statement written on one plain line (no quote, comment or
+    continuation: most lines of a big flow) is kept as its words until
+    someone asks for :attr:`tokens`.  The parser's fast paths read
+    :attr:`words` and build positions only where the model keeps them, so
+    the many simple statements of a big flow never pay for Token objects.
+    """
+
+    __slots__ = ("_tokens", "words", "number", "line", "file")
+
+    def __init__(self, tokens: list[Token] | None = None) -> None:
+        self._tokens: list[Token] | None = [] if tokens is None else tokens
+        #: The words of a still-unmaterialised plain one-line statement, else None.
+        self.words: list[str] | None = None
+
+    @classmethod
+    def plain(cls, words: list[str], number: int, line: str, file: str) -> Statement:
+        """A statement that is exactly the non-blank words of one plain physical line."""
+        st = cls.__new__(cls)
+        st._tokens = None
+        st.words = words
+        st.number = number
+        st.line = line
+        st.file = file
+        return st
+
+    @property
+    def tokens(self) -> list[Token]:
+        if self._tokens is None:
+            self._tokens = []
+            _plain_tokens(self.line, self.number, self.file, self._tokens)
+            self.words = None  # the token list may now grow (continuations): no longer plain
+        return self._tokens
+
+    def where(self, k: int) -> Where:
+        """Where word ``k`` of a plain statement is: what ``tokens[k].where`` would give."""
+        line = self.line
+        pos = 0
+        for word in self.words[:k]:  # type: ignore[index]
+            pos = line.find(word, pos) + len(word)
+        return Where(self.file, self.number, line.find(self.words[k], pos) + 1, line)  # type: ignore[index]
 
     @property
     def verb(self) -> Token:
         return self.tokens[0]
 
     @property
+    def verb_text(self) -> str:
+        return self.words[0] if self.words is not None else self.tokens[0].text
+
+    @property
     def human(self) -> str:
         """The statement as one line, as Ioflo shows it in traces."""
+        if self.words is not None:
+            return " ".join(self.words)
         return " ".join(t.text for t in self.tokens)
+
+    def __repr__(self) -> str:
+        return f"Statement({self.tokens!r})"
 
 
 def split_lines(text: str) -> list[str]:
@@ -132,12 +178,52 @@ def _unterminated(text: str, pos: int, stop: int, file: str, line: int, src: str
     )
 
 
-def _logical_lines(text: str, file: str) -> list[list[Token]]:
-    """Join backslash-continued physical lines; drop empty ones."""
-    logical: list[list[Token]] = []
+#: Characters that make a line need :func:`chunk`'s full treatment: quotes,
+#: comments and backslash continuations.  Most lines have none of them.
+_SPECIAL = re.compile(r"[\"'#\\]").search
+
+
+def _plain_tokens(line: str, number: int, file: str, into: list[Token]) -> None:
+    """Append the tokens of a line with no quote, comment or backslash.
+
+    The same tokens :func:`chunk` makes, without its checks: lexing a big
+    flow is mostly such lines, so this is the path that must be quick.
+    """
+    pos = 0
+    find = line.find
+    for piece in line.split():
+        start = find(piece, pos)
+        into.append(Token(piece, number, start + 1, line, file))
+        pos = start + len(piece)
+
+
+def _logical_lines(text: str, file: str) -> list[list[Token] | Statement]:
+    """Join backslash-continued physical lines; drop empty ones.
+
+    A plain line that starts a logical line and does not start with a
+    connective comes back as a lazy :meth:`Statement.plain`; every other
+    logical line as its tokens.
+    """
+    logical: list[list[Token] | Statement] = []
     current: list[Token] = []
     swallow = False  # Ioflo joins before stripping comments: a comment eats continued lines
     for number, line in enumerate(split_lines(text), start=1):
+        if not swallow and _SPECIAL(line) is None:  # cannot be continued, commented or quoted
+            if current:  # the last line of a backslash-continued logical line
+                _plain_tokens(line, number, file, current)
+                logical.append(current)
+                current = []
+                continue
+            words = line.split()
+            if not words:
+                continue
+            if words[0] in RESERVED:  # continues the statement before: lex joins the tokens
+                _plain_tokens(line, number, file, current)
+                logical.append(current)
+                current = []
+            else:
+                logical.append(Statement.plain(words, number, line, file))
+            continue
         stripped = line.rstrip()
         continued = stripped.endswith("\\")
         if continued:
@@ -166,6 +252,9 @@ def lex(text: str, file: str = "<string>") -> list[Statement]:
     """
     statements: list[Statement] = []
     for tokens in _logical_lines(text, file):
+        if type(tokens) is Statement:  # a plain line starting with a verb
+            statements.append(tokens)
+            continue
         first = tokens[0]
         if first.reserved:
             if not statements:
@@ -174,8 +263,8 @@ def lex(text: str, file: str = "<string>") -> list[Statement]:
                     first.where,
                     hint="a line starting with a connective continues the statement above it",
                 )
-            if statements[-1].verb.text != "load":
+            if statements[-1].verb_text != "load":
                 statements[-1].tokens.extend(tokens)
                 continue
-        statements.append(Statement(list(tokens)))
+        statements.append(Statement(tokens))  # each logical line is a fresh list
     return statements

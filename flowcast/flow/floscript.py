@@ -15,13 +15,14 @@ rather than being half-understood.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from flowcast.flow import flowords as w
 from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
-from flowcast.flow.flolex import Statement, Token, lex
+from flowcast.flow.flolex import COMPARISONS, RESERVED, Statement, Token, lex
 from flowcast.flow.flonames import Positions, check_names
 from flowcast.flow.floneeds import needs as needs_
 from flowcast.runtime.gcpause import gc_paused
@@ -58,21 +59,30 @@ _CONTROLS = ("start", "run", "stop", "abort", "ready")
 
 def parse_flo(text: str, file: str = "<string>") -> FlowSpec:
     """Parse a FloScript text; raise :class:`FlowError` (or several) on any problem."""
-    try:
-        with gc_paused():
-            statements = lex(text, file)
-            parser = _Parser(file)
-            spec = parser.parse(statements)
-    except RecursionError as exc:  # defensive: the parser does not recurse on input depth
-        raise FlowError(f"flow script too deeply nested to read: {exc}") from None
-    if not spec.houses:
-        lines = text.splitlines()
-        raise FlowError("flow defines no house", Where(file, 1, 1, lines[0] if lines else ""),
-                        hint="start the script with 'house NAME'")
-    errors = check_names(spec, parser.positions)
+    with gc_paused():  # the whole model is long-lived: collecting while building it is wasted work
+        spec, positions = _parse(text, file)
+        if not spec.houses:
+            lines = text.splitlines()
+            raise FlowError("flow defines no house", Where(file, 1, 1, lines[0] if lines else ""),
+                            hint="start the script with 'house NAME'")
+        errors = check_names(spec, positions)
     if errors:
         raise errors[0] if len(errors) == 1 else FlowErrors(errors)
     return spec
+
+
+def _parse(text: str, file: str) -> tuple[FlowSpec, Positions]:
+    """The model and name positions; the statements die on return.
+
+    Kept apart from :func:`parse_flo` so that the many tokens are freed
+    before the collector runs again, instead of being scanned once more.
+    """
+    try:
+        statements = lex(text, file)
+        parser = _Parser(file)
+        return parser.parse(statements), parser.positions
+    except RecursionError as exc:  # defensive: the parser does not recurse on input depth
+        raise FlowError(f"flow script too deeply nested to read: {exc}") from None
 
 
 def load_flo(path: str | Path) -> FlowSpec:
@@ -109,6 +119,27 @@ def make_act(verb: str, context: str, args: dict[str, Any], where: Where | None 
     elif verb == "go":
         full.setdefault("human", "")
     return Act(verb, context, full, where)  # type: ignore[arg-type]
+
+
+#: Numbers the fast paths read: plain ASCII decimals, which :func:`flowords.number`
+#: turns into an int or a float and nothing else claims first (not a coordinate,
+#: a point, a boolean or a path).
+_PLAIN_NUMBER = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?\Z").match
+
+
+def _is_name(word: str) -> bool:
+    """What ``Cursor.take_name`` accepts, for a word that is not quoted."""
+    return word not in RESERVED and w.IDENT.match(word) is not None
+
+
+def _plain_real(word: str) -> float | None:
+    """``flowords.real`` of a plain number, else None (the general path reports why)."""
+    if _PLAIN_NUMBER(word) is None:
+        return None
+    try:
+        return float(w.number(word))
+    except OverflowError:  # an int too big for a float
+        return None
 
 
 class _Parser:
@@ -150,11 +181,26 @@ class _Parser:
             "done": self.done,
             "aux": self.aux,
         }
+        #: Fast paths for the statements a big flow is made of, tried first on
+        #: plain one-line statements; each returns False, having changed
+        #: nothing, for anything it does not handle -- errors included --
+        #: and the general handler above takes over.
+        self.fast: dict[str, Callable[[Statement, list[str]], bool]] = {
+            "framer": self._fast_framer,
+            "frame": self._fast_frame,
+            "go": self._fast_go,
+        }
 
     # -- driver --------------------------------------------------------------
 
     def parse(self, statements: list[Statement]) -> FlowSpec:
+        fast = self.fast
         for st in statements:
+            words = st.words
+            if words is not None:
+                quick = fast.get(words[0])
+                if quick is not None and quick(st, words):
+                    continue
             cur = w.Cursor(st)
             verb = st.verb
             handler = self.verbs.get(verb.text) if not verb.quoted else None
@@ -203,6 +249,91 @@ class _Parser:
     def _named(self, obj: object, attr: str, tok: Token) -> str:
         self.positions[(id(obj), attr)] = tok.where
         return tok.text
+
+    # -- fast paths ------------------------------------------------------------
+    #
+    # Each must build exactly what its general handler builds -- the same
+    # model, the same ``where`` positions, the same ``positions`` entries --
+    # and test_floscript_fastpath.py compares the two on tricky inputs.
+
+    def _fast_framer(self, st: Statement, words: list[str]) -> bool:
+        """``framer NAME [be SCHEDULE | at PERIOD | first FRAME] ...``."""
+        house = self.house
+        n = len(words)
+        if house is None or n < 2 or not _is_name(words[1]) or n % 2:
+            return False
+        schedule, period, first, first_at = "inactive", 0.0, None, 0
+        for i in range(2, n, 2):
+            key, val = words[i], words[i + 1]
+            if key == "be" and val in SCHEDULES:
+                schedule = val
+            elif key == "first" and _is_name(val):
+                first, first_at = val, i + 1
+            elif key == "at" and (value := _plain_real(val)) is not None:
+                period = max(0.0, value)
+            else:
+                return False
+        name = words[1]
+        taken = self.framer_names.setdefault(id(house), set())
+        if name in taken:
+            return False
+        framer = FramerSpec(name, schedule=schedule, period=period, where=st.where(1))  # type: ignore[arg-type]
+        if first is not None:
+            framer.first = first
+            self.positions[(id(framer), "first")] = st.where(first_at)
+        taken.add(name)
+        house.framers.append(framer)
+        self.framer = framer
+        self.frame = None
+        self.context = None
+        return True
+
+    def _fast_frame(self, st: Statement, words: list[str]) -> bool:
+        """``frame NAME [in OVER] ...``."""
+        framer = self.framer
+        n = len(words)
+        if framer is None or n < 2 or n % 2:
+            return False
+        name = words[1]
+        if not _is_name(name) or name in ("next", "prev"):
+            return False
+        over_at = 0
+        for i in range(2, n, 2):
+            if words[i] != "in" or not _is_name(words[i + 1]):
+                return False
+            over_at = i + 1
+        taken = self.frame_names.setdefault(id(framer), set())
+        if name in taken:
+            return False
+        frame = FrameSpec(name, where=st.where(1))
+        if over_at:
+            frame.over = words[over_at]
+            self.positions[(id(frame), "over")] = st.where(over_at)
+        taken.add(name)
+        framer.frames.append(frame)
+        if framer.first is None:
+            framer.first = name
+        self.frame = frame
+        self.context = None
+        return True
+
+    def _fast_go(self, st: Statement, words: list[str]) -> bool:
+        """``go FAR`` and ``go FAR if (elapsed|recurred) OP NUMBER``."""
+        frame = self.frame
+        n = len(words)
+        if frame is None or n < 2 or not _is_name(words[1]):
+            return False
+        if n == 2:
+            need = Need("always", where=st.where(1))
+        elif (n == 6 and words[2] == "if" and words[3] in ("elapsed", "recurred")
+              and words[4] in COMPARISONS and _PLAIN_NUMBER(words[5])):
+            need = Need(words[3], op=words[4], goal_value=w.number(words[5]), goal_ref=None, tolerance=None,
+                        where=st.where(3))
+        else:
+            return False
+        args = {"far": words[1], "needs": [need], "human": " ".join(words)}
+        frame.acts.append(make_act("go", "precur", args, st.where(0)))
+        return True
 
     # -- house level ---------------------------------------------------------
 

@@ -1,0 +1,142 @@
+"""The parser's fast paths build exactly what the general handlers build.
+
+``floscript`` reads plain one-line ``framer``/``frame``/``go`` statements
+without Token objects; :mod:`flolex` keeps such lines as words until asked.
+Here every script is parsed twice -- as is, and with the fast paths turned
+off -- and the two models must match field for field, positions included
+(``where`` is left out of dataclass equality, so it is compared here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from flowcast.flow import floscript
+from flowcast.flow.errors import FlowError, FlowErrors
+from flowcast.flow.flolex import Statement, chunk, lex, split_lines
+from flowcast.flow.floscript import parse_flo
+
+
+def _dump(value: Any) -> Any:
+    """Every field, ``where`` included, with exact types (1 != 1.0 != True)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__,) + tuple(
+            (f.name, _dump(getattr(value, f.name))) for f in dataclasses.fields(value))
+    if isinstance(value, dict):
+        return ("dict",) + tuple((_dump(k), _dump(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(_dump(v) for v in value)
+    return (type(value).__name__, repr(value))
+
+
+def _outcome(text: str) -> Any:
+    try:
+        return ("ok", _dump(parse_flo(text, "t.flo")))
+    except FlowError as exc:
+        subs = exc.errors if isinstance(exc, FlowErrors) else [exc]
+        return ("error", str(exc), tuple(_dump(e.where) for e in subs))
+    except Exception as exc:  # noqa: BLE001 -- e.g. OverflowError for a huge period: must match too
+        return ("raised", type(exc).__name__, str(exc))
+
+
+def _general(monkeypatch: pytest.MonkeyPatch, text: str) -> Any:
+    with monkeypatch.context() as m:
+        for name in ("_fast_framer", "_fast_frame", "_fast_go"):
+            m.setattr(floscript._Parser, name, lambda self, st, words: False)
+        return _outcome(text)
+
+
+BODY = """\
+framer {f} be active first a
+  frame a
+    go b if elapsed >= 1.0
+  frame b
+    go a"""
+
+SCRIPTS = [
+    "house h\n" + BODY.format(f="f1"),
+    # the same statements, written in ways the fast paths must leave alone or read alike
+    "house h\nframer f1 be active first a # comment\n  frame a\n    go b if elapsed >= 1.0\n  frame b\n    go a",
+    "house h\nframer f1 be active \\\n first a\n  frame a\n    go b if elapsed >= 1.0\n  frame b\n    go a",
+    "house h\nframer f1 be active\n first a\n  frame a\n    go b\n     if elapsed >= 1.0\n  frame b\n    go a",
+    "house h\nframer f1 be active\n\n# note\n  first a\n  frame a\n    go b\n\n    if recurred > 2\n  frame b\n    go a",
+    "house h\r\nframer\tf1  be\tactive first   a\r\n\tframe a\r\n\t\tgo b if elapsed >= 1.0\r\n  frame b\r\n    go a\r\n",
+    "house h\rframer f1 be active first a\r  frame a\r    go b if elapsed >= 1.0\r  frame b\r    go a\r",
+    "house h\nframer f1\x0bbe active\u00a0first a\n  frame a\u2028  go b if elapsed >= 1.0\n  frame b\n    go a",
+    "house h\nframer 'f1' be active first a\n  frame \"a\"\n    go 'b' if elapsed >= 1.0\n  frame b\n    go a",
+    "house h\nframer f1 be active first a\n  frame a\n    go b if elapsed >= '1.0'\n  frame b\n    go a",
+    "house h\nframer été be active first ä\n  frame ä\n    go b if elapsed >= 1.0\n  frame b\n    go ä",
+    # options in other orders, repeated, and the ones only the general path reads
+    "house h\nframer f1 first b be slave at 0.5 be aux first a\n  frame a in b\n  frame b in a in c\n  frame c\n"
+    "    go a if recurred == 3\n    go next if elapsed < -2.\n    go me if elapsed != +4",
+    "house h\nframer f1 at -1 at 2 via .x.y\n  frame a via here\n    go b if .x.y >= 2\n  frame b in a\n"
+    "    go a if elapsed >= 1 +- 0.5\n    go a if not elapsed >= 1\n    go a if elapsed re me >= 1\n    go a if elapsed >= goal",
+    "house h\nframer f1 at 0x10\n  frame a\n    go b if elapsed >= 1e5\n  frame b\n    go a if elapsed >= 1.0 and recurred >= 2",
+    "house h\nframer f1 at 99999999999999999999999999999999999999999999999999999999999999999999999999999999"
+    "9999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999"
+    "9999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999"
+    "99999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999\n  frame a",
+    "house h\nload x\nframer f1\n  frame a\n    go a",
+    "house h\nlog .a\n if 1\nframer f1\n  frame a\n    go a\n    and more",
+    # errors: the general path must still report them, with the same positions
+    "framer f1\n  frame a",
+    "house h\n  frame a\n    go a",
+    "house h\nframer f1\n    go a",
+    "house h\nframer f1 be\n  frame a",
+    "house h\nframer f1 be busy\n  frame a",
+    "house h\nframer f1 first\n  frame a",
+    "house h\nframer f1 at x\n  frame a",
+    "house h\nframer f1 first 1a\n  frame a",
+    "house h\nframer if\n  frame a",
+    "house h\nframer f1\nframer f1\n  frame a",
+    "house h\nframer f1\n  frame a\n  frame a",
+    "house h\nframer f1\n  frame next\n  frame prev",
+    "house h\nframer f1\n  frame a in\n  frame b on a",
+    "house h\nframer f1\n  frame a\n    go\n    go 1b\n    go b if\n    go b if elapsed\n    go b if elapsed >= x",
+    "house h\nframer f1\n  frame a\n    go b if elapsed >= 1.0 1\n    go b if elapsed >= >=\n    go c",
+    "house h\nframer f1 first z\n  frame a in q\n    go nowhere if elapsed >= 1\n    go next",
+    "house h\nframer z first z\n  frame a",  # the error must point at the second z
+]
+
+
+@pytest.mark.parametrize("text", SCRIPTS)
+def test_fast_and_general_paths_agree(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    assert _outcome(text) == _general(monkeypatch, text)
+
+
+def test_big_flow_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "house big\ninit .go with 0\n" + "\n".join(BODY.format(f=f"f{i}") for i in range(200))
+    fast = _outcome(text)
+    assert fast[0] == "ok"
+    assert fast == _general(monkeypatch, text)
+
+
+@pytest.mark.parametrize("text", SCRIPTS)
+def test_lazy_statements_have_the_tokens_chunk_makes(text: str) -> None:
+    """A plain statement's tokens, made on demand, are the ones :func:`chunk` makes."""
+    lines = split_lines(text)
+    for st in lex(text, "t.flo"):
+        if st.words is None:
+            continue
+        words = list(st.words)
+        wheres = [st.where(k) for k in range(len(words))]
+        human = st.human
+        tokens = st.tokens
+        assert st.words is None  # materialised: no longer read as plain words
+        expected, _ = chunk(lines[st.number - 1].rstrip(), "t.flo", st.number, lines[st.number - 1])
+        assert [(t.text, t.line, t.col, t.source, t.quoted, t.reserved) for t in tokens] == \
+            [(t.text, t.line, t.col, t.source, t.quoted, t.reserved) for t in expected]
+        assert [t.text for t in tokens] == words
+        assert [t.where for t in tokens] == wheres
+        assert human == " ".join(words)
+
+
+def test_plain_statement_repr_and_verb() -> None:
+    st = lex("house h", "t.flo")[0]
+    assert isinstance(st, Statement) and st.words == ["house", "h"]
+    assert st.verb_text == "house"
+    assert st.verb.text == "house" and st.verb.where.col == 1
+    assert repr(st).startswith("Statement([Token('house', 1, 1)")
