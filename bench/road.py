@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             ratios=ratios(
                 large.get("mbps"),
                 peers,
-                {"udp raw": "udp_64KiB" if not options else "udp_1200B", "zmq": "zmq_tcp_64KiB", "zmq+curve": "zmq_tcp_curve_64KiB", "raet": "raet_road_64KiB"},
+                {"udp raw": "udp_1200B" if "datagram_size" in options else "udp_64KiB", "zmq": "zmq_tcp_64KiB", "zmq+curve": "zmq_tcp_curve_64KiB", "raet": "raet_road_64KiB"},
             ),
             note=large.get("note", ""),
         )

@@ -31,7 +31,7 @@ from flowcast.transport.session import Session
 from flowcast.transport.stack import Stack
 from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, FrameKind, PacketKind, WireError
 
-__all__ = ["RoadStack", "Remote"]
+__all__ = ["RoadStack", "Remote", "JoinAttempt"]
 
 _ALLOW_ACK_KIND = FrameKind.ALLOW_ACK
 _SEALED = PacketKind.SEALED
@@ -62,7 +62,9 @@ class _Allowing:
         self.session: Session | None = None
 
 
-class _Joining:
+class JoinAttempt:
+    """A join this stack sent; ``result`` becomes accepted, pending, refused or timeout."""
+
     __slots__ = ("tag", "nonce", "address", "packet", "next_send", "interval", "deadline", "result", "reason")
 
     def __init__(self, tag: int, address: Address, packet: bytes, nonce: bytes, now: float, deadline: float) -> None:
@@ -165,7 +167,7 @@ class RoadStack(Stack):
         self._by_pubkey: dict[bytes, Remote] = {}
         self._sessions: dict[int, tuple[Remote, Session]] = {}
         self._allowing: dict[int, Remote] = {}  # by tag
-        self._joining: dict[int, _Joining] = {}
+        self._joining: dict[int, JoinAttempt] = {}
         self._long_shared: dict[bytes, bytes] = {}
         self._jar = hs.CookieJar()
         self.handshake_rate = float(handshake_rate)
@@ -186,13 +188,13 @@ class RoadStack(Stack):
     def address(self) -> Address:
         return self.port.address
 
-    def join(self, address: Address, *, timeout: float = 10.0) -> _Joining:
+    def join(self, address: Address, *, timeout: float = 10.0) -> JoinAttempt:
         """Introduce ourselves to the estate at ``address``; allow follows on accept."""
         now = self.clock.now()
         tag = _random32()
         nonce = os.urandom(16)
         packet = hs.build_join(self.keys, self.local.name, self.local.role, self.local.mode, nonce, tag)
-        attempt = _Joining(tag, address, packet, nonce, now, now + timeout)
+        attempt = JoinAttempt(tag, address, packet, nonce, now, now + timeout)
         self._joining[tag] = attempt
         self._wake()
         return attempt
@@ -493,9 +495,10 @@ class RoadStack(Stack):
         remote = self._add_remote(verdict.record, address)
         if remote.session is None:
             remote.address = address
-        self._set_presence(remote, Presence.JOINED) if remote.session is None else None
-        if remote.session is None and remote.allowing is None:
-            self._start_allow(remote, now)
+        if remote.session is None:
+            self._set_presence(remote, Presence.JOINED)
+            if remote.allowing is None:
+                self._start_allow(remote, now)
 
     # -- allow: initiator --------------------------------------------------------
 
