@@ -95,7 +95,7 @@ def _child(conn: Any, kind: str, mode: str, count: int, budget: float, options: 
                 for message in receive_many():
                     stack.send_bytes(message.data, "alpha")
                     got += 1
-                stack.service()
+                stack.flush()
                 if got < count:
                     _wait(stack, 0.05)
             for _ in range(100):  # let the last replies and acks go
@@ -181,7 +181,7 @@ def _measure(kind: str, mode: str, size: int, count: int, budget: float, options
                     break
                 t0 = time.perf_counter()
                 send(payload, "beta")
-                service()
+                stack.flush()
                 limit = time.monotonic() + 2.0
                 while not inbox and time.monotonic() < limit:
                     _wait(stack, 0.05)
