@@ -14,6 +14,7 @@ from typing import Any
 
 from flowcast.flow import flowords as w
 from flowcast.flow.errors import did_you_mean
+from flowcast.flow.flolex import Token
 from flowcast.flow.spec import Need, Ref
 
 STATUSES: tuple[str, ...] = ("readied", "started", "running", "stopped", "aborted")
@@ -40,8 +41,7 @@ def need(cur: w.Cursor, framer: str | None) -> Need:
     negate = bool(cur.accept("not"))
     if cur.peek() is None:
         raise cur.fail("'not' needs a condition after it")
-    back = next((j for j in range(cur.i, len(cur.tokens)) if _is(cur, j, "and")), len(cur.tokens))
-    is_at = next((j for j in range(cur.i, back) if _is(cur, j, "is")), None)
+    is_at = _is_before_and(cur.tokens, cur.i)
     if is_at is not None:
         if is_at + 1 >= len(cur.tokens):
             raise cur.fail("'is' needs done, a status, updated or changed after it", cur.tokens[is_at])
@@ -59,6 +59,18 @@ def need(cur: w.Cursor, framer: str | None) -> Need:
     else:
         found = _state(cur, framer)
     return Need(**found, negate=negate, where=start.where if start else None)
+
+
+def _is_before_and(tokens: list[Token], start: int) -> int | None:
+    """Index of the first unquoted ``is`` from ``start`` up to the next ``and``."""
+    for j in range(start, len(tokens)):
+        tok = tokens[j]
+        if not tok.quoted:
+            if tok.text == "and":
+                return None
+            if tok.text == "is":
+                return j
+    return None
 
 
 def _kw(kind: str, **fields: Any) -> dict[str, Any]:

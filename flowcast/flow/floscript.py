@@ -15,6 +15,7 @@ rather than being half-understood.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -189,6 +190,13 @@ class _Parser:
             "framer": self._fast_framer,
             "frame": self._fast_frame,
             "go": self._fast_go,
+            "timeout": self._fast_timeout,
+            "repeat": self._fast_timeout,
+            "aux": self._fast_aux,
+            "print": self._fast_print,
+            "do": self._fast_do,
+            "native": self._fast_context,
+            **{c: self._fast_context for c in CONTEXTS},
         }
 
     # -- driver --------------------------------------------------------------
@@ -333,6 +341,54 @@ class _Parser:
             return False
         args = {"far": words[1], "needs": [need], "human": " ".join(words)}
         frame.acts.append(make_act("go", "precur", args, st.where(0)))
+        return True
+
+    def _fast_timeout(self, st: Statement, words: list[str]) -> bool:
+        """``timeout SECONDS`` / ``repeat COUNT``: a go to next when elapsed/recurred reach it."""
+        if self.frame is None or len(words) != 2 or (value := _plain_real(words[1])) is None:
+            return False
+        value = abs(value)
+        if not math.isfinite(value):
+            return False
+        if words[0] == "timeout":
+            need = Need("elapsed", op=">=", goal_value=float(value), where=st.where(1))
+        else:
+            need = Need("recurred", op=">=", goal_value=int(value), where=st.where(1))
+        args = {"far": "next", "needs": [need], "human": " ".join(words)}
+        self.frame.acts.append(make_act("go", "precur", args, st.where(0)))
+        return True
+
+    def _fast_aux(self, st: Statement, words: list[str]) -> bool:
+        """``aux NAME`` without conditions."""
+        if self.frame is None or len(words) != 2 or not _is_name(words[1]):
+            return False
+        self.frame.auxes.append(Aux(words[1], (), st.where(1)))
+        return True
+
+    def _fast_print(self, st: Statement, words: list[str]) -> bool:
+        """``print WORDS``: the words as written."""
+        if self.frame is None:
+            return False
+        args = {"message": " ".join(words[1:])}
+        self.frame.acts.append(make_act("print", self.context or NATIVE["print"], args, st.where(0)))
+        return True
+
+    def _fast_do(self, st: Statement, words: list[str]) -> bool:
+        """``do NAME [NAME ...]`` without options."""
+        if self.frame is None or len(words) < 2:
+            return False
+        for word in words[1:]:  # every option word is a connective: none here
+            if word in RESERVED or w.IDENT.match(word.replace(".", "_")) is None:
+                return False
+        args: dict[str, Any] = {"behaviour": ".".join(words[1:]), "with": {}, "per": {}, "from": [], "to": []}
+        self.frame.acts.append(make_act("do", self.context or "recur", args, st.where(0)))
+        return True
+
+    def _fast_context(self, st: Statement, words: list[str]) -> bool:
+        """A context line (``enter``, ``recur``, ...) or ``native``, alone."""
+        if len(words) != 1:
+            return False
+        self.context = None if words[0] == "native" else words[0]
         return True
 
     # -- house level ---------------------------------------------------------

@@ -17,6 +17,7 @@ from flowcast.flow.flolex import COMPARISONS, RESERVED, Statement, Token
 from flowcast.flow.spec import Ref, Where
 
 IDENT = re.compile(r"^[a-zA-Z]\w*$")  # Ioflo's REO_IdentPub
+_IDENT_MATCH = IDENT.match
 _REL_PATH = re.compile(r"^([a-zA-Z_]\w*)+([.][a-zA-Z_]\w*)*$")
 _DOT_PATH = re.compile(r"^([.][a-zA-Z_]\w*)+$")
 _REL_NODE = re.compile(r"^([a-zA-Z_]\w*)+(([.][a-zA-Z_]\w*)*$|([.][a-zA-Z_]\w*)*[.]$)")
@@ -45,9 +46,13 @@ class Cursor:
     def verb(self) -> str:
         return self.tokens[0].text
 
+    # The reading methods below are the parser's inner loop: they index the
+    # token list directly rather than through one another.
+
     def peek(self, ahead: int = 0) -> Token | None:
         j = self.i + ahead
-        return self.tokens[j] if j < len(self.tokens) else None
+        tokens = self.tokens
+        return tokens[j] if j < len(tokens) else None
 
     def at_end(self) -> bool:
         return self.i >= len(self.tokens)
@@ -59,11 +64,12 @@ class Cursor:
 
     def take(self, what: str) -> Token:
         """The next token, which must exist; ``what`` names it for the error."""
-        tok = self.peek()
-        if tok is None:
+        i = self.i
+        tokens = self.tokens
+        if i >= len(tokens):
             raise FlowError(f"'{self.verb}' needs {what} here", self.here())
-        self.i += 1
-        return tok
+        self.i = i + 1
+        return tokens[i]
 
     def take_word(self, what: str) -> Token:
         """The next token, which must not be a connective."""
@@ -74,7 +80,14 @@ class Cursor:
 
     def take_name(self, what: str) -> Token:
         """A name as Ioflo's ``verifyName`` accepts it: an identifier, not reserved."""
-        tok = self.take_word(what)
+        i = self.i
+        tokens = self.tokens
+        if i < len(tokens):
+            tok = tokens[i]
+            if not tok.reserved and not tok.quoted and _IDENT_MATCH(tok.text):
+                self.i = i + 1
+                return tok
+        tok = self.take_word(what)  # not a name: say why, as ever
         if tok.quoted or not IDENT.match(tok.text):
             raise FlowError(f"invalid {what} {tok.text!r}: expected a name like 'idle' or 'leg2'", tok.where)
         return tok
@@ -106,14 +119,15 @@ def number(text: str) -> int | float:
     Complex numbers, which Ioflo also accepts, are refused: the model is
     plain YAML data.
     """
-    try:
-        return int(text, 10)
-    except ValueError:
-        pass
-    try:
-        return int(text, 16)
-    except ValueError:
-        pass
+    if "." not in text:  # int() never takes a point: spare a float the two failed tries
+        try:
+            return int(text, 10)
+        except ValueError:
+            pass
+        try:
+            return int(text, 16)
+        except ValueError:
+            pass
     try:
         return float(text)
     except ValueError:

@@ -1,7 +1,7 @@
 """The parser's fast paths build exactly what the general handlers build.
 
-``floscript`` reads plain one-line ``framer``/``frame``/``go`` statements
-without Token objects; :mod:`flolex` keeps such lines as words until asked.
+``floscript`` reads plain one-line ``framer``/``frame``/``go``/``do``/...
+statements without Token objects; :mod:`flolex` keeps such lines as words until asked.
 Here every script is parsed twice -- as is, and with the fast paths turned
 off -- and the two models must match field for field, positions included
 (``where`` is left out of dataclass equality, so it is compared here).
@@ -43,9 +43,14 @@ def _outcome(text: str) -> Any:
 
 
 def _general(monkeypatch: pytest.MonkeyPatch, text: str) -> Any:
+    init = floscript._Parser.__init__
+
+    def general_only(self: Any, file: str) -> None:
+        init(self, file)
+        self.fast.clear()
+
     with monkeypatch.context() as m:
-        for name in ("_fast_framer", "_fast_frame", "_fast_go"):
-            m.setattr(floscript._Parser, name, lambda self, st, words: False)
+        m.setattr(floscript._Parser, "__init__", general_only)
         return _outcome(text)
 
 
@@ -71,7 +76,7 @@ SCRIPTS = [
     "house h\nframer été be active first ä\n  frame ä\n    go b if elapsed >= 1.0\n  frame b\n    go ä",
     # options in other orders, repeated, and the ones only the general path reads
     "house h\nframer f1 first b be slave at 0.5 be aux first a\n  frame a in b\n  frame b in a in c\n  frame c\n"
-    "    go a if recurred == 3\n    go next if elapsed < -2.\n    go me if elapsed != +4",
+    "    go a if recurred == 3\n    go next if elapsed < -2.\n    go me if elapsed != +4\n  frame d",
     "house h\nframer f1 at -1 at 2 via .x.y\n  frame a via here\n    go b if .x.y >= 2\n  frame b in a\n"
     "    go a if elapsed >= 1 +- 0.5\n    go a if not elapsed >= 1\n    go a if elapsed re me >= 1\n    go a if elapsed >= goal",
     "house h\nframer f1 at 0x10\n  frame a\n    go b if elapsed >= 1e5\n  frame b\n    go a if elapsed >= 1.0 and recurred >= 2",
@@ -81,6 +86,17 @@ SCRIPTS = [
     "99999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999\n  frame a",
     "house h\nload x\nframer f1\n  frame a\n    go a",
     "house h\nlog .a\n if 1\nframer f1\n  frame a\n    go a\n    and more",
+    # the other fast statements
+    "house h\nframer f1\n  frame a\n    timeout 2.5\n    repeat 3\n    timeout -1\n    repeat 2.7\n"
+    "    timeout 1e5\n    repeat 0x10\n    timeout +0\n  frame b\n    go a",
+    "house h\nframer x be aux\n  frame a\nframer f1\n  frame a\n    aux x\n    aux x if elapsed >= 1\n    aux x",
+    "house h\nframer f1\n  frame a\n    print\n    print hello world\n    print hello  'big   world' # c\n"
+    "    exit\n    print bye\n    print to be or not\n    print 1\n  frame b\n    print b",
+    "house h\nframer f1\n  frame a\n    do counter\n    do controller pid depth\n    do a.b c\n    enter\n"
+    "    do x\n    native\n    do y\n    exit\n    do x at enter\n    do x as y\n    do x with a 1\n    do x_1",
+    "house h\nenter\nframer f1\n  frame a\n    exit\n    recur\n    do a\n    benter\n    do b\n    renter\n"
+    "    print c\n    precur\n    do d\n    rexit\n    do z\n    native\n    print x",
+    "house h\nframer f1 be active first aé\n  frame aé\n    go b\u2028if elapsed >= 1.0\n  frame b\n    go aé",
     # errors: the general path must still report them, with the same positions
     "framer f1\n  frame a",
     "house h\n  frame a\n    go a",
@@ -98,6 +114,17 @@ SCRIPTS = [
     "house h\nframer f1\n  frame a\n    go\n    go 1b\n    go b if\n    go b if elapsed\n    go b if elapsed >= x",
     "house h\nframer f1\n  frame a\n    go b if elapsed >= 1.0 1\n    go b if elapsed >= >=\n    go c",
     "house h\nframer f1 first z\n  frame a in q\n    go nowhere if elapsed >= 1\n    go next",
+    *(f"house h\nframer x be aux\n  frame a\nframer f1\n  frame a\n    {line}\n  frame b\n    go a" for line in [
+        "timeout 1 2", "timeout", "timeout x", "timeout if", "repeat -", "timeout 1" + "0" * 400 + ".5",
+        "repeat 1" + "0" * 400 + ".5", "repeat 1" + "0" * 400, "aux y", "aux 'x'", "aux x as y", "aux", "aux 2x",
+        "aux x x", "do 'x'", "do x wiht a 1", "do 1x", "do x.1", "do", "do x-y", "do x at", "do é",
+        "native now", "enter me", "exit 'x'", "go b if elapsed >= 1.0.0", "go b if elapsed >= 1e", "go b if x >= 1",
+    ]),
+    "house h\nprint x",
+    "house h\nframer f1\n  timeout 1",
+    "house h\nframer f1\n  aux x",
+    "house h\nframer f1\n  do x",
+    "framer f1 \n  frame a",
     "house h\nframer z first z\n  frame a",  # the error must point at the second z
 ]
 
