@@ -52,6 +52,11 @@ __all__ = [
 ]
 
 MAX_JOIN = 16384  # a join larger than this is dropped unread
+#: A JOIN is padded to at least this size and a smaller one is dropped, and
+#: every reply is smaller (names <= 64, reason <= 200 bytes): answering a
+#: spoofed JOIN never amplifies.
+MIN_JOIN = 640
+MAX_REASON = 200
 _PAD = b"\0" * 8
 _HELLO_ZEROS = b"\0" * 128
 HELLO_SIZE = HEADER_SIZE + 32 + len(_HELLO_ZEROS) + 16  # 192: never smaller than the COOKIE reply
@@ -92,7 +97,11 @@ class JoinReply:
 
 def build_join(keys: LongTermKeys, name: str, role: str, mode: int, nonce: bytes, tag: int) -> bytes:
     header = pack_header(PacketKind.JOIN, 0, tag, _random64())
-    body = msgpack.packb([name, role, mode, keys.verkey, keys.pubkey, nonce])
+    body = msgpack.packb([name, role, mode, keys.verkey, keys.pubkey, nonce, b""])
+    pad = 0
+    while HEADER_SIZE + len(body) + 64 < MIN_JOIN:  # at most twice: a bin header may grow a byte
+        pad += MIN_JOIN - (HEADER_SIZE + len(body) + 64)
+        body = msgpack.packb([name, role, mode, keys.verkey, keys.pubkey, nonce, b"\0" * pad])
     return header + body + keys.sign(header + body)
 
 
@@ -104,7 +113,7 @@ def _split_signed(data: bytes) -> tuple[bytes, bytes, bytes] | None:
 
 def _unpack_list(body: bytes, length: int) -> list | None:
     try:
-        items = msgpack.unpackb(body, raw=False, strict_map_key=True, max_str_len=MAX_JOIN, max_bin_len=64, max_array_len=16, max_map_len=0)
+        items = msgpack.unpackb(body, raw=False, strict_map_key=True, max_str_len=MAX_JOIN, max_bin_len=MAX_JOIN, max_array_len=16, max_map_len=0)
     except Exception:  # noqa: BLE001 - msgpack raises many types on hostile input
         return None
     if not isinstance(items, list) or len(items) != length:
@@ -114,14 +123,16 @@ def _unpack_list(body: bytes, length: int) -> list | None:
 
 def parse_join(data: bytes) -> JoinRequest | None:
     """A join whose signature verifies with the key it presents, else None."""
+    if len(data) < MIN_JOIN:
+        return None
     parts = _split_signed(data)
     if parts is None:
         return None
     header, body, signature = parts
-    items = _unpack_list(body, 6)
+    items = _unpack_list(body, 7)
     if items is None:
         return None
-    name, role, mode, verkey, pubkey, nonce = items
+    name, role, mode, verkey, pubkey, nonce, _padding = items
     if not (isinstance(verkey, bytes) and len(verkey) == 32 and isinstance(pubkey, bytes) and len(pubkey) == 32):
         return None
     if not (isinstance(nonce, bytes) and len(nonce) == 16):
@@ -133,7 +144,8 @@ def parse_join(data: bytes) -> JoinRequest | None:
 
 def build_join_reply(kind: int, keys: LongTermKeys, name: str, role: str, mode: int, nonce: bytes, reason: str, uid: int, tag: int) -> bytes:
     header = pack_header(kind, 0, tag, _random64())
-    body = msgpack.packb([name, role, mode, keys.verkey, keys.pubkey, nonce, reason[:500], uid])
+    brief = reason.encode()[:MAX_REASON].decode(errors="ignore")
+    body = msgpack.packb([name, role, mode, keys.verkey, keys.pubkey, nonce, brief, uid])
     return header + body + keys.sign(header + body)
 
 

@@ -66,7 +66,8 @@ def validate_name(value: object, what: str = "name") -> str:
     if len(value) > 64:
         raise KeepError(f"{what} is {len(value)} characters long (at most 64)")
     if not _NAME.match(value) or ".." in value:
-        raise KeepError(f"{what} {value[:64]!r} must be letters, digits, '_', '.', '-' (no '..', spaces, separators or control characters)")
+        # The value is not echoed: a reason goes back on the wire and into logs.
+        raise KeepError(f"{what} must be letters, digits, '_', '.', '-' starting with a letter or digit (no '..', spaces, separators or control characters)")
     return value
 
 
@@ -127,8 +128,10 @@ class LocalIdentity:
 class Keep:
     """Persistent (``path``) or in-memory (``path=None``) key store."""
 
-    def __init__(self, path: str | os.PathLike | None) -> None:
+    def __init__(self, path: str | os.PathLike | None, *, max_remotes: int = MAX_PENDING) -> None:
         self.path = Path(path) if path is not None else None
+        #: Joins from the wire never grow the keep past this (operators can add more).
+        self.max_remotes = max_remotes
         self._remotes: dict[str, RemoteRecord] = {}
         self._local: LocalIdentity | None = None
         self._next_uid = 2  # 1 is the local estate
@@ -285,23 +288,34 @@ class Keep:
             return Verdict(Status.REJECTED, None, "keys must be 32 bytes")
         fp = fingerprint(verkey, pubkey)
         known = self._remotes.get(fp)
+        if known is None:
+            # A join proves possession of its Ed25519 key only: an X25519 key
+            # already on file under another signing key must not be claimed.
+            for other in self._remotes.values():
+                if other.pubkey == pubkey or other.verkey == verkey:
+                    return Verdict(Status.REJECTED, None, "these keys already belong to another estate", [f"key-claimed {fp}"])
+        taken = [r for r in self._remotes.values() if r.name == name and r.status is not Status.REJECTED and r.fingerprint != fp]
         if known is not None:
             if known.status is Status.REJECTED:
                 return Verdict(Status.REJECTED, known, "this key was rejected by an operator")
             if known.status is Status.PENDING and policy is Acceptance.ALWAYS:
                 known.status = Status.ACCEPTED
+            if known.name != name and taken:
+                # An accepted key may not rename itself onto another estate's name.
+                return Verdict(Status.REJECTED, known, f"the name is held by another key ({taken[0].fingerprint})", [f"rename-refused {known.name} {fp}"])
             if (known.name, known.role, known.mode) != (name, role, mode) and known.status is Status.ACCEPTED:
                 known.name, known.role, known.mode = name, role, mode
             self._save(known)
             return Verdict(known.status, known, "known key")
-        same_name = [r for r in self._remotes.values() if r.name == name and r.status is not Status.REJECTED]
-        if same_name and policy is Acceptance.ONCE:
+        if taken and policy is Acceptance.ONCE:
             return Verdict(
                 Status.REJECTED,
                 None,
-                f"estate {name!r} is pinned to key {same_name[0].fingerprint}; a changed key is refused",
+                f"the name is pinned to key {taken[0].fingerprint}; a changed key is refused",
                 [f"key-changed {name} {fp}"],
             )
+        if len(self._remotes) >= self.max_remotes:
+            return Verdict(Status.REJECTED, None, "the keep is full: an operator must forget remotes first")
         if policy is Acceptance.NEVER:
             pending = sum(1 for r in self._remotes.values() if r.status is Status.PENDING)
             if pending >= MAX_PENDING:

@@ -83,6 +83,7 @@ MIN_RTO = 0.02
 MAX_RTO = 2.0
 INITIAL_RTO = 0.25
 MAX_AHEAD = 1 << 20  # sequence numbers a receiver buffers beyond the next expected
+_ENTRY = 320  # what a held entry (or piece) costs beyond its bytes, measured: empty frames are not free
 MIN_CWND = 64 * 1024
 MAX_INFLIGHT_PACKETS = 1024
 ACK_DELAY = 0.002
@@ -245,7 +246,8 @@ class Channel:
         # receiver
         self.flows_in: dict[int, _FlowIn] = {}
         self.partials_unreliable: dict[tuple[int, int], _Partial] = {}
-        self.buffered = 0
+        self.buffered = 0  # bytes and entries held for order or reassembly (see _held_cost)
+        self._hold_limit = receive_window + 2 * max_message
         self.recv_ranges: list[list[int]] = []
         self.ack_owed = False  # send an ACK now, alone if nothing else goes
         self.ack_pending = 0  # ack-eliciting packets not yet acknowledged
@@ -724,11 +726,11 @@ class Channel:
                                 self._drain(flow, state)
                         elif seq < expected or seq in state.pending:
                             self.counts["duplicates"] += 1
-                        elif seq - expected > MAX_AHEAD or self.buffered + length > self.receive_window + self.max_message:
+                        elif seq - expected > MAX_AHEAD or self.buffered + length + _ENTRY > self._hold_limit:
                             raise _Refused
                         else:
                             state.pending[seq] = (flags, body[off:stop])
-                            self.buffered += length
+                            self.buffered += length + _ENTRY
                     off = stop
                 elif kind == _SEG_KIND:
                     _, flags, flow, seq, number, count, length = _seg_unpack(body, off)
@@ -737,8 +739,10 @@ class Channel:
                     if stop > end or count < 2 or number >= count:
                         raise WireError("bad segment frame")
                     eliciting = True
-                    # a view, not a copy: the pieces are copied once, when joined
-                    self._segment_in(flags, flow, seq, number, count, memoryview(body)[off:stop], now)
+                    # A large piece is kept as a view (copied once, when joined); a
+                    # small one is copied, so it never pins a whole datagram.
+                    piece = memoryview(body)[off:stop] if 2 * length >= end else body[off:stop]
+                    self._segment_in(flags, flow, seq, number, count, piece, now)
                     off = stop
                 elif kind == _ACK_KIND:
                     _, flags, nranges, nflows, window = ACK.unpack_from(body, off)
@@ -766,11 +770,11 @@ class Channel:
                         state = flows[flow] = _FlowIn()
                     if seq >= state.expected and seq - state.expected <= MAX_AHEAD:
                         old = state.pending.get(seq)
-                        if isinstance(old, _Partial):
-                            self.buffered -= old.size
-                        elif old is not None and old[1] is not None:
-                            self.buffered -= len(old[1])
+                        if old is None and self.buffered + _ENTRY > self._hold_limit:
+                            raise _Refused
+                        self.buffered -= _held_cost(old) if old is not None else 0
                         state.pending[seq] = _SKIPPED
+                        self.buffered += _ENTRY
                         self._drain(flow, state)
                 elif kind == _PING_KIND:
                     off += 2
@@ -802,11 +806,15 @@ class Channel:
             if entry is None:
                 if len(self.partials_unreliable) >= 64:
                     oldest = min(self.partials_unreliable, key=lambda k: self.partials_unreliable[k].born)
-                    self.buffered -= self.partials_unreliable.pop(oldest).size
+                    self.buffered -= _held_cost(self.partials_unreliable.pop(oldest))
+                if self.buffered + _ENTRY > self._hold_limit:
+                    raise _Refused
                 entry = self.partials_unreliable[key] = _Partial(count, flags, now)
+                self.buffered += _ENTRY
             complete = self._add_piece(entry, number, count, piece)
             if complete is not None:
                 del self.partials_unreliable[key]
+                self.buffered -= _held_cost(entry)
                 self.deliver(flow, flags, complete)
             return
         state = self.flows_in.get(flow)
@@ -819,14 +827,16 @@ class Channel:
             return
         entry = state.pending.get(seq)
         if entry is None:
-            if seq - state.expected > MAX_AHEAD:
+            if seq - state.expected > MAX_AHEAD or self.buffered + _ENTRY > self._hold_limit:
                 raise _Refused
             entry = state.pending[seq] = _Partial(count, flags, now)
+            self.buffered += _ENTRY
         elif not isinstance(entry, _Partial):
             self.counts["duplicates"] += 1
             return
         complete = self._add_piece(entry, number, count, piece)
         if complete is not None:
+            self.buffered += len(complete) + _ENTRY - _held_cost(entry)
             state.pending[seq] = (flags, complete)
             if seq == state.expected:
                 self._drain(flow, state)
@@ -838,11 +848,11 @@ class Channel:
             self.counts["duplicates"] += 1
             return None
         size = len(piece)
-        if entry.size + size > self.max_message or self.buffered + size > self.receive_window + 2 * self.max_message:
+        if entry.size + size > self.max_message or self.buffered + size + _ENTRY > self._hold_limit:
             raise _Refused
         entry.parts[number] = piece
         entry.size += size
-        self.buffered += size
+        self.buffered += size + _ENTRY
         if len(entry.parts) < count:
             return None
         parts = entry.parts
@@ -858,9 +868,17 @@ class Channel:
             del pending[state.expected]
             state.expected += 1
             flags, data = item
+            self.buffered -= _held_cost(item)
             if data is not None:
-                self.buffered -= len(data)
                 deliver(flow, flags, data)
+
+
+def _held_cost(item: Any) -> int:
+    """What ``item`` (held in a flow or reassembly) counts against the hold limit."""
+    if isinstance(item, _Partial):
+        return item.size + _ENTRY * (len(item.parts) + 1)
+    data = item[1]
+    return (len(data) if data is not None else 0) + _ENTRY
 
 
 class _Refused(WireError):

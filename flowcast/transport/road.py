@@ -29,7 +29,7 @@ from flowcast.transport.presence import Presence, PresenceListener
 from flowcast.transport.reliable import Channel, Outgoing
 from flowcast.transport.session import Session
 from flowcast.transport.stack import Stack
-from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, FrameKind, PacketKind, WireError
+from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PING, FrameKind, PacketKind, WireError
 
 __all__ = ["RoadStack", "Remote", "JoinAttempt"]
 
@@ -37,6 +37,7 @@ _ALLOW_ACK_KIND = FrameKind.ALLOW_ACK
 _SEALED = PacketKind.SEALED
 _unpack_header = HEADER.unpack_from
 _OVERHEAD = HEADER_SIZE + 16  # header + MAC
+_PING = PING.pack(FrameKind.PING, 0)
 
 
 def _random32() -> int:
@@ -173,6 +174,7 @@ class RoadStack(Stack):
         self.handshake_rate = float(handshake_rate)
         self._tokens = self.handshake_rate
         self._tokens_at = self.clock.now()
+        self._per_source: dict[Address, tuple[float, float]] = {}
         self.on_presence: PresenceListener | None = None
         self.on_event: Callable[[str], None] | None = None
         self.events: list[str] = []
@@ -253,10 +255,12 @@ class RoadStack(Stack):
         if remote is None:
             remote = Remote(record, address)
             self.remotes[record.fingerprint] = remote
-            self._by_pubkey[record.pubkey] = remote
+            self._by_pubkey.setdefault(record.pubkey, remote)  # first owner keeps it (keep.admit refuses claims)
         elif address is not None and remote.session is None:
             remote.address = address
-        self._by_name[record.name] = remote
+        holder = self._by_name.get(record.name)
+        if holder is None or holder is remote or holder.record.status is not Status.ACCEPTED:
+            self._by_name[record.name] = remote
         return remote
 
     def _event_note(self, text: str) -> None:
@@ -376,27 +380,40 @@ class RoadStack(Stack):
                 return
             self._authentic(remote, session, body, counter, address, now)
         elif kind == PacketKind.HELLO:
-            if self._afford(now):
+            if self._afford(now, address):
                 self._on_hello(data, address, now)
         elif kind == PacketKind.INITIATE:
-            if self._afford(now):
+            if self._afford(now, address):
                 self._on_initiate(data, address, now)
         elif kind == PacketKind.COOKIE:
             self._on_cookie(data, address, now)
         elif kind == PacketKind.JOIN:
-            if self._afford(now):
+            if self._afford(now, address):
                 self._on_join(data, address, now)
         elif kind in (PacketKind.JOIN_ACCEPT, PacketKind.JOIN_PEND, PacketKind.JOIN_REFUSE):
             self._on_join_reply(data, address, now)
         else:
             self.counts["malformed"] += 1
 
-    def _afford(self, now: float) -> bool:
-        """Token bucket for public-key work (X25519, Ed25519 ≈ 40-70 µs each).
+    def _afford(self, now: float, address: Address = None) -> bool:
+        """Token buckets for public-key work (X25519, Ed25519 ≈ 40-70 µs each).
 
         Unauthenticated HELLO/INITIATE/JOIN floods cost the stack at most
         ``handshake_rate`` key operations a second; sessions are untouched.
+        Each source address also has its own bucket (a tenth of the rate), so
+        one flooding address cannot starve everyone else's handshakes.
         """
+        per = self._per_source
+        rate = self.handshake_rate / 10
+        held = per.pop(address, None)
+        mine = rate if held is None else min(rate, held[0] + (now - held[1]) * rate)
+        if len(per) >= 4096:
+            per.pop(next(iter(per)))  # the least recently heard source is forgotten
+        if mine < 1.0:
+            per[address] = (mine, now)
+            self.counts["rate_limited"] += 1
+            return False
+        per[address] = (mine - 1.0, now)
         tokens = min(self.handshake_rate, self._tokens + (now - self._tokens_at) * self.handshake_rate)
         self._tokens_at = now
         if tokens < 1.0:
@@ -445,11 +462,12 @@ class RoadStack(Stack):
         if verdict.status is Status.ACCEPTED:
             kind = PacketKind.JOIN_ACCEPT
             assert verdict.record is not None
+            # The JOIN's source address is not recorded: JOINs are signed but
+            # replayable, so only an authenticated INITIATE (which the joiner
+            # sends next) or session traffic may say where a remote is.
             remote = self._add_remote(verdict.record, None)
-            if remote.session is None:
-                remote.address = address
-                if remote.presence is not Presence.JOINED:
-                    self._set_presence(remote, Presence.JOINED)
+            if remote.session is None and remote.presence is not Presence.JOINED:
+                self._set_presence(remote, Presence.JOINED)
         elif verdict.status is Status.PENDING:
             kind = PacketKind.JOIN_PEND
         else:
@@ -463,7 +481,9 @@ class RoadStack(Stack):
     def _on_join_reply(self, data: bytes, address: Address, now: float) -> None:
         tag = struct.unpack_from("!I", data, 4)[0]
         attempt = self._joining.get(tag)
-        if attempt is None:
+        if attempt is None or address != attempt.address:
+            # Only the address we joined may answer: an observer who saw our
+            # JOIN cannot refuse or accept it from elsewhere.
             self.counts["stray_join_reply"] += 1
             return
         reply = hs.parse_join_reply(data)
@@ -599,9 +619,16 @@ class RoadStack(Stack):
         current = remote.session
         if self._jar.seen(initiate.client_short):
             if current is not None and not current.initiator and current.client_short == initiate.client_short:
-                # The initiator did not hear our ALLOW_ACK yet: say it again.
-                current.channel.ack_owed = True
+                # The initiator did not hear our ALLOW_ACK yet: say it again,
+                # to where this copy came from, without moving the session
+                # (an observer racing a copy must not redirect it; the
+                # initiator's first sealed packet settles the address).
                 self.counts["initiate_repeat"] += 1
+                if not current.confirmed and current.remote_index is not None:
+                    body = ALLOW_ACK.pack(_ALLOW_ACK_KIND, 0, current.local_index) + _PING
+                    counter, datagram = current.seal(body)
+                    current.channel.sent(counter, len(body), [], now)
+                    self._emit(datagram, address)
             else:
                 self.counts["replayed"] += 1
             return
