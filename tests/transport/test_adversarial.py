@@ -21,7 +21,7 @@ import pytest
 
 from flowcast.transport import handshake as hs
 from flowcast.transport.crypto import LongTermKeys
-from flowcast.transport.keep import MAX_PENDING, Acceptance, Keep, RemoteRecord, Status
+from flowcast.transport.keep import MAX_PENDING, Keep, RemoteRecord, Status
 from flowcast.transport.ports import UdpPort
 from flowcast.transport.presence import Presence
 from flowcast.transport.road import RoadStack
@@ -338,6 +338,27 @@ def test_announced_64_mib_message_never_completed_stays_within_the_receiver_boun
     out = alpha.send({"other": "flow"}, "beta", flow=6)
     assert world.run_until(lambda: out.delivered, 5)
     assert beta.counts["internal_errors"] == 0
+
+
+def test_hostile_payload_bombs_are_counted_undecodable_and_never_raise():
+    world = World(seed=115, delay=0.001)
+    alpha, beta = world.pair()
+    bombs = [
+        (0, b"\x91" * 1_000_000),  # msgpack arrays nested a million deep
+        (0, b"\xdd\xff\xff\xff\xff"),  # msgpack array announcing 4 G items
+        (0, b"\xc7\x01\xff\x00"),  # bad timestamp extension
+        (0x02, b"[" * 1_000_000),  # JSON nested a million deep
+        (0x02, b"1" * 100_000),  # a 100,000-digit integer
+    ]
+    outs = [alpha.send_bytes(payload, "beta", flow=7, _flags=flags) for flags, payload in bombs]
+    assert world.run_until(lambda: all(o.delivered for o in outs), 10)
+    got = []
+    while (m := beta.receive()) is not None:
+        got.append(m)
+    assert got == [] and beta.counts["undecodable"] == len(bombs)
+    out = alpha.send({"fine": 1}, "beta", flow=7)
+    assert world.run_until(lambda: out.delivered, 5)
+    assert beta.receive().data == {"fine": 1}
 
 
 # == 5. acceptance ===========================================================================
@@ -731,3 +752,25 @@ def test_replayed_old_join_does_not_roll_back_a_role_change():
     world.net.port("mallory").send(old, "main")
     world.run_for(0.5)
     assert main.remote("alpha").record.role == "manager"
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING: RoadStack._on_join_reply writes the joined estate's free-text reason (JOIN_REFUSE/JOIN_PEND) into events and JoinAttempt.reason unfiltered: control characters and newlines forge event/log lines")
+def test_join_reply_reason_cannot_inject_control_characters_into_events():
+    world = World(seed=215, delay=0.001)
+    tap = Tap(world)
+    alpha = world.estate("alpha")
+    hostile = world.net.port("hostile")  # the estate alpha chose to join is hostile
+    keys = LongTermKeys.generate()
+
+    def refuse(data, source, destination):
+        if source == "alpha" and destination == "hostile" and data[1] == PacketKind.JOIN:
+            request = hs.parse_join(data)
+            reason = "no\x1b[2J\nallowed beta session 00000001\r"
+            hostile.send(hs.build_join_reply(PacketKind.JOIN_REFUSE, keys, "hostile", "hostile", 0, request.nonce, reason, 0, int.from_bytes(data[4:8], "big")), "alpha")
+
+    tap.hooks.append(refuse)
+    attempt = alpha.join("hostile")
+    world.run_until(lambda: attempt.result is not None, 5)
+    assert attempt.result == "refused"
+    texts = alpha.events + [attempt.reason]
+    assert not [t for t in texts if any(ord(c) < 32 or ord(c) == 127 for c in t)], texts
