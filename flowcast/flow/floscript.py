@@ -61,29 +61,29 @@ _CONTROLS = ("start", "run", "stop", "abort", "ready")
 def parse_flo(text: str, file: str = "<string>") -> FlowSpec:
     """Parse a FloScript text; raise :class:`FlowError` (or several) on any problem."""
     with gc_paused():  # the whole model is long-lived: collecting while building it is wasted work
-        spec, positions = _parse(text, file)
-        if not spec.houses:
-            lines = text.splitlines()
-            raise FlowError("flow defines no house", Where(file, 1, 1, lines[0] if lines else ""),
-                            hint="start the script with 'house NAME'")
-        errors = check_names(spec, positions)
+        spec, errors = _parse(text, file)
     if errors:
         raise errors[0] if len(errors) == 1 else FlowErrors(errors)
     return spec
 
 
-def _parse(text: str, file: str) -> tuple[FlowSpec, Positions]:
-    """The model and name positions; the statements die on return.
+def _parse(text: str, file: str) -> tuple[FlowSpec, list[FlowError]]:
+    """The model and its name problems.
 
-    Kept apart from :func:`parse_flo` so that the many tokens are freed
-    before the collector runs again, instead of being scanned once more.
+    Kept apart from :func:`parse_flo` so that the statements, the parser
+    and its name tables are all freed on return, before the collector
+    runs again, instead of being scanned once more.
     """
     try:
-        statements = lex(text, file)
         parser = _Parser(file)
-        return parser.parse(statements), parser.positions
+        spec = parser.parse(lex(text, file))
     except RecursionError as exc:  # defensive: the parser does not recurse on input depth
         raise FlowError(f"flow script too deeply nested to read: {exc}") from None
+    if not spec.houses:
+        lines = text.splitlines()
+        raise FlowError("flow defines no house", Where(file, 1, 1, lines[0] if lines else ""),
+                        hint="start the script with 'house NAME'")
+    return spec, check_names(spec, parser.positions)
 
 
 def load_flo(path: str | Path) -> FlowSpec:
@@ -154,50 +154,6 @@ class _Parser:
         self.positions: Positions = {}  # where names were written, for errors found later
         self.framer_names: dict[int, set[str]] = {}  # per house, so big flows stay linear
         self.frame_names: dict[int, set[str]] = {}  # per framer
-        self.verbs: dict[str, Callable[[w.Cursor], None]] = {
-            "house": self.house_,
-            "init": self.init,
-            "load": self.load,
-            "log": self.log,
-            "framer": self.framer_,
-            "first": self.first,
-            "frame": self.frame_,
-            "over": self.over,
-            "under": self.under,
-            "next": self.next_,
-            "native": self.native,
-            **{c: self.context_line for c in CONTEXTS},
-            "do": self.do,
-            "go": self.go,
-            "let": self.let,
-            "timeout": self.timeout,
-            "repeat": self.repeat,
-            "print": self.print_,
-            "put": self.put,
-            "inc": self.inc,
-            "copy": self.copy,
-            "set": self.set_,
-            "bid": self.bid,
-            **{v: self.fiat for v in _FIAT_VERBS},
-            "done": self.done,
-            "aux": self.aux,
-        }
-        #: Fast paths for the statements a big flow is made of, tried first on
-        #: plain one-line statements; each returns False, having changed
-        #: nothing, for anything it does not handle -- errors included --
-        #: and the general handler above takes over.
-        self.fast: dict[str, Callable[[Statement, list[str]], bool]] = {
-            "framer": self._fast_framer,
-            "frame": self._fast_frame,
-            "go": self._fast_go,
-            "timeout": self._fast_timeout,
-            "repeat": self._fast_timeout,
-            "aux": self._fast_aux,
-            "print": self._fast_print,
-            "do": self._fast_do,
-            "native": self._fast_context,
-            **{c: self._fast_context for c in CONTEXTS},
-        }
 
     # -- driver --------------------------------------------------------------
 
@@ -207,14 +163,14 @@ class _Parser:
             words = st.words
             if words is not None:
                 quick = fast.get(words[0])
-                if quick is not None and quick(st, words):
+                if quick is not None and quick(self, st, words):
                     continue
             cur = w.Cursor(st)
             verb = st.verb
             handler = self.verbs.get(verb.text) if not verb.quoted else None
             if handler is None:
                 raise self._unknown_verb(verb)
-            handler(cur)
+            handler(self, cur)
         return self.spec
 
     def _unknown_verb(self, verb: Token) -> FlowError:
@@ -733,3 +689,56 @@ class _Parser:
         tok = cur.take(f"'{word}'")
         if tok.text != word:
             raise cur.fail(f"expected {word!r}, found {tok.text!r}", tok, hint=did_you_mean(tok.text, [word]))
+
+
+    # -- verb tables -----------------------------------------------------------
+    # Plain functions, called with the parser: bound methods kept on the
+    # parser would make a reference cycle, and the parser with its name
+    # tables would then wait for the collector instead of dying at once.
+
+    #: The general handler of each verb.
+    verbs: dict[str, Callable[[_Parser, w.Cursor], None]] = {
+        "house": house_,
+        "init": init,
+        "load": load,
+        "log": log,
+        "framer": framer_,
+        "first": first,
+        "frame": frame_,
+        "over": over,
+        "under": under,
+        "next": next_,
+        "native": native,
+        **dict.fromkeys(CONTEXTS, context_line),
+        "do": do,
+        "go": go,
+        "let": let,
+        "timeout": timeout,
+        "repeat": repeat,
+        "print": print_,
+        "put": put,
+        "inc": inc,
+        "copy": copy,
+        "set": set_,
+        "bid": bid,
+        **dict.fromkeys(_FIAT_VERBS, fiat),
+        "done": done,
+        "aux": aux,
+    }
+
+    #: Fast paths for the statements a big flow is made of, tried first on
+    #: plain one-line statements; each returns False, having changed
+    #: nothing, for anything it does not handle -- errors included --
+    #: and the general handler takes over.
+    fast: dict[str, Callable[[_Parser, Statement, list[str]], bool]] = {
+        "framer": _fast_framer,
+        "frame": _fast_frame,
+        "go": _fast_go,
+        "timeout": _fast_timeout,
+        "repeat": _fast_timeout,
+        "aux": _fast_aux,
+        "print": _fast_print,
+        "do": _fast_do,
+        "native": _fast_context,
+        **dict.fromkeys(CONTEXTS, _fast_context),
+    }

@@ -43,14 +43,8 @@ def _outcome(text: str) -> Any:
 
 
 def _general(monkeypatch: pytest.MonkeyPatch, text: str) -> Any:
-    init = floscript._Parser.__init__
-
-    def general_only(self: Any, file: str) -> None:
-        init(self, file)
-        self.fast.clear()
-
     with monkeypatch.context() as m:
-        m.setattr(floscript._Parser, "__init__", general_only)
+        m.setattr(floscript._Parser, "fast", {})
         return _outcome(text)
 
 
