@@ -796,3 +796,33 @@ def test_raced_copies_of_alpha_datagrams_do_not_redirect_its_session():
     stolen = len(mallory.receive_many(4096))
     assert [o.state for o in [ping, *outs]] == ["delivered"] * 6, (stolen, beta.remote("alpha").address)
     assert beta.remote("alpha").address == "alpha"
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING: RoadStack._on_cookie is not rate limited and handshake.open_cookie redoes crypto_box_beforenm (X25519) for every COOKIE carrying an outstanding tag (visible in the HELLO): an observer makes the initiator do unbounded public-key work")
+def test_fake_cookies_cost_the_initiator_no_unbounded_public_key_work(monkeypatch):
+    import nacl.bindings
+
+    world = World(seed=217)
+    world.net.link("alpha", "beta", delay=0.05)
+    tap = Tap(world)
+    alpha = world.estate("alpha")
+    beta = world.estate("beta")
+    alpha.add_remote(RemoteRecord("beta", "beta", 0, beta.keys.verkey, beta.keys.pubkey, Status.ACCEPTED), "beta")
+    beta.add_remote(RemoteRecord("alpha", "alpha", 0, alpha.keys.verkey, alpha.keys.pubkey, Status.ACCEPTED), "alpha")
+    mallory = world.net.port("mallory")
+    rng = random.Random(9)
+    calls = []
+    real = nacl.bindings.crypto_box_beforenm
+    monkeypatch.setattr(nacl.bindings, "crypto_box_beforenm", lambda *a: calls.append(1) or real(*a))
+
+    def fake_cookies(data, source, destination):
+        if source == "alpha" and data[1] == PacketKind.HELLO and not calls[1000:]:
+            tag = int.from_bytes(data[4:8], "big")
+            for _ in range(500):
+                mallory.send(pack_header(PacketKind.COOKIE, 0, tag, rng.getrandbits(64)) + rng.randbytes(16 + 32 + hs.COOKIE_SIZE), "alpha")
+
+    tap.hooks.append(fake_cookies)
+    alpha.allow("beta")
+    world.run_for(0.04)  # the fake cookies arrive; the real one is still on its way
+    assert alpha.counts["bad_cookie"] >= 500
+    assert len(calls) <= 50, len(calls)
