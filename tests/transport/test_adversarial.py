@@ -459,7 +459,7 @@ def test_real_loopback_socket_replaying_and_flipping_captured_datagrams_changes_
             stack.close()
 
 
-# == attacks found to work: fixed ones stay as regression tests, open ones are xfail ==================================================================================
+# == attacks that worked: fixed ones stay as regression tests, open ones are xfail ==
 
 
 def test_join_presenting_another_estates_x25519_key_cannot_capture_its_sessions():
