@@ -79,7 +79,7 @@ _seg_unpack = SEG.unpack_from
 _PING_FRAME = PING.pack(FrameKind.PING, 0)
 
 REORDER_THRESHOLD = 3  # packets acknowledged after one before it is called lost
-MIN_RTO = 0.02
+MIN_RTO = 0.05
 MAX_RTO = 2.0
 INITIAL_RTO = 0.25
 MAX_AHEAD = 1 << 20  # sequence numbers a receiver buffers beyond the next expected
