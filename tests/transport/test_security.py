@@ -76,8 +76,9 @@ def test_initiate_with_stolen_cookie_but_no_long_term_key_is_refused():
     cookie_packet = mallory_port.receive()[0]
     server_short, cookie = hs.open_cookie(cookie_packet, short, beta.keys.pubkey)
 
-    class Impostor:  # presents alpha's public key without its secret
+    class Impostor:  # presents alpha's public keys without their secrets
         pubkey = alpha.keys.pubkey
+        verkey = alpha.keys.verkey
 
         @staticmethod
         def shared(other):
