@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from dataclasses import dataclass
 
 import msgpack
@@ -80,6 +81,7 @@ class JoinRequest:
     verkey: bytes
     pubkey: bytes
     nonce: bytes
+    stamp: float  # the joiner's wall clock: orders JOINs of one key (replays cannot roll back)
 
 
 @dataclass(frozen=True)
@@ -95,13 +97,14 @@ class JoinReply:
     uid: int
 
 
-def build_join(keys: LongTermKeys, name: str, role: str, mode: int, nonce: bytes, tag: int) -> bytes:
+def build_join(keys: LongTermKeys, name: str, role: str, mode: int, nonce: bytes, tag: int, stamp: float | None = None) -> bytes:
     header = pack_header(PacketKind.JOIN, 0, tag, _random64())
-    body = msgpack.packb([name, role, mode, keys.verkey, keys.pubkey, nonce, b""])
+    stamp = time.time() if stamp is None else float(stamp)
+    body = msgpack.packb([name, role, mode, keys.verkey, keys.pubkey, nonce, stamp, b""])
     pad = 0
     while HEADER_SIZE + len(body) + 64 < MIN_JOIN:  # at most twice: a bin header may grow a byte
         pad += MIN_JOIN - (HEADER_SIZE + len(body) + 64)
-        body = msgpack.packb([name, role, mode, keys.verkey, keys.pubkey, nonce, b"\0" * pad])
+        body = msgpack.packb([name, role, mode, keys.verkey, keys.pubkey, nonce, stamp, b"\0" * pad])
     return header + body + keys.sign(header + body)
 
 
@@ -129,17 +132,19 @@ def parse_join(data: bytes) -> JoinRequest | None:
     if parts is None:
         return None
     header, body, signature = parts
-    items = _unpack_list(body, 7)
+    items = _unpack_list(body, 8)
     if items is None:
         return None
-    name, role, mode, verkey, pubkey, nonce, _padding = items
+    name, role, mode, verkey, pubkey, nonce, stamp, _padding = items
+    if not isinstance(stamp, (int, float)) or isinstance(stamp, bool) or stamp != stamp:
+        return None
     if not (isinstance(verkey, bytes) and len(verkey) == 32 and isinstance(pubkey, bytes) and len(pubkey) == 32):
         return None
     if not (isinstance(nonce, bytes) and len(nonce) == 16):
         return None
     if not verify_signature(verkey, header + body, signature):
         return None
-    return JoinRequest(name, role, mode, verkey, pubkey, nonce)
+    return JoinRequest(name, role, mode, verkey, pubkey, nonce, float(stamp))
 
 
 def build_join_reply(kind: int, keys: LongTermKeys, name: str, role: str, mode: int, nonce: bytes, reason: str, uid: int, tag: int) -> bytes:

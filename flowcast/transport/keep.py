@@ -81,6 +81,7 @@ class RemoteRecord:
     status: Status
     uid: int = 0
     note: str = ""
+    stamp: float = 0.0  # the newest JOIN stamp seen for this key
 
     @property
     def fingerprint(self) -> str:
@@ -104,6 +105,7 @@ class RemoteRecord:
             status=Status(data["status"]),
             uid=int(data.get("uid", 0)),
             note=str(data.get("note", "")),
+            stamp=float(data.get("stamp", 0.0)),
         )
 
 
@@ -275,8 +277,14 @@ class Keep:
                 pass
         return record
 
-    def admit(self, name: object, role: object, mode: object, verkey: bytes, pubkey: bytes, policy: Acceptance) -> Verdict:
-        """Apply ``policy`` to a join's (already signature-checked) presentation."""
+    def admit(
+        self, name: object, role: object, mode: object, verkey: bytes, pubkey: bytes, policy: Acceptance, stamp: float | None = None
+    ) -> Verdict:
+        """Apply ``policy`` to a join's (already signature-checked) presentation.
+
+        ``stamp`` orders JOINs of one key: one not newer than the last seen
+        changes nothing (a replayed JOIN cannot roll a name or role back).
+        """
         try:
             name = validate_name(name)
             role = validate_name(role, "role")
@@ -297,6 +305,10 @@ class Keep:
                 return Verdict(Status.REJECTED, known, "this key was rejected by an operator")
             if known.status is Status.PENDING and policy is Acceptance.ALWAYS:
                 known.status = Status.ACCEPTED
+            if stamp is not None:
+                if stamp <= known.stamp:
+                    return Verdict(known.status, known, "known key (stale join: nothing changed)")
+                known.stamp = stamp
             if known.name != name and taken:
                 # An accepted key may not rename itself onto another estate's name.
                 return Verdict(Status.REJECTED, known, f"the name is held by another key ({taken[0].fingerprint})", [f"rename-refused {known.name} {fp}"])
@@ -320,5 +332,5 @@ class Keep:
             status = Status.PENDING
         else:
             status = Status.ACCEPTED
-        record = self.add(RemoteRecord(name, role, mode, bytes(verkey), bytes(pubkey), status))
+        record = self.add(RemoteRecord(name, role, mode, bytes(verkey), bytes(pubkey), status, stamp=stamp or 0.0))
         return Verdict(status, record, "new key", [f"{status.value} {name} {fp}"])

@@ -457,7 +457,7 @@ class RoadStack(Stack):
             self.counts["bad_join"] += 1
             return
         tag = struct.unpack_from("!I", data, 4)[0]
-        verdict = self.keep.admit(request.name, request.role, request.mode, request.verkey, request.pubkey, self.policy)
+        verdict = self.keep.admit(request.name, request.role, request.mode, request.verkey, request.pubkey, self.policy, request.stamp)
         for note in verdict.events:
             self._event_note(note)
         if verdict.status is Status.ACCEPTED:
