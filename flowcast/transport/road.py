@@ -419,6 +419,12 @@ class RoadStack(Stack):
         self._tokens_at = now
         if tokens < 1.0:
             self._tokens = tokens
+            # Under a flood, addresses where known remotes were heard (or were
+            # configured) keep their own per-source share: a flood from many
+            # strangers cannot lock out the estates this one already knows.
+            for remote in self.remotes.values():
+                if remote.address == address:
+                    return True
             self.counts["rate_limited"] += 1
             return False
         self._tokens = tokens - 1.0
