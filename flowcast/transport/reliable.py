@@ -51,6 +51,7 @@ from flowcast.transport.wire import (
     MAX_ACK_FLOWS,
     MAX_ACK_RANGES,
     MSG,
+    PATH,
     PING,
     SEG,
     SKIP,
@@ -77,6 +78,7 @@ _msg_unpack = MSG.unpack_from
 _msg_pack = MSG.pack
 _seg_unpack = SEG.unpack_from
 _PING_FRAME = PING.pack(FrameKind.PING, 0)
+_PATH_CHALLENGE, _PATH_RESPONSE = FrameKind.PATH_CHALLENGE, FrameKind.PATH_RESPONSE
 
 REORDER_THRESHOLD = 3  # packets acknowledged after one before it is called lost
 MIN_RTO = 0.05
@@ -249,6 +251,9 @@ class Channel:
         self.buffered = 0  # bytes and entries held for order or reassembly (see _held_cost)
         self._hold_limit = receive_window + 2 * max_message
         self.recv_ranges: list[list[int]] = []
+        #: ``on_path(kind, token)``: PATH_CHALLENGE/RESPONSE frames go to the stack.
+        self.on_path: Callable[[int, int], None] | None = None
+        self.path_answers: list[int] = []  # PATH_RESPONSE tokens owed
         self.ack_owed = False  # send an ACK now, alone if nothing else goes
         self.ack_pending = 0  # ack-eliciting packets not yet acknowledged
         self.ack_due: float | None = None  # when a delayed ACK must go alone
@@ -779,6 +784,12 @@ class Channel:
                 elif kind == _PING_KIND:
                     off += 2
                     eliciting = True
+                elif kind == _PATH_CHALLENGE or kind == _PATH_RESPONSE:
+                    _, flags, token = PATH.unpack_from(body, off)
+                    off += PATH.size
+                    eliciting = True
+                    if self.on_path is not None:
+                        self.on_path(kind, token)
                 else:
                     # ALLOW_ACK and CLOSE are the stack's; it strips them first.
                     raise WireError(f"unexpected frame kind {kind}")

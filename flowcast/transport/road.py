@@ -29,7 +29,7 @@ from flowcast.transport.presence import Presence, PresenceListener
 from flowcast.transport.reliable import Channel, Outgoing
 from flowcast.transport.session import Session
 from flowcast.transport.stack import Stack
-from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PING, FrameKind, PacketKind, WireError
+from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PATH, PING, FrameKind, PacketKind, WireError
 
 __all__ = ["RoadStack", "Remote", "JoinAttempt"]
 
@@ -94,6 +94,7 @@ class Remote:
         "backlog",
         "next_allow",
         "last_ping",
+        "probes",
     )
 
     def __init__(self, record: RemoteRecord, address: Address | None) -> None:
@@ -107,6 +108,7 @@ class Remote:
         self.backlog: list[Outgoing] = []
         self.next_allow = 0.0
         self.last_ping = 0.0
+        self.probes: dict[Address, tuple[int, float]] = {}  # candidate address -> (token, until)
 
     @property
     def name(self) -> str:
@@ -173,6 +175,7 @@ class RoadStack(Stack):
         self.handshake_rate = float(handshake_rate)
         self._tokens = self.handshake_rate
         self._tokens_at = self.clock.now()
+        self._source: tuple[Remote, Address] | None = None
         self._per_source: dict[Address, tuple[float, float]] = {}
         self.on_presence: PresenceListener | None = None
         self.on_event: Callable[[str], None] | None = None
@@ -311,7 +314,7 @@ class RoadStack(Stack):
             else:
                 self._deliver_to_inbox(name, flow, flags, payload)
 
-        return Channel(
+        channel = Channel(
             self.datagram_size - _OVERHEAD,
             deliver,
             self._completed,
@@ -320,6 +323,8 @@ class RoadStack(Stack):
             max_message=self.max_message,
             now=self.clock.now(),
         )
+        channel.on_path = self._on_path
+        return channel
 
     def _held(self) -> int:
         return self.inbox_bytes
@@ -344,6 +349,10 @@ class RoadStack(Stack):
             extra = b""
             if not session.initiator and not session.confirmed:
                 extra = ALLOW_ACK.pack(_ALLOW_ACK_KIND, 0, session.local_index)
+            if channel.path_answers:
+                extra += b"".join(PATH.pack(FrameKind.PATH_RESPONSE, 0, t) for t in channel.path_answers[-4:])
+                channel.path_answers.clear()
+                channel.ack_owed = True
             if not channel.has_output():
                 continue
             address = remote.address
@@ -433,7 +442,16 @@ class RoadStack(Stack):
     def _authentic(self, remote: Remote, session: Session, body: bytes, counter: int, address: Address, now: float) -> None:
         remote.last_heard = now
         if remote.address != address:
-            remote.address = address  # roaming: only ever from an authenticated datagram
+            if remote.address is None or (not session.confirmed and not session.initiator):
+                # First authentic packet of a session we accepted: it comes
+                # from the initiator itself (an INITIATE copy raced from
+                # elsewhere may have set the address we answered).
+                remote.address = address
+            else:
+                # Roaming, or an observer racing a copy from elsewhere: the
+                # datagram is authentic but its source proves nothing.  Ask
+                # that address to answer a challenge first (path validation).
+                self._challenge(remote, session, address, now)
         offset = 0
         if body[:1] == b"\x05" and len(body) >= ALLOW_ACK.size:  # ALLOW_ACK
             _, _, responder_index = ALLOW_ACK.unpack_from(body)
@@ -448,12 +466,47 @@ class RoadStack(Stack):
         if remote.presence is not Presence.ALIVE and session.remote_index is not None:
             self._set_presence(remote, Presence.ALIVE)
         channel = session.channel
+        self._source = (remote, address)
         try:
             channel.handle(body[offset:] if offset else body, now)
         except WireError:
             self.counts["bad_frames"] += 1
             return
+        finally:
+            self._source = None
         channel.received(counter)
+
+    def _challenge(self, remote: Remote, session: Session, address: Address, now: float) -> None:
+        probes = remote.probes
+        held = probes.get(address)
+        if held is not None and held[1] > now:
+            return  # one challenge at a time per candidate address
+        if len(probes) >= 4:
+            for old in [a for a, (_, until) in probes.items() if until <= now] or [next(iter(probes))]:
+                del probes[old]
+        token = int.from_bytes(os.urandom(8), "big")
+        probes[address] = (token, now + 1.0)
+        body = PATH.pack(FrameKind.PATH_CHALLENGE, 0, token)
+        counter, datagram = session.seal(body)
+        session.channel.sent(counter, len(body), None, now)
+        self.counts["path_challenges"] += 1
+        self._emit(datagram, address)
+
+    def _on_path(self, kind: int, token: int) -> None:
+        source = self._source
+        if source is None:
+            return
+        remote, address = source
+        if kind == FrameKind.PATH_CHALLENGE:
+            session = remote.session
+            if session is not None:
+                session.channel.path_answers.append(token)
+        else:
+            held = remote.probes.get(address)
+            if held is not None and held[0] == token:
+                remote.address = address  # validated: the key holder answers there
+                remote.probes.clear()
+                self.counts["path_validated"] += 1
 
     # -- join -------------------------------------------------------------------------
 
@@ -615,16 +668,16 @@ class RoadStack(Stack):
             return
         # The record is named by both keys: a JOIN that presented someone
         # else's X25519 key made a record no vouch can ever open.
+        # Authenticate (the vouch), then authorize (the keep).
+        shared = self._long_shared.get(initiate.client_long) or self.keys.shared(initiate.client_long)
+        if not hs.check_vouch(initiate, shared):
+            self.counts["bad_vouch"] += 1
+            return
         remote = self.remotes.get(fingerprint(initiate.client_verkey, initiate.client_long))
         if remote is None or remote.record.status is not Status.ACCEPTED:
             self.counts["not_accepted"] += 1
             return
-        shared = self._long_shared.get(initiate.client_long)
-        if shared is None:
-            shared = self._long_shared[initiate.client_long] = self.keys.shared(initiate.client_long)
-        if not hs.check_vouch(initiate, shared):
-            self.counts["bad_vouch"] += 1
-            return
+        self._long_shared[initiate.client_long] = shared  # cached only for accepted remotes
         current = remote.session
         if self._jar.seen(initiate.client_short):
             if current is not None and not current.initiator and current.client_short == initiate.client_short:

@@ -33,6 +33,7 @@ __all__ = [
     "ALLOW_ACK",
     "PING",
     "CLOSE",
+    "PATH",
     "F_UNRELIABLE",
     "F_JSON",
     "pack_header",
@@ -101,6 +102,8 @@ class FrameKind:
     ALLOW_ACK = 5  # responder's session id, repeated until confirmed
     PING = 6  # alive: asks for an ACK
     CLOSE = 7  # the session ends
+    PATH_CHALLENGE = 8  # is the sender of this session really at this address?
+    PATH_RESPONSE = 9  # yes: the challenge's token, from the address asked about
 
 
 # frame flags
@@ -116,6 +119,7 @@ SKIP = struct.Struct("!BBHQ")  # kind, flags, flow, seq
 ALLOW_ACK = struct.Struct("!BBI")  # kind, flags, responder session id
 PING = struct.Struct("!BB")  # kind, flags
 CLOSE = struct.Struct("!BB")  # kind, flags
+PATH = struct.Struct("!BBQ")  # kind, flags, token
 
 MAX_ACK_RANGES = 64
 MAX_ACK_FLOWS = 64
@@ -183,6 +187,10 @@ def decode_frames(body: bytes | memoryview) -> list[Frame]:
                 _, flags, session = ALLOW_ACK.unpack_from(body, off)
                 off += ALLOW_ACK.size
                 frames.append(Frame(kind, flags, (session,), b""))
+            elif kind in (FrameKind.PATH_CHALLENGE, FrameKind.PATH_RESPONSE):
+                _, flags, token = PATH.unpack_from(body, off)
+                off += PATH.size
+                frames.append(Frame(kind, flags, (token,), b""))
             elif kind in (FrameKind.PING, FrameKind.CLOSE):
                 _, flags = PING.unpack_from(body, off)
                 off += PING.size
