@@ -105,11 +105,14 @@ class Statement:
 
     def where(self, k: int) -> Where:
         """Where word ``k`` of a plain statement is: what ``tokens[k].where`` would give."""
+        words = self.words
+        if words is None:  # materialised since
+            return self.tokens[k].where
         line = self.line
         pos = 0
-        for word in self.words[:k]:  # type: ignore[index]
-            pos = line.find(word, pos) + len(word)
-        return Where(self.file, self.number, line.find(self.words[k], pos) + 1, line)  # type: ignore[index]
+        for j in range(k):
+            pos = line.find(words[j], pos) + len(words[j])
+        return Where(self.file, self.number, line.find(words[k], pos) + 1, line)
 
     @property
     def verb(self) -> Token:

@@ -13,7 +13,7 @@ makes the named frame's ``over`` the frame that named it.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from flowcast.flow.errors import FlowError, did_you_mean
 from flowcast.flow.spec import FlowSpec, FramerSpec, FrameSpec, HouseSpec, Need, Where
@@ -36,7 +36,9 @@ def locate(where: Where | None, word: str) -> Where | None:
 
 #: Where a name attribute was written, for attributes whose object's own
 #: ``where`` is elsewhere (``first X`` on its own line): ``(id(obj), attr)``.
-Positions = dict[tuple[int, str], Where]
+#: A value may also be a function giving the Where: positions are needed
+#: only for errors, so a front end may leave building them until then.
+Positions = dict[tuple[int, str], "Where | Callable[[], Where]"]
 
 
 class _Checker:
@@ -47,7 +49,8 @@ class _Checker:
         self.aux_names: list[str] = []
 
     def at(self, obj: object, attr: str, fallback: Where | None) -> Where | None:
-        return self.positions.get((id(obj), attr), fallback)
+        where = self.positions.get((id(obj), attr), fallback)
+        return where() if callable(where) else where
 
     def error(self, message: str, where: Where | None, word: str = "", hint: str = "") -> None:
         self.errors.append(FlowError(message, locate(where, word) if word else where, hint))
@@ -84,23 +87,31 @@ class _Checker:
                 seen.add(f.name)
         if not framer.frames:
             self.error(f"framer {framer.name!r} has no frames", framer.where, hint="add 'frame NAME' after it")
-        if framer.first is not None:
+        # Positions are looked up only for a name that is unknown: the common case is cheap.
+        if framer.first is not None and framer.first not in frames:
             self.name("first frame", framer.first, frames, self.at(framer, "first", framer.where))
+        nested = False
         for frame in framer.frames:
             if frame.over is not None:
-                self.name("over frame", frame.over, frames, self.at(frame, "over", frame.where))
-            if frame.next is not None:
+                nested = True
+                if frame.over not in frames:
+                    self.name("over frame", frame.over, frames, self.at(frame, "over", frame.where))
+            if frame.next is not None and frame.next not in frames:
                 self.name("next frame", frame.next, frames, self.at(frame, "next", frame.where))
         for frame in framer.frames:
+            if frame.under is None:
+                continue
+            nested = True
             where = self.at(frame, "under", frame.where)
-            if frame.under is not None and self.name("under frame", frame.under, frames, where):
+            if self.name("under frame", frame.under, frames, where):
                 under = frames[frame.under]
                 if under.over is None:
                     under.over = frame.name
                 elif under.over != frame.name:
                     self.error(f"frame {under.name!r} is in {under.over!r}, so it cannot be under {frame.name!r}",
                                where, frame.under)
-        self.cycles(framer, frames)
+        if nested:  # without over or under frames there is no loop to find
+            self.cycles(framer, frames)
         for i, frame in enumerate(framer.frames):
             has_next = frame.next is not None or i + 1 < len(framer.frames)
             self.frame(house, framer, frame, frames, has_next)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -128,9 +129,12 @@ def make_act(verb: str, context: str, args: dict[str, Any], where: Where | None 
 _PLAIN_NUMBER = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?\Z").match
 
 
+_IDENT_MATCH = w.IDENT.match
+
+
 def _is_name(word: str) -> bool:
     """What ``Cursor.take_name`` accepts, for a word that is not quoted."""
-    return word not in RESERVED and w.IDENT.match(word) is not None
+    return word not in RESERVED and _IDENT_MATCH(word) is not None
 
 
 def _plain_real(word: str) -> float | None:
@@ -221,12 +225,12 @@ class _Parser:
     # and test_floscript_fastpath.py compares the two on tricky inputs.
 
     def _fast_framer(self, st: Statement, words: list[str]) -> bool:
-        """``framer NAME [be SCHEDULE | at PERIOD | first FRAME] ...``."""
+        """``framer NAME [be SCHEDULE | at PERIOD | first FRAME | via INODE] ...``."""
         house = self.house
         n = len(words)
         if house is None or n < 2 or not _is_name(words[1]) or n % 2:
             return False
-        schedule, period, first, first_at = "inactive", 0.0, None, 0
+        schedule, period, first, first_at, inode = "inactive", 0.0, None, 0, None
         for i in range(2, n, 2):
             key, val = words[i], words[i + 1]
             if key == "be" and val in SCHEDULES:
@@ -235,16 +239,19 @@ class _Parser:
                 first, first_at = val, i + 1
             elif key == "at" and (value := _plain_real(val)) is not None:
                 period = max(0.0, value)
+            elif key == "via" and (path := w.plain_indirect(val, node=True)) is not None:
+                inode = path
             else:
                 return False
         name = words[1]
         taken = self.framer_names.setdefault(id(house), set())
         if name in taken:
             return False
-        framer = FramerSpec(name, schedule=schedule, period=period, where=st.where(1))  # type: ignore[arg-type]
+        framer = FramerSpec(name, schedule=schedule, period=period, inode=inode,  # type: ignore[arg-type]
+                            where=st.where(1))
         if first is not None:
             framer.first = first
-            self.positions[(id(framer), "first")] = st.where(first_at)
+            self.positions[(id(framer), "first")] = partial(st.where, first_at)  # built only for an error
         taken.add(name)
         house.framers.append(framer)
         self.framer = framer
@@ -253,7 +260,7 @@ class _Parser:
         return True
 
     def _fast_frame(self, st: Statement, words: list[str]) -> bool:
-        """``frame NAME [in OVER] ...``."""
+        """``frame NAME [in OVER | via INODE] ...``."""
         framer = self.framer
         n = len(words)
         if framer is None or n < 2 or n % 2:
@@ -261,18 +268,22 @@ class _Parser:
         name = words[1]
         if not _is_name(name) or name in ("next", "prev"):
             return False
-        over_at = 0
+        over_at, inode = 0, None
         for i in range(2, n, 2):
-            if words[i] != "in" or not _is_name(words[i + 1]):
+            key, val = words[i], words[i + 1]
+            if key == "in" and _is_name(val):
+                over_at = i + 1
+            elif key == "via" and (path := w.plain_indirect(val, node=True)) is not None:
+                inode = path
+            else:
                 return False
-            over_at = i + 1
         taken = self.frame_names.setdefault(id(framer), set())
         if name in taken:
             return False
-        frame = FrameSpec(name, where=st.where(1))
+        frame = FrameSpec(name, inode=inode, where=st.where(1))
         if over_at:
             frame.over = words[over_at]
-            self.positions[(id(frame), "over")] = st.where(over_at)
+            self.positions[(id(frame), "over")] = partial(st.where, over_at)  # built only for an error
         taken.add(name)
         framer.frames.append(frame)
         if framer.first is None:
@@ -338,6 +349,30 @@ class _Parser:
                 return False
         args: dict[str, Any] = {"behaviour": ".".join(words[1:]), "with": {}, "per": {}, "from": [], "to": []}
         self.frame.acts.append(make_act("do", self.context or "recur", args, st.where(0)))
+        return True
+
+    def _fast_put(self, st: Statement, words: list[str]) -> bool:
+        """``put VALUE into PATH``."""
+        if self.frame is None or len(words) != 4 or words[2] != "into" or words[1] in RESERVED:
+            return False
+        ok, value = w.plain_value(words[1])
+        path = w.plain_indirect(words[3])
+        if not ok or path is None:
+            return False
+        args = {"data": {"value": value}, "dst": Ref(path, ())}
+        self.frame.acts.append(make_act("put", self.context or NATIVE["put"], args, st.where(0)))
+        return True
+
+    def _fast_inc(self, st: Statement, words: list[str]) -> bool:
+        """``inc PATH with NUMBER``."""
+        if self.frame is None or len(words) != 4 or words[2] != "with" or words[3] in RESERVED:
+            return False
+        path = w.plain_indirect(words[1])
+        ok, value = w.plain_value(words[3])
+        if path is None or not ok or not isinstance(value, (int, float)) or isinstance(value, bool):
+            return False
+        args = {"dst": Ref(path, ()), "data": {"value": value}}
+        self.frame.acts.append(make_act("inc", self.context or NATIVE["inc"], args, st.where(0)))
         return True
 
     def _fast_context(self, st: Statement, words: list[str]) -> bool:
@@ -739,6 +774,8 @@ class _Parser:
         "aux": _fast_aux,
         "print": _fast_print,
         "do": _fast_do,
+        "put": _fast_put,
+        "inc": _fast_inc,
         "native": _fast_context,
         **dict.fromkeys(CONTEXTS, _fast_context),
     }

@@ -18,12 +18,15 @@ from flowcast.flow.spec import Ref, Where
 
 IDENT = re.compile(r"^[a-zA-Z]\w*$")  # Ioflo's REO_IdentPub
 _IDENT_MATCH = IDENT.match
-_REL_PATH = re.compile(r"^([a-zA-Z_]\w*)+([.][a-zA-Z_]\w*)*$")
+# Ioflo writes the first segment ``([a-zA-Z_]\w*)+``, which matches the same
+# words as ``[a-zA-Z_]\w*`` but backtracks exponentially on a long one that
+# fails (``aaaa...a-``): written here without the repetition.
+_REL_PATH = re.compile(r"^[a-zA-Z_]\w*([.][a-zA-Z_]\w*)*$")
 _DOT_PATH = re.compile(r"^([.][a-zA-Z_]\w*)+$")
-_REL_NODE = re.compile(r"^([a-zA-Z_]\w*)+(([.][a-zA-Z_]\w*)*$|([.][a-zA-Z_]\w*)*[.]$)")
+_REL_NODE = re.compile(r"^[a-zA-Z_]\w*(([.][a-zA-Z_]\w*)*$|([.][a-zA-Z_]\w*)*[.]$)")
 _DOT_NODE = re.compile(r"^([.][a-zA-Z_]\w*)+$|^([.][a-zA-Z_]\w*)+[.]$")
 _PATH_NODE = re.compile(
-    r"^([a-zA-Z_]\w*)+(([.][a-zA-Z_]\w*)*$|([.][a-zA-Z_]\w*)*[.]$)|^([.][a-zA-Z_]\w*)+$|^([.][a-zA-Z_]\w*)+[.]$"
+    r"^[a-zA-Z_]\w*(([.][a-zA-Z_]\w*)*$|([.][a-zA-Z_]\w*)*[.]$)|^([.][a-zA-Z_]\w*)+$|^([.][a-zA-Z_]\w*)+[.]$"
 )
 _LAT_NE = re.compile(r"^(\d+)[NEne](\d+\.\d+)$")
 _LAT_SW = re.compile(r"^(\d+)[SWsw](\d+\.\d+)$")
@@ -337,6 +340,29 @@ def indirect(cur: Cursor, node: bool = False, what: str = "a share path") -> str
     else:
         raise FlowError(f"invalid share path {path!r}", tok.where, hint="a path looks like '.a.b' (absolute) or 'a.b'")
     return relation + path
+
+
+def plain_indirect(word: str, node: bool = False) -> str | None:
+    """What :func:`indirect` makes of an unquoted ``word`` not followed by ``of``.
+
+    None when it would fail or rewrite the path (``frame.X.y``,
+    ``actor.X.y``): the parser's fast paths then leave the statement to
+    the general one, which says why.
+    """
+    if word in RESERVED:
+        return None
+    dot_re, rel_re = (_DOT_NODE, _REL_NODE) if node else (_DOT_PATH, _REL_PATH)
+    if dot_re.match(word) or (rel_re.match(word) and word.split(".", 1)[0] not in ("actor", "frame")):
+        return word
+    return None
+
+
+def plain_value(word: str) -> tuple[bool, Any]:
+    """(True, :func:`data_value`) of an unquoted ``word``, or (False, None) when that fails."""
+    try:
+        return True, data_value(Token(word, 0, 0, "", ""))
+    except FlowError:
+        return False, None
 
 
 def _relation_name(cur: Cursor, default: str) -> str:

@@ -90,6 +90,13 @@ SCRIPTS = [
     "    do x\n    native\n    do y\n    exit\n    do x at enter\n    do x as y\n    do x with a 1\n    do x_1",
     "house h\nenter\nframer f1\n  frame a\n    exit\n    recur\n    do a\n    benter\n    do b\n    renter\n"
     "    print c\n    precur\n    do d\n    rexit\n    do z\n    native\n    print x",
+    "house h\nframer f1 via .box.f1 at 1 via box.\n  frame a via sub\n    put 1 into .x.y\n    put yes into state\n"
+    "    put -2.5 into framer.g\n    put none into .a\n    put green into a.b\n    put .p.q into p\n    put 0x1f into .h\n"
+    "    put 1e5 into .h\n    put 12N3.5 into .h\n    exit\n    put off into .x\n    inc .n with 1\n    inc n with -0.5\n"
+    "    inc .n with 12S3.5\n    native\n    inc .n with 0x10\n  frame b in a via .a.\n    put 1 into frame.b.x\n"
+    "    put 1 into actor.b.x\n    put 1 into x of framer\n        put 1 into value in .x\n"
+    "    put value 1 into .x\n    inc value in .n with 1\n    inc .n from .m\n  frame c via sub of frame me\n"
+    "  frame d via frame.c.x\nframer f2 via sub of framer f1\n  frame a",
     "house h\nframer f1 be active first aé\n  frame aé\n    go b\u2028if elapsed >= 1.0\n  frame b\n    go aé",
     # errors: the general path must still report them, with the same positions
     "framer f1\n  frame a",
@@ -112,12 +119,26 @@ SCRIPTS = [
         "timeout 1 2", "timeout", "timeout x", "timeout if", "repeat -", "timeout 1" + "0" * 400 + ".5",
         "repeat 1" + "0" * 400 + ".5", "repeat 1" + "0" * 400, "aux y", "aux 'x'", "aux x as y", "aux", "aux 2x",
         "aux x x", "do 'x'", "do x wiht a 1", "do 1x", "do x.1", "do", "do x-y", "do x at", "do é",
+        "put", "put 1", "put 1 into", "put 1 onto .x", "put into .x", "put 1 into 'x'", "put 1 into in",
+        "put 1X2Y into .x", "put 3j into .x", "put 1 into .x.", "put 1 into x-y", "put 1 into frame.x",
+        "put 1 into actor.x", "put 1 into .x extra", "put 1-2 into .x", "inc .n with x", "inc .n with yes",
+        "inc .n with none", "inc .n with 1X2Y", "inc .n with", "inc .n by 1", "inc 'n' with 1", "inc .n. with 1",
+        "inc .n with 1 2", "inc with with 1", "inc .n with with",
         "native now", "enter me", "exit 'x'", "go b if elapsed >= 1.0.0", "go b if elapsed >= 1e", "go b if x >= 1",
     ]),
     "house h\nprint x",
     "house h\nframer f1\n  timeout 1",
     "house h\nframer f1\n  aux x",
     "house h\nframer f1\n  do x",
+    "house h\nframer f1\n  put 1 into .x",
+    "house h\nframer f1\n  inc .x with 1",
+    "house h\nframer f1 via\n  frame a",
+    "house h\nframer f1 via 'x'\n  frame a",
+    "house h\nframer f1 via x-y\n  frame a",
+    "house h\nframer f1 via frame.x\n  frame a",
+    "house h\nframer f1\n  frame a via\n",
+    "house h\nframer f1\n  frame a via in\n",
+    "house h\nframer f1\n  frame a via actor.x\n",
     "framer f1 \n  frame a",
     "house h\nframer z first z\n  frame a",  # the error must point at the second z
 ]
