@@ -82,6 +82,8 @@ class RemoteRecord:
     uid: int = 0
     note: str = ""
     stamp: float = 0.0  # the newest JOIN stamp seen for this key
+    origin: str = "operator"  # "wire": admitted from a JOIN by policy
+    allowed: float = 0.0  # wall time of its last session (0: never had one)
 
     @property
     def fingerprint(self) -> str:
@@ -106,6 +108,8 @@ class RemoteRecord:
             uid=int(data.get("uid", 0)),
             note=str(data.get("note", "")),
             stamp=float(data.get("stamp", 0.0)),
+            origin=str(data.get("origin", "operator")),
+            allowed=float(data.get("allowed", 0.0)),
         )
 
 
@@ -117,6 +121,7 @@ class Verdict:
     record: RemoteRecord | None
     reason: str = ""
     events: list[str] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)  # fingerprints forgotten to make room
 
 
 @dataclass
@@ -323,8 +328,18 @@ class Keep:
                 f"the name is pinned to key {taken[0].fingerprint}; a changed key is refused",
                 [f"key-changed {name} {fp}"],
             )
+        evicted: list[str] = []
         if len(self._remotes) >= self.max_remotes:
-            return Verdict(Status.REJECTED, None, "the keep is full: an operator must forget remotes first")
+            # Full.  Records that joins from the wire made and that never had a
+            # session are cheap to make and worth nothing: the oldest goes, so
+            # a flood of strangers churns among itself instead of locking out
+            # the next genuine estate.  Operator-made and used records stay.
+            idle = [r for r in self._remotes.values() if r.origin == "wire" and not r.allowed and r.status is not Status.REJECTED]
+            if not idle:
+                return Verdict(Status.REJECTED, None, "the keep is full: an operator must forget remotes first")
+            oldest = min(idle, key=lambda r: r.uid)
+            self.forget(oldest.fingerprint)
+            evicted.append(oldest.fingerprint)
         if policy is Acceptance.NEVER:
             pending = sum(1 for r in self._remotes.values() if r.status is Status.PENDING)
             if pending >= MAX_PENDING:
@@ -332,5 +347,12 @@ class Keep:
             status = Status.PENDING
         else:
             status = Status.ACCEPTED
-        record = self.add(RemoteRecord(name, role, mode, bytes(verkey), bytes(pubkey), status, stamp=stamp or 0.0))
-        return Verdict(status, record, "new key", [f"{status.value} {name} {fp}"])
+        record = self.add(RemoteRecord(name, role, mode, bytes(verkey), bytes(pubkey), status, stamp=stamp or 0.0, origin="wire"))
+        return Verdict(status, record, "new key", [f"{status.value} {name} {fp}"], evicted)
+
+    def mark_allowed(self, fp: str, when: float) -> None:
+        """Note that ``fp`` had a session (such records are never evicted)."""
+        record = self._remotes.get(fp)
+        if record is not None and not record.allowed:
+            record.allowed = when
+            self._save(record)

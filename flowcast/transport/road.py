@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -266,6 +267,16 @@ class RoadStack(Stack):
         if holder is None or holder is remote or holder.record.status is not Status.ACCEPTED or holder.record.name != record.name:
             self._by_name[record.name] = remote
         return remote
+
+    def _drop_remote(self, fp: str) -> None:
+        remote = self.remotes.get(fp)
+        if remote is None or remote.session is not None:
+            return
+        del self.remotes[fp]
+        if self._by_name.get(remote.name) is remote:
+            del self._by_name[remote.name]
+        if remote.allowing is not None:
+            self._allowing.pop(remote.allowing.tag, None)
 
     def _event_note(self, text: str) -> None:
         self.events.append(text)
@@ -519,6 +530,8 @@ class RoadStack(Stack):
         verdict = self.keep.admit(request.name, request.role, request.mode, request.verkey, request.pubkey, self.policy, request.stamp)
         for note in verdict.events:
             self._event_note(note)
+        for fp in verdict.evicted:
+            self._drop_remote(fp)
         if verdict.status is Status.ACCEPTED:
             kind = PacketKind.JOIN_ACCEPT
             assert verdict.record is not None
@@ -648,6 +661,7 @@ class RoadStack(Stack):
             channel.submit(msg, now)
         self._set_presence(remote, Presence.ALLOWED)
         self._event_note(f"allowed {remote.name} session {session.local_index:08x}")
+        self.keep.mark_allowed(remote.fingerprint, time.time())
 
     # -- allow: responder -----------------------------------------------------------
 
