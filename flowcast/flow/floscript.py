@@ -293,17 +293,22 @@ class _Parser:
         return True
 
     def _fast_go(self, st: Statement, words: list[str]) -> bool:
-        """``go FAR`` and ``go FAR if (elapsed|recurred) OP NUMBER``."""
+        """``go FAR`` and ``go FAR if (elapsed|recurred|PATH) OP NUMBER``."""
         frame = self.frame
         n = len(words)
         if frame is None or n < 2 or not _is_name(words[1]):
             return False
         if n == 2:
             need = Need("always", where=st.where(1))
-        elif (n == 6 and words[2] == "if" and words[3] in ("elapsed", "recurred")
-              and words[4] in COMPARISONS and _PLAIN_NUMBER(words[5])):
-            need = Need(words[3], op=words[4], goal_value=w.number(words[5]), goal_ref=None, tolerance=None,
-                        where=st.where(3))
+        elif n == 6 and words[2] == "if" and words[4] in COMPARISONS and _PLAIN_NUMBER(words[5]):
+            state, op, goal = words[3], words[4], w.number(words[5])
+            if state in ("elapsed", "recurred"):
+                need = Need(state, op=op, goal_value=goal, goal_ref=None, tolerance=None, where=st.where(3))
+            elif (path := w.plain_indirect(state)) is not None:
+                need = Need("compare", state=Ref(path, ()), op=op, goal_value=goal, goal_ref=None, tolerance=None,
+                            where=st.where(3))
+            else:
+                return False
         else:
             return False
         args = {"far": words[1], "needs": [need], "human": " ".join(words)}

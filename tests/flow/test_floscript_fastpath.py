@@ -97,6 +97,10 @@ SCRIPTS = [
     "    put 1 into actor.b.x\n    put 1 into x of framer\n        put 1 into value in .x\n"
     "    put value 1 into .x\n    inc value in .n with 1\n    inc .n from .m\n  frame c via sub of frame me\n"
     "  frame d via frame.c.x\nframer f2 via sub of framer f1\n  frame a",
+    "house h\nframer f1\n  frame a\n    go b if .x.y >= 2\n    go b if x.y < -1.5\n    go b if framer.me.x == 0x1\n"
+    "    go b if frame.a.x == 1\n    go b if actor.a.x != 1\n    go b if me > 1\n    go b if goal <= 1.\n"
+    "    go b if x of me >= 1\n    go b if value in .x >= 1\n    go b if .x >= .y\n    go b if .x >= yes\n"
+    "    go b if .x\n    go b if not .x >= 1\n    go b if .x >= 1 and .y < 2\n    go b if .x is updated\n  frame b",
     "house h\nframer f1 be active first aé\n  frame aé\n    go b\u2028if elapsed >= 1.0\n  frame b\n    go aé",
     # errors: the general path must still report them, with the same positions
     "framer f1\n  frame a",
@@ -125,6 +129,8 @@ SCRIPTS = [
         "inc .n with none", "inc .n with 1X2Y", "inc .n with", "inc .n by 1", "inc 'n' with 1", "inc .n. with 1",
         "inc .n with 1 2", "inc with with 1", "inc .n with with",
         "native now", "enter me", "exit 'x'", "go b if elapsed >= 1.0.0", "go b if elapsed >= 1e", "go b if x >= 1",
+        "go b if x-y >= 1", "go b if .x. >= 1", "go b if frame.x >= 1", "go b if if >= 1", "go b if 1 >= 1",
+        "go b if .x >= 1 2", "go b if .x >= 1X2Y", "go b if .x = 1",
     ]),
     "house h\nprint x",
     "house h\nframer f1\n  timeout 1",
