@@ -99,7 +99,7 @@ class Statement:
     def tokens(self) -> list[Token]:
         if self._tokens is None:
             self._tokens = []
-            _plain_tokens(self.line, self.number, self.file, self._tokens)
+            _plain_tokens(self.line, self.number, self.file, self._tokens, self.words)
             self.words = None  # the token list may now grow (continuations): no longer plain
         return self._tokens
 
@@ -186,15 +186,16 @@ def _unterminated(text: str, pos: int, stop: int, file: str, line: int, src: str
 _SPECIAL = re.compile(r"[\"'#\\]").search
 
 
-def _plain_tokens(line: str, number: int, file: str, into: list[Token]) -> None:
+def _plain_tokens(line: str, number: int, file: str, into: list[Token], words: list[str] | None = None) -> None:
     """Append the tokens of a line with no quote, comment or backslash.
 
     The same tokens :func:`chunk` makes, without its checks: lexing a big
     flow is mostly such lines, so this is the path that must be quick.
+    ``words`` is ``line.split()`` when the caller already has it.
     """
     pos = 0
     find = line.find
-    for piece in line.split():
+    for piece in line.split() if words is None else words:
         start = find(piece, pos)
         into.append(Token(piece, number, start + 1, line, file))
         pos = start + len(piece)

@@ -188,3 +188,10 @@ def test_plain_statement_repr_and_verb() -> None:
     assert st.verb_text == "house"
     assert st.verb.text == "house" and st.verb.where.col == 1
     assert repr(st).startswith("Statement([Token('house', 1, 1)")
+
+
+def test_long_invalid_path_fails_at_once() -> None:
+    """Ioflo's path patterns backtracked exponentially on a long word that fails."""
+    text = "house h\nframer f\n  frame a\n    put 1 into " + "a" * 60 + "-\n"
+    with pytest.raises(FlowError, match="invalid share path"):
+        parse_flo(text, "t.flo")
