@@ -177,3 +177,21 @@ def test_handshake_floods_are_rate_limited_and_sessions_unharmed():
     assert beta.counts["rate_limited"] >= 800
     out = alpha.send({"still": "fine"}, "beta")
     assert world.run_until(lambda: out.delivered, 5)
+
+
+def test_a_remote_that_moves_is_followed_after_path_validation():
+    world = World(seed=14, delay=0.001)
+    alpha, beta = world.pair()
+    # alpha's address changes (a NAT rebinding, a new interface): same stack, new port
+    moved = world.net.port("alpha-moved")
+    old = alpha.port
+    alpha.port = moved
+    moved.on_readable(alpha._event.set)
+    old.close()
+    out = alpha.send({"from": "new address"}, "beta")
+    assert world.run_until(lambda: out.delivered, 10)
+    assert world.run_until(lambda: beta.remote("alpha").address == "alpha-moved", 5)
+    assert beta.counts["path_challenges"] >= 1 and beta.counts["path_validated"] == 1
+    back = beta.send({"to": "new address"}, "alpha")
+    assert world.run_until(lambda: back.delivered, 10)
+    assert alpha.receive().data == {"to": "new address"}
