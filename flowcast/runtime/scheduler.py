@@ -431,6 +431,8 @@ class Scheduler:
             if self._failure is not None:
                 failure, self._failure = self._failure, None
                 raise failure from failure.error
+            if self._stopping:  # asked from inside a thread: do not block first
+                return
             if not self._advance(until, bool(ready)):
                 return
 

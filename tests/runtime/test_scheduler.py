@@ -259,3 +259,20 @@ def test_reader_and_writer_on_one_socket():
     b.close()
     assert seen == ["w", b"x"]
     assert s.clock.now() < 5.0  # returned once nothing was watched any more
+
+
+def test_stop_from_inside_a_thread_returns_without_blocking():
+    s = Scheduler(RealClock())  # no enable_wakeup(): nothing could interrupt a blocking wait
+
+    def stopper():
+        yield
+        s.stop()
+
+    def sleeper():
+        yield sleep(3600)
+
+    s.spawn(sleeper())
+    s.spawn(stopper())
+    s.run()
+    assert s.clock.now() < 60
+    s.close()

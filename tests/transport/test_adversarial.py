@@ -1,9 +1,8 @@
 """Adversarial tests: an attacker with a socket, and a hostile joined estate.
 
 Each test states a property that must hold and attacks it.  A passing test
-documents a defended attack; a test marked ``xfail(strict=True, reason=
-"FINDING: ...")`` documents an attack that currently works (the fix turns
-the test on).  Everything runs on the simulated network and virtual clock;
+documents a defended attack; every attack that once worked is kept here as
+a regression test whose docstring says what the finding was.  Everything runs on the simulated network and virtual clock;
 "capture" is a tap on the network's send path, which sees every datagram
 before it is delivered (what an on-path observer sees).
 """
@@ -459,7 +458,7 @@ def test_real_loopback_socket_replaying_and_flipping_captured_datagrams_changes_
             stack.close()
 
 
-# == attacks that worked: fixed ones stay as regression tests, open ones are xfail ==
+# == attacks that worked once: fixed, kept as regression tests ==
 
 
 def test_join_presenting_another_estates_x25519_key_cannot_capture_its_sessions():
@@ -630,8 +629,8 @@ def test_tiny_held_segments_do_not_pin_whole_datagrams():
     assert grown <= 2 * channel.buffered + (1 << 20), (grown, channel.buffered)
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: RoadStack._afford: per-source buckets (a tenth of the rate each, 4,096 sources remembered) all feed one global bucket, so garbage HELLOs (no crypto needed) from a few hundred loopback sockets starve every legitimate allow and join")
 def test_garbage_hello_flood_does_not_stop_a_legitimate_allow():
+    """Was a finding (fixed in the transport after review): RoadStack._afford: per-source buckets (a tenth of the rate each, 4,096 sources remembered) all feed one global bucket, so garbage HELLOs (no crypto needed) from a few hundred loopback sockets starve every legitimate allow and join."""
     world = World(seed=208, delay=0.001)
     alpha = world.estate("alpha", handshake_rate=20.0)
     beta = world.estate("beta", handshake_rate=20.0)
@@ -701,8 +700,8 @@ def test_replayed_old_join_does_not_redirect_a_remote_without_a_session():
     assert not [d for s, dd, d in tap.seen if s == "beta" and dd == "mallory" and d[1] == PacketKind.HELLO]
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: JOIN still does not prove possession of the X25519 key; refusing a second claim (Keep.admit 'already belong to another estate') makes the first claimant win: a squatter who presents alpha's public key first locks alpha out and RoadStack._by_pubkey files alpha's INITIATEs under the squatter")
 def test_squatting_another_estates_public_key_first_neither_locks_it_out_nor_captures_its_sessions():
+    """Was a finding (fixed in the transport after review): JOIN still does not prove possession of the X25519 key; refusing a second claim (Keep.admit 'already belong to another estate') makes the first claimant win: a squatter who presents alpha's public key first locks alpha out and RoadStack._by_pubkey files alpha's INITIATEs under the squatter."""
     world = World(seed=212, delay=0.001)
     gamma = world.estate("gamma", policy="once")
     alpha = world.estate("alpha")
@@ -720,8 +719,8 @@ def test_squatting_another_estates_public_key_first_neither_locks_it_out_nor_cap
     assert attempt.result == "accepted" and got == ["alpha"], (attempt.result, attempt.reason, got)
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: Keep.max_remotes turns an unauthenticated JOIN flood into a lasting lockout: once strangers filled the keep, every genuine new estate is refused until an operator forgets records")
 def test_a_join_flood_does_not_lock_out_new_estates():
+    """Was a finding (fixed in the transport after review): Keep.max_remotes turns an unauthenticated JOIN flood into a lasting lockout: once strangers filled the keep, every genuine new estate is refused until an operator forgets records."""
     world = World(seed=213, delay=0.0)
     main = world.estate("main", policy="once")
     mallory = world.net.port("mallory")
@@ -736,8 +735,8 @@ def test_a_join_flood_does_not_lock_out_new_estates():
     assert attempt.result == "accepted", attempt.reason
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: JOINs carry no freshness and Keep.admit lets a known key's JOIN overwrite name/role/mode: replaying an old JOIN rolls an estate's role (and name) back")
 def test_replayed_old_join_does_not_roll_back_a_role_change():
+    """Was a finding (fixed in the transport after review): JOINs carry no freshness and Keep.admit lets a known key's JOIN overwrite name/role/mode: replaying an old JOIN rolls an estate's role (and name) back."""
     world = World(seed=214, delay=0.001)
     tap = Tap(world)
     main = world.estate("main", policy="once")
@@ -754,8 +753,8 @@ def test_replayed_old_join_does_not_roll_back_a_role_change():
     assert main.remote("alpha").record.role == "manager"
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: RoadStack._on_join_reply writes the joined estate's free-text reason (JOIN_REFUSE/JOIN_PEND) into events and JoinAttempt.reason unfiltered: control characters and newlines forge event/log lines")
 def test_join_reply_reason_cannot_inject_control_characters_into_events():
+    """Was a finding (fixed in the transport after review): RoadStack._on_join_reply writes the joined estate's free-text reason (JOIN_REFUSE/JOIN_PEND) into events and JoinAttempt.reason unfiltered: control characters and newlines forge event/log lines."""
     world = World(seed=215, delay=0.001)
     tap = Tap(world)
     alpha = world.estate("alpha")
@@ -776,8 +775,8 @@ def test_join_reply_reason_cannot_inject_control_characters_into_events():
     assert not [t for t in texts if any(ord(c) < 32 or ord(c) == 127 for c in t)], texts
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: RoadStack._authentic (and _on_initiate for the first copy) take the source of the first authentic copy with no path validation: an observer racing copies of alpha's SEALED/INITIATE datagrams from its own address gets all of beta's traffic for alpha, so nothing beta sends is delivered")
 def test_raced_copies_of_alpha_datagrams_do_not_redirect_its_session():
+    """Was a finding (fixed in the transport after review): RoadStack._authentic (and _on_initiate for the first copy) take the source of the first authentic copy with no path validation: an observer racing copies of alpha's SEALED/INITIATE datagrams from its own address gets all of beta's traffic for alpha, so nothing beta sends is delivered."""
     world = World(seed=216)
     world.net.link("alpha", "beta", delay=0.01)
     tap = Tap(world)
@@ -798,8 +797,8 @@ def test_raced_copies_of_alpha_datagrams_do_not_redirect_its_session():
     assert beta.remote("alpha").address == "alpha"
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: RoadStack._on_cookie is not rate limited and handshake.open_cookie redoes crypto_box_beforenm (X25519) for every COOKIE carrying an outstanding tag (visible in the HELLO): an observer makes the initiator do unbounded public-key work")
 def test_fake_cookies_cost_the_initiator_no_unbounded_public_key_work(monkeypatch):
+    """Was a finding (fixed in the transport after review): RoadStack._on_cookie is not rate limited and handshake.open_cookie redoes crypto_box_beforenm (X25519) for every COOKIE carrying an outstanding tag (visible in the HELLO): an observer makes the initiator do unbounded public-key work."""
     import nacl.bindings
 
     world = World(seed=217)
@@ -828,8 +827,8 @@ def test_fake_cookies_cost_the_initiator_no_unbounded_public_key_work(monkeypatc
     assert len(calls) <= 50, len(calls)
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING: after an accepted estate renames itself, RoadStack._by_name keeps its old name pointing at it and _add_remote will not hand the name to its new holder: messages for the estate that now bears the name go to the renamed one")
 def test_a_name_given_up_by_a_rename_does_not_keep_routing_to_the_old_holder():
+    """Was a finding (fixed in the transport after review): after an accepted estate renames itself, RoadStack._by_name keeps its old name pointing at it and _add_remote will not hand the name to its new holder: messages for the estate that now bears the name go to the renamed one."""
     world = World(seed=218, delay=0.001)
     main = world.estate("main", policy="once")
     mallory = world.estate("mallory")
