@@ -689,7 +689,7 @@ class _Parser:
             tok = cur.take("a period (a number or a share)")
             try:
                 period = max(0.0, float(w.number(tok.text))) if not tok.quoted else None
-            except ValueError:
+            except (ValueError, OverflowError):
                 period = None
             if period is None:
                 cur.i -= 1

@@ -213,8 +213,12 @@ def real(tok: Token, what: str) -> float:
         value = float(number(tok.text)) if not tok.quoted else math.nan
     except ValueError:
         value = math.nan
+    except OverflowError:  # an integer with hundreds of digits
+        value = math.inf
     if math.isnan(value):
         raise FlowError(f"expected {what} as a number, found {tok.text!r}", tok.where)
+    if math.isinf(value):
+        raise FlowError(f"{what} {tok.text[:20]}{'...' if len(tok.text) > 20 else ''} is too large", tok.where)
     return value
 
 

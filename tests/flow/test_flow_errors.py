@@ -236,3 +236,11 @@ def test_arbitrary_yaml_parses_or_raises_flow_error(text: str) -> None:
         parse_yaml(text, "fuzz.yaml")
     except FlowError as exc:
         str(exc)
+
+
+@pytest.mark.parametrize("line", ["framer f be active at " + "9" * 400, "framer f be active\nframe a\n  timeout " + "9" * 400,
+                                  "framer f be active\nframe a\n  repeat " + "1" * 400 + ".5"])
+def test_huge_numbers_are_located_errors_not_crashes(line):
+    with pytest.raises(FlowError) as info:
+        parse_flo("house h\n" + line + "\n", "big.flo")
+    assert "big.flo:" in str(info.value) and ("too large" in str(info.value) or "number" in str(info.value))
