@@ -48,18 +48,20 @@ def _load(path: Path):
 
 
 def cmd_run(argv: Sequence[str]) -> int:
-    from flowcast.house.house import House
+    from flowcast.house.house import load_house
 
     args = _run_parser().parse_args(argv)
     if args.period <= 0:
         print("flowcast run: --period must be positive", file=sys.stderr)
         return 2
-    spec = _load(args.flow)
-    house = House(
-        spec.house(args.house),
+    if not args.flow.is_file():
+        raise FlowError(f"no such flow file: {args.flow}")
+    house = load_house(
+        args.flow,
+        args.house,
+        freeze=True,  # this process is the house: its structure lives as long as it does
         period=args.period,
         virtual=args.virtual,
-        base=args.flow.resolve().parent,
         on_transition=(lambda t: print(t, flush=True)) if args.trace else None,
         out=lambda line: print(line, flush=True),
     )

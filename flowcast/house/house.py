@@ -9,9 +9,11 @@ aborted, so its exit acts run before the process leaves.
 
 from __future__ import annotations
 
+import gc
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from flowcast.behaving import Registry
 from flowcast.flow.builder import BuiltHouse, build_house
@@ -19,8 +21,9 @@ from flowcast.flow.framer import Transition
 from flowcast.flow.skedder import Skedder, Stamp
 from flowcast.flow.spec import HouseSpec
 from flowcast.runtime import RealClock, Scheduler, VirtualClock
+from flowcast.runtime.gcpause import gc_paused
 
-__all__ = ["House"]
+__all__ = ["House", "load_house"]
 
 
 class House:
@@ -77,3 +80,24 @@ class House:
 
     def stop(self) -> None:
         self.scheduler.stop()
+
+
+def load_house(path: Path, house: str | None = None, *, freeze: bool = False, **options: Any) -> House:
+    """Load a flow file and build one of its houses, as a house process starts.
+
+    Parsing and building make hundreds of thousands of objects that live as
+    long as the house; the cyclic collector is paused for both (a collection
+    in between rescans the whole parsed flow).  With ``freeze`` -- what a
+    house process wants, not a test building many houses -- everything
+    alive afterwards moves to the collector's permanent generation, so the
+    running house never rescans its own structure.
+    """
+    from flowcast.flow.loader import load_flow
+
+    with gc_paused():
+        spec = load_flow(path)
+        built = House(spec.house(house), base=path.resolve().parent, **options)
+    if freeze:
+        gc.freeze()
+    return built
+
