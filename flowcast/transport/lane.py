@@ -23,7 +23,7 @@ from typing import Any
 from flowcast.transport.keep import validate_name
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.reliable import SENT, Channel, Outgoing
-from flowcast.transport.stack import Stack
+from flowcast.transport.stack import ChannelEvents, EventSink, Stack
 from flowcast.transport.wire import HEADER, HEADER_SIZE, MAGIC, PacketKind, WireError
 
 __all__ = ["LaneStack"]
@@ -62,6 +62,7 @@ class LaneStack(Stack):
         scheduler: Any = None,
         clock: Any = None,
         max_message: int = (64 << 20) + (1 << 16),
+        events: EventSink | None = None,
     ) -> None:
         super().__init__(port, scheduler=scheduler, clock=clock, name=validate_name(name))
         self.boot = int.from_bytes(os.urandom(4), "big")
@@ -71,6 +72,8 @@ class LaneStack(Stack):
         self._by_address: dict[Address, _Yard] = {}
         for yard, address in (yards or {}).items():
             self.add_yard(yard, address)
+        if events is not None:
+            self.set_events(events)
         if scheduler is not None:
             self.start()
 
@@ -79,11 +82,49 @@ class LaneStack(Stack):
         validate_name(name, "yard name")
         tx = Channel(self._max_body, _no_delivery, self._completed, acks=False, max_message=self.max_message)
         yard = _Yard(name, address, tx)
+        self._watch_yard(yard)
         old = self._yards.pop(name, None)
         if old is not None:
             self._by_address.pop(old.address, None)
         self._yards[name] = yard
         self._by_address[address] = yard
+
+    def _watch_yard(self, yard: _Yard) -> None:
+        """Give the yard's channels their event watches (or take them away).
+
+        A lane's message ids carry the sender's boot id: sequence numbers
+        start again when a yard restarts.  Routes name yards, not estates.
+        """
+        sink = self._events
+        for channel, mine in ((yard.tx, True), (yard.rx, False)):
+            if channel is None:
+                continue
+            if mine:
+                channel.completed = self._completed  # the recording variant while recording
+            if sink is None:
+                channel.watch = None
+                continue
+            if not mine and yard.rx_boot < 0:
+                continue
+            channel.watch = ChannelEvents(
+                sink,
+                self.clock.now,
+                self._born,
+                f"{self.name}:{self.boot:08x}",
+                f"{yard.name}:{yard.rx_boot:08x}",
+                (self.name, ""),
+                (yard.name, ""),
+            )
+
+    def _watch_channels(self) -> None:
+        for yard in self._yards.values():
+            self._watch_yard(yard)
+
+    def _route_of(self, msg: Outgoing) -> tuple[tuple, tuple]:
+        return ("", self.name, "", msg.flow), ("", str(msg.remote), "", msg.flow)
+
+    def _channel_watch(self, to: str) -> ChannelEvents | None:
+        return self._yards[to].tx.watch
 
     def remove_yard(self, name: str) -> None:
         yard = self._yards.pop(name)
@@ -139,6 +180,8 @@ class LaneStack(Stack):
 
             rx = yard.rx = Channel(self._max_body, deliver, None, acks=False, adopt=True, max_message=self.max_message)
             yard.rx_boot = boot
+            if self._events is not None:
+                self._watch_yard(yard)
         try:
             rx.handle(data[HEADER_SIZE:], now)
         except WireError:
@@ -160,7 +203,7 @@ class LaneStack(Stack):
                     return
 
     def _handed_over(self, carried: list) -> None:
-        done = self.on_done
+        done = self.on_done if self._events is None else self._completed
         last = None
         for msg in carried:
             if msg is last:

@@ -260,6 +260,9 @@ class Channel:
         self.advertised = receive_window
         self._flow_cursor = 0
         self.counts: dict[str, int] = {"resent": 0, "lost_packets": 0, "duplicates": 0, "refused": 0, "failed": 0}
+        #: A ``stack.ChannelEvents`` while the stack records message events; None
+        #: (the default) costs one local test per frame received, nothing more.
+        self.watch: Any = None
 
     # -- sending -----------------------------------------------------------
 
@@ -373,6 +376,8 @@ class Channel:
                     msg.marks[sn] += 1
                 msg.inflight += 1
                 self.counts["resent"] += 1
+                if self.watch is not None and not msg.skip:
+                    self.watch.resent(msg, sn)
             fresh = self.fresh
             append = parts.append
             fappend = frames.append
@@ -704,6 +709,7 @@ class Channel:
         off = 0
         deliver = self.deliver
         flows = self.flows_in
+        watch = self.watch
         eliciting = False
         try:
             while off < end:
@@ -716,6 +722,8 @@ class Channel:
                         raise WireError("message frame overruns the body")
                     eliciting = True
                     if flags & F_UNRELIABLE:
+                        if watch is not None:
+                            watch.loose(flow, seq, length)
                         deliver(flow, flags, body[off:stop])
                     else:
                         state = flows.get(flow)
@@ -726,6 +734,8 @@ class Channel:
                         expected = state.expected
                         if seq == expected:
                             state.expected = seq + 1
+                            if watch is not None:
+                                watch.in_order(flow, seq, length)
                             deliver(flow, flags, body[off:stop])
                             if state.pending:
                                 self._drain(flow, state)
@@ -736,6 +746,8 @@ class Channel:
                         else:
                             state.pending[seq] = (flags, body[off:stop])
                             self.buffered += length + _ENTRY
+                            if watch is not None:
+                                watch.arrived(flow, seq, length, expected, state.pending)
                     off = stop
                 elif kind == _SEG_KIND:
                     _, flags, flow, seq, number, count, length = _seg_unpack(body, off)
@@ -826,6 +838,8 @@ class Channel:
             if complete is not None:
                 del self.partials_unreliable[key]
                 self.buffered -= _held_cost(entry)
+                if self.watch is not None:
+                    self.watch.loose(flow, seq, len(complete))
                 self.deliver(flow, flags, complete)
             return
         state = self.flows_in.get(flow)
@@ -845,10 +859,17 @@ class Channel:
         elif not isinstance(entry, _Partial):
             self.counts["duplicates"] += 1
             return
+        watch = self.watch
+        if watch is not None and number not in entry.parts:
+            watch.piece(flow, seq, number, entry.parts)
+            if seq > state.expected:
+                watch.gap(flow, seq, state.expected, state.pending)
         complete = self._add_piece(entry, number, count, piece)
         if complete is not None:
             self.buffered += len(complete) + _ENTRY - _held_cost(entry)
             state.pending[seq] = (flags, complete)
+            if watch is not None:
+                watch.arrived(flow, seq, len(complete), state.expected, state.pending)
             if seq == state.expected:
                 self._drain(flow, state)
 
@@ -872,15 +893,19 @@ class Channel:
     def _drain(self, flow: int, state: _FlowIn) -> None:
         pending = state.pending
         deliver = self.deliver
+        watch = self.watch
         while True:
             item = pending.get(state.expected)
             if item is None or isinstance(item, _Partial):
                 return
-            del pending[state.expected]
-            state.expected += 1
+            seq = state.expected
+            del pending[seq]
+            state.expected = seq + 1
             flags, data = item
             self.buffered -= _held_cost(item)
             if data is not None:
+                if watch is not None:
+                    watch.released(flow, seq, len(data))
                 deliver(flow, flags, data)
 
 

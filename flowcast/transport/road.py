@@ -29,7 +29,7 @@ from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.presence import Presence, PresenceListener
 from flowcast.transport.reliable import Channel, Outgoing
 from flowcast.transport.session import Session
-from flowcast.transport.stack import Stack
+from flowcast.transport.stack import ChannelEvents, EventSink, Stack
 from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PATH, PING, FrameKind, PacketKind, WireError
 
 __all__ = ["RoadStack", "Remote", "JoinAttempt"]
@@ -130,6 +130,8 @@ class RoadStack(Stack):
     decides joins from unknown keys.  ``datagram_size`` caps datagrams
     (default: what the port carries -- right for loopback; use 1232 for
     internet paths).  With ``scheduler`` the stack runs as a micro-thread.
+    ``events`` (any :class:`~flowcast.transport.stack.EventSink`, such as an
+    export Recorder) records message events and presence changes.
     """
 
     def __init__(
@@ -147,6 +149,7 @@ class RoadStack(Stack):
         receive_window: int = 8 << 20,
         max_message: int = (64 << 20) + (1 << 16),
         handshake_rate: float = 2000.0,
+        events: EventSink | None = None,
     ) -> None:
         local = keep.local()
         if local is None:
@@ -184,6 +187,8 @@ class RoadStack(Stack):
         for record in keep.remotes():
             if record.status is Status.ACCEPTED:
                 self._add_remote(record, None)
+        if events is not None:
+            self.set_events(events)
         if scheduler is not None:
             self.start()
 
@@ -292,6 +297,8 @@ class RoadStack(Stack):
         remote.presence = new
         if self.on_presence is not None:
             self.on_presence(remote.name, old, new)
+        if self._events is not None:
+            self._events.presence(remote.name, new.value)
 
     def _wake(self) -> None:
         if self._event is not None:
@@ -339,6 +346,37 @@ class RoadStack(Stack):
 
     def _held(self) -> int:
         return self.inbox_bytes
+
+    def _watch_session(self, remote: Remote, session: Session) -> None:
+        """Give an established session's channel its event watch (or take it away)."""
+        sink = self._events
+        if sink is None or session.remote_index is None:
+            session.channel.watch = None
+            return
+        session.channel.watch = ChannelEvents(
+            sink,
+            self.clock.now,
+            self._born,
+            f"{self.local.name}:{session.local_index:08x}",
+            f"{remote.name}:{session.remote_index:08x}",
+            ("", self.local.name),
+            ("", remote.name),
+        )
+
+    def _watch_channels(self) -> None:
+        for remote in self.remotes.values():
+            if remote.session is not None:
+                self._watch_session(remote, remote.session)
+                remote.session.channel.completed = self._completed
+
+    def _route_of(self, msg: Outgoing) -> tuple[tuple, tuple]:
+        remote = self.remotes.get(msg.remote) or self._by_name.get(msg.remote)  # sent to a name or a fingerprint
+        name = remote.name if remote is not None else str(msg.remote)
+        return ("", "", self.local.name, msg.flow), ("", "", name, msg.flow)
+
+    def _channel_watch(self, to: str) -> ChannelEvents | None:
+        session = self._find(to).session
+        return session.channel.watch if session is not None else None
 
     def _completed(self, msg: Outgoing) -> None:
         if self.on_done is not None:
@@ -654,11 +692,19 @@ class RoadStack(Stack):
         remote.last_heard = now
         self._sessions[session.local_index] = (remote, session)
         channel = session.channel
+        channel.completed = self._completed  # the recording variant if events were set since it was made
+        if self._events is not None:
+            self._watch_session(remote, session)
+        watch = channel.watch
         for msg in carried:
             channel.submit(msg, now)
+            if watch is not None:
+                watch.sent(msg)  # under a new id: sequence numbers start again per session
         backlog, remote.backlog = remote.backlog, []
         for msg in backlog:
             channel.submit(msg, now)
+            if watch is not None:
+                watch.sent(msg)
         self._set_presence(remote, Presence.ALLOWED)
         self._event_note(f"allowed {remote.name} session {session.local_index:08x}")
         self.keep.mark_allowed(remote.fingerprint, time.time())

@@ -18,17 +18,17 @@ import select
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import msgpack
 
 from flowcast.runtime.clock import RealClock
 from flowcast.runtime.scheduler import Event
 from flowcast.transport.port import DatagramPort
-from flowcast.transport.reliable import Outgoing
+from flowcast.transport.reliable import DELIVERED, FAILED, Outgoing
 from flowcast.transport.wire import F_JSON, F_UNRELIABLE
 
-__all__ = ["Stack", "Message", "serve", "F_RAW", "DEFAULT_TIMEOUT"]
+__all__ = ["Stack", "Message", "EventSink", "ChannelEvents", "serve", "F_RAW", "DEFAULT_TIMEOUT"]
 
 F_RAW = 0x04  # payload is bytes the application sent as bytes
 DEFAULT_TIMEOUT = 60.0
@@ -44,6 +44,152 @@ class Message(NamedTuple):
     remote: str
     flow: int
     data: Any
+
+
+class EventSink(Protocol):
+    """Where a stack records message events (``flowcast.export.Recorder`` is one).
+
+    Declared here, not imported, because the transport must not depend on
+    the layers above it: any object with these two methods will do.
+    """
+
+    def message(
+        self,
+        kind: str,
+        msg_id: str,
+        src: Any,
+        dst: Any,
+        size: int,
+        latency: float | None = None,
+        *,
+        segment: int | None = None,
+        lag: float | None = None,
+        detail: str | None = None,
+        share: str | None = None,
+    ) -> None: ...
+
+    def presence(self, remote: str, status: str, detail: str | None = None) -> None: ...
+
+
+MAX_MISSED_PER_GAP = 64  # segment-missed events one arrival may report (a huge gap is not a flood of events)
+
+
+class ChannelEvents:
+    """One channel's facts (flows, sequence numbers) as message events for a sink.
+
+    Exists only while a stack records, so a stack without a sink pays
+    nothing: a :class:`~flowcast.transport.reliable.Channel` calls it only
+    when its ``watch`` is set.  Message ids are ``SENDER:TAG:FLOW:SEQ`` --
+    ``TAG`` names the sender's session (road) or boot (lane), which both
+    ends know, because sequence numbers start again with each.  Unreliable
+    messages number apart from reliable ones: ``SENDER:TAG:FLOW:uSEQ``.
+    Routes are ``("", yard, estate, flow)``: a road knows estates, a lane
+    yards; the share part waits for routing.
+    """
+
+    __slots__ = ("sink", "now", "born", "tx", "rx", "local", "peer", "_routes", "_missed", "_pieces")
+
+    def __init__(
+        self,
+        sink: EventSink,
+        now: Callable[[], float],
+        born: dict,
+        tx: str,
+        rx: str,
+        local: tuple[str, str],
+        peer: tuple[str, str],
+    ) -> None:
+        self.sink = sink
+        self.now = now
+        self.born = born  # the stack's: Outgoing -> [first send, msg id, src, dst]
+        self.tx = tx  # id prefix of what this end sends
+        self.rx = rx  # id prefix of what it receives
+        self.local = local  # (yard, estate) of this end
+        self.peer = peer
+        self._routes: dict[tuple[int, bool], tuple[tuple, tuple]] = {}
+        self._missed: dict[int, int] = {}  # flow -> highest sequence number reported missing
+        self._pieces: dict[tuple[int, int], int] = {}  # (flow, seq) -> highest segment seen
+
+    def _route(self, flow: int, outgoing: bool) -> tuple[tuple, tuple]:
+        route = self._routes.get((flow, outgoing))
+        if route is None:
+            me = ("", *self.local, flow)
+            them = ("", *self.peer, flow)
+            route = self._routes[(flow, outgoing)] = (me, them) if outgoing else (them, me)
+        return route
+
+    # -- sender ------------------------------------------------------------
+
+    def sent(self, msg: Any) -> None:
+        """``msg`` entered this channel (it has its sequence number now)."""
+        seq = f"u{msg.seq}" if msg.flags & F_UNRELIABLE else msg.seq
+        msg_id = f"{self.tx}:{msg.flow}:{seq}"
+        src, dst = self._route(msg.flow, True)
+        entry = self.born.get(msg)
+        if entry is not None:
+            entry[1:] = (msg_id, src, dst)
+        self.sink.message("sent", msg_id, src, dst, len(msg.data))
+
+    def resent(self, msg: Any, segment: int) -> None:
+        src, dst = self._route(msg.flow, True)
+        self.sink.message("resent", f"{self.tx}:{msg.flow}:{msg.seq}", src, dst, len(msg.data), segment=segment)
+
+    # -- receiver ----------------------------------------------------------
+
+    def _rx(self, kind: str, flow: int, seq: Any, size: int, segment: int | None = None) -> None:
+        src, dst = self._route(flow, False)
+        self.sink.message(kind, f"{self.rx}:{flow}:{seq}", src, dst, size, segment=segment)
+
+    def in_order(self, flow: int, seq: int, size: int) -> None:
+        """A whole message arrived and goes to the application at once."""
+        self._rx("received", flow, seq, size)
+        self._rx("delivered", flow, seq, size)
+
+    def loose(self, flow: int, seq: int, size: int) -> None:
+        """An unreliable message: delivered on arrival, in no order."""
+        self._rx("received", flow, f"u{seq}", size)
+        self._rx("delivered", flow, f"u{seq}", size)
+
+    def arrived(self, flow: int, seq: int, size: int, expected: int, pending: dict) -> None:
+        """A whole message is here; held (buffered) when ``seq`` is past ``expected``."""
+        self._pieces.pop((flow, seq), None)
+        self._rx("received", flow, seq, size)
+        if seq > expected:
+            self._rx("buffered", flow, seq, size)
+            self.gap(flow, seq, expected, pending)
+
+    def released(self, flow: int, seq: int, size: int) -> None:
+        """A held message goes to the application, its turn come."""
+        self._rx("delivered", flow, seq, size)
+
+    def gap(self, flow: int, seq: int, expected: int, pending: dict) -> None:
+        """``seq`` arrived ahead of ``expected``: the messages between, not held, are missing."""
+        start = max(expected, self._missed.get(flow, -1) + 1)
+        if start >= seq:
+            return
+        self._missed[flow] = seq - 1
+        reported = 0
+        for missing in range(start, seq):
+            if missing not in pending:
+                self._rx("segment-missed", flow, missing, 0)
+                reported += 1
+                if reported >= MAX_MISSED_PER_GAP:
+                    return
+
+    def piece(self, flow: int, seq: int, number: int, parts: dict) -> None:
+        """Segment ``number`` of message ``seq`` arrived: earlier ones not here are missing."""
+        key = (flow, seq)
+        high = self._pieces.get(key, -1)
+        if number <= high:
+            return
+        self._pieces[key] = number
+        reported = 0
+        for missing in range(high + 1, number):
+            if missing not in parts:
+                self._rx("segment-missed", flow, seq, 0, missing)
+                reported += 1
+                if reported >= MAX_MISSED_PER_GAP:
+                    return
 
 
 class Stack:
@@ -67,6 +213,77 @@ class Stack:
         self._timer: Any = None
         self._timer_when: float | None = None
         self._writable_armed = False
+        self._events: EventSink | None = None
+        self._born: dict[Outgoing, list] = {}  # while recording: Outgoing -> [first send, msg id, src, dst]
+
+    # -- message events ----------------------------------------------------
+
+    @property
+    def event_sink(self) -> EventSink | None:
+        """The sink message events go to, or None (the default: nothing recorded).
+
+        (Not ``events``: a RoadStack's ``events`` is its list of text notes.)
+        """
+        return self._events
+
+    def set_events(self, sink: EventSink | None) -> None:
+        """Record message events into ``sink`` from now on (None: stop).
+
+        Recording swaps in recording variants of the per-message hooks and
+        watches each channel; without a sink the plain methods run, so a
+        stack that records nothing pays nothing per message.
+        """
+        self._events = sink
+        self._born.clear()
+        if sink is None:
+            self.__dict__.pop("_submit", None)
+            self.__dict__.pop("_completed", None)
+        else:
+            self._submit = self._submit_recorded  # type: ignore[method-assign]
+            self._completed = self._completed_recorded  # type: ignore[method-assign]
+        self._watch_channels()
+
+    def _submit_recorded(self, msg: Outgoing, to: str) -> None:
+        self._born[msg] = [self.clock.now(), None, None, None]
+        try:
+            type(self)._submit(self, msg, to)
+        except BaseException:
+            self._born.pop(msg, None)
+            raise
+        if msg.seq >= 0:  # it entered a channel (else it waits for a session)
+            watch = self._channel_watch(to)
+            if watch is not None:
+                watch.sent(msg)
+
+    def _completed_recorded(self, msg: Outgoing) -> None:
+        """Final state: ``acknowledged`` (latency from first send) or ``denied``."""
+        entry = self._born.pop(msg, None)
+        sink = self._events
+        if entry is not None and sink is not None:
+            first, msg_id, src, dst = entry
+            if msg_id is None:  # never got into a channel: no sequence number, no session
+                msg_id = f"{self.name}:-:{msg.flow}:{id(msg):x}"
+                src, dst = self._route_of(msg)
+            if msg._state == DELIVERED:
+                sink.message("acknowledged", msg_id, src, dst, len(msg.data), self.clock.now() - first)
+            elif msg._state == FAILED:
+                sink.message("denied", msg_id, src, dst, len(msg.data), detail=msg.reason or "failed")
+        type(self)._completed(self, msg)
+
+    def _channel_watch(self, to: str) -> ChannelEvents | None:
+        """The watch of the channel a message to ``to`` just entered."""
+        return None
+
+    def _watch_channels(self) -> None:
+        """Set (or clear, without a sink) the watch of every live channel."""
+
+    def _route_of(self, msg: Outgoing) -> tuple[tuple, tuple]:
+        """``(src, dst)`` of a message no channel has named (see ChannelEvents)."""
+        return ("", "", self.name, msg.flow), ("", "", str(msg.remote), msg.flow)
+
+    def _completed(self, msg: Outgoing) -> None:
+        if self.on_done is not None:
+            self.on_done(msg)
 
     # -- the message API ---------------------------------------------------
 
