@@ -101,6 +101,7 @@ def collect(
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = inprogress(final)
         rows = 0
+        merged = []  # only these may be removed: a file found corrupt here stays, named
         with pq.ParquetWriter(tmp, SCHEMA, compression="zstd", use_dictionary=DICTIONARY_COLUMNS) as writer:
             for info in infos:
                 try:
@@ -109,15 +110,16 @@ def collect(
                     report.skipped.append(str(error))
                     continue
                 writer.write_table(table)
+                merged.append(info.path)
                 rows += table.num_rows
                 writing.advance()
         publish(tmp, final)
         report.events += rows
         report.written.append(final)
         if out is None:
-            for info in infos:
-                if info.path != final:
-                    info.path.unlink(missing_ok=True)
+            for path in merged:
+                if path != final:
+                    path.unlink(missing_ok=True)
                     report.removed += 1
     writing.close()
     return report

@@ -146,3 +146,16 @@ def test_recover_publishes_what_a_crashed_house_left(tmp_path: Path, capsys: pyt
     assert "a.h: recovered 20 event(s), lost 5" in out and "1 segment(s), 20 event(s)" in out
     assert main([str(tmp_path), "--recover", "--out", str(tmp_path / "out")]) == 0  # nothing left to recover
     assert "recovered" not in capsys.readouterr().out
+
+
+def test_a_segment_found_corrupt_while_merging_is_kept_not_deleted(tmp_path: Path) -> None:
+    """Footer and version fine, data unusable: skipped, named, and left on disk."""
+    _write(tmp_path, "h", 3, segments=2)
+    files = [p for *_, p in segment_files(tmp_path)]
+    table = pq.read_table(files[0])
+    bad = table.set_column(table.column_names.index("latency"), "latency", pa.array(["slow"] * table.num_rows))
+    pq.write_table(bad.replace_schema_metadata(table.schema.metadata), files[0])
+    report = collect([tmp_path], today=TODAY)
+    assert len(report.skipped) == 1 and "latency" in report.skipped[0]
+    assert files[0].exists(), "a skipped segment must never be removed"
+    assert report.removed == 1 and report.events == 3
