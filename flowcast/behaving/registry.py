@@ -91,13 +91,19 @@ class Behaviour:
 
 def _coerce(name: str, param: Param, value: Any) -> Any:
     kind = param.kind
-    if kind is None or isinstance(value, kind):
+    if kind is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
         return value
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     try:
-        if kind in (int, float, str):
-            return kind(value)
+        if kind is int and isinstance(value, float) and value.is_integer():
+            return int(value)  # 2.0 is 2; 0.5 is refused below, never truncated
+        if kind is int and isinstance(value, str):
+            return int(value, 10)
+        if kind is float and isinstance(value, str):
+            return float(value)
+        if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
         if kind is bool and isinstance(value, str) and value.lower() in ("true", "false"):
             return value.lower() == "true"
     except (TypeError, ValueError):
@@ -136,7 +142,12 @@ def canonical_name(name: str) -> str:
 
 def _params_of(target: Any, form: str) -> tuple[Param, ...]:
     func = target.__init__ if form == "class" else target
-    signature = inspect.signature(func)
+    try:
+        # eval_str: modules with ``from __future__ import annotations`` hold
+        # annotations as strings; the declared type, not the default's, counts.
+        signature = inspect.signature(func, eval_str=True)
+    except (NameError, TypeError, SyntaxError):
+        signature = inspect.signature(func)
     params = list(signature.parameters.values())
     if form == "class":
         params = params[1:]  # self

@@ -70,7 +70,7 @@ class Wait:
 class MicroThread:
     """One generator and its bookkeeping; made by :meth:`Scheduler.spawn`."""
 
-    __slots__ = ("name", "gen", "step", "done", "result", "error", "_joiners", "_value")
+    __slots__ = ("name", "gen", "step", "done", "result", "error", "_joiners", "_value", "_unpark")
 
     def __init__(self, gen: Body, name: str) -> None:
         self.name = name
@@ -81,6 +81,7 @@ class MicroThread:
         self.error: BaseException | None = None
         self._joiners: list[MicroThread] = []
         self._value: Any = None
+        self._unpark: Callable[[], None] | None = None  # undoes the current wait, for cancel()
 
     def join(self) -> "Wait":
         """Directive: wait until this thread ends; the yield returns its result."""
@@ -113,7 +114,7 @@ class _Sleep(Wait):
         self.delay = delay
 
     def park(self, scheduler: "Scheduler", thread: MicroThread) -> None:
-        scheduler.call_at(scheduler.clock.now() + self.delay, scheduler.wake, thread)
+        thread._unpark = scheduler.call_at(scheduler.clock.now() + self.delay, scheduler.wake, thread).cancel
 
 
 class _SleepUntil(Wait):
@@ -123,7 +124,7 @@ class _SleepUntil(Wait):
         self.when = when
 
     def park(self, scheduler: "Scheduler", thread: MicroThread) -> None:
-        scheduler.call_at(self.when, scheduler.wake, thread)
+        thread._unpark = scheduler.call_at(self.when, scheduler.wake, thread).cancel
 
 
 class _Readable(Wait):
@@ -140,6 +141,7 @@ class _Readable(Wait):
             scheduler.wake(thread)
 
         scheduler.add_reader(fileobj, ready)
+        thread._unpark = lambda: scheduler.remove_reader(fileobj)
 
 
 class _Join(Wait):
@@ -215,7 +217,10 @@ class _EventWait(Wait):
         if self.event._flag:
             scheduler.wake(thread)
         else:
-            self.event._waiters.append((scheduler, thread))
+            entry = (scheduler, thread)
+            waiters = self.event._waiters
+            waiters.append(entry)
+            thread._unpark = lambda: waiters.remove(entry) if entry in waiters else None
 
 
 class Scheduler:
@@ -266,12 +271,16 @@ class Scheduler:
         """Make a parked thread runnable; ``value`` is what its yield returns."""
         if not thread.done:
             thread._value = value
+            thread._unpark = None
             self._ready.append(thread)
 
     def cancel(self, thread: MicroThread) -> None:
         """End a thread now, running its ``finally`` blocks."""
         if thread.done:
             return
+        unpark, thread._unpark = thread._unpark, None
+        if unpark is not None:  # its timer, reader or event wait must not outlive it
+            unpark()
         try:
             thread.gen.close()
         except BaseException as error:  # noqa: BLE001 - reported like any failure
@@ -387,8 +396,18 @@ class Scheduler:
     BATCH = 256
 
     def run(self, until: float | None = None) -> None:
-        """Run until idle, until clock time ``until``, or until stopped."""
-        self._stopping = False
+        """Run until idle, until clock time ``until``, or until stopped.
+
+        A :meth:`stop` that came before this call (a signal between
+        installing handlers and running) is honoured, not forgotten: the
+        flag is cleared when a run ends, not when one begins.
+        """
+        try:
+            self._run(until)
+        finally:
+            self._stopping = False
+
+    def _run(self, until: float | None) -> None:
         ready = self._ready
         popleft = ready.popleft
         append = ready.append
@@ -445,6 +464,8 @@ class Scheduler:
         if until is not None and now >= until:
             # Everything due at ``until`` still runs, then the run ends.
             return not busy and self._fire_due(now) and bool(self._ready)
+        while timers and timers[0][2].cancelled:  # a cancelled timer is no work
+            heapq.heappop(timers)
         deadline = timers[0][0] if timers else None
         if not busy and deadline is None and not self._readers:
             return False  # nothing left that could ever run (the waker alone is no work)

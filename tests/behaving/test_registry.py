@@ -88,3 +88,23 @@ def test_entry_points_bring_stock_behaviours():
     reg = Registry()
     reg.load_entry_points()
     assert "count" in reg and "forward" in reg
+
+
+def test_postponed_annotations_give_the_declared_type_and_nothing_is_truncated():
+    from flowcast.behaving import stock  # written with 'from __future__ import annotations'
+
+    reg = Registry()
+    count = reg.add(stock.count)
+    assert count.params[0].kind is float  # declared 'step: float = 1', not type(1)
+    assert count.bind({"step": 0.5}) == {"step": 0.5}
+
+    @behaviour("whole")
+    def whole(io, n: int = 1):
+        return None
+
+    found = reg.add(whole)
+    assert found.bind({"n": 2.0}) == {"n": 2}
+    with pytest.raises(BehaviourError, match="wants int"):
+        found.bind({"n": 0.5})
+    with pytest.raises(BehaviourError, match="wants int"):
+        found.bind({"n": True})

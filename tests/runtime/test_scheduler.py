@@ -276,3 +276,42 @@ def test_stop_from_inside_a_thread_returns_without_blocking():
     s.run()
     assert s.clock.now() < 60
     s.close()
+
+
+def test_stop_before_run_is_not_lost():
+    s = Scheduler(RealClock())
+
+    def sleeper():
+        yield sleep(3600)
+
+    s.spawn(sleeper())
+    s.stop()  # e.g. SIGTERM after handlers are installed, before run()
+    s.run()
+    assert s.clock.now() < 60
+    s.close()
+
+
+def test_cancelled_thread_leaves_no_timer_reader_or_event_wait_behind():
+    s = Scheduler(VirtualClock())
+    ev = Event()
+    a, b = socket.socketpair()
+
+    def sleeper():
+        yield sleep(1000)
+
+    def reader():
+        yield readable(a)
+
+    def waiter():
+        yield ev.wait()
+
+    threads = [s.spawn(sleeper()), s.spawn(reader()), s.spawn(waiter())]
+    s.run(until=1.0)
+    for t in threads:
+        s.cancel(t)
+    s.run()  # nothing is left: returns at once, the clock does not jump to 1000
+    assert s.clock.now() == 1.0
+    assert ev._waiters == [] and s._readers == 0
+    a.close()
+    b.close()
+    s.close()
