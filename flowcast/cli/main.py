@@ -69,7 +69,13 @@ def cmd_run(argv: Sequence[str]) -> int:
     if args.export is not None:
         from flowcast.export.recorder import Recorder
 
-        recorder = Recorder.for_house(house, args.export, estate=args.estate, out=lambda line: print(line, file=sys.stderr))
+        try:
+            recorder = Recorder.for_house(
+                house, args.export, estate=args.estate, out=lambda line: print(line, file=sys.stderr)
+            )
+        except (OSError, ValueError) as error:  # an unwritable directory, a hostile estate name
+            print(f"flowcast run: cannot export to {args.export}: {error}", file=sys.stderr)
+            return 2
         house.skedder.after_tick.append(recorder.poll)
     try:
         house.run(args.until, handle_signals=True)
@@ -118,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FlowError as error:
         print(error, file=sys.stderr)
         return 1
+    except LookupError as error:  # e.g. --house naming no house of the flow
+        print(f"flowcast {name}: {error.args[0] if error.args else error}", file=sys.stderr)
+        return 2
     except MicroThreadError as error:
         cause = error.__cause__ or error
         print(f"flowcast: {error.thread.name} stopped: {cause}", file=sys.stderr)

@@ -80,7 +80,10 @@ def segment_files(root: Path, since: date | None = None, until: date | None = No
     for day_dir in sorted(root.iterdir()):
         if not day_dir.is_dir() or not _DAY.fullmatch(day_dir.name):
             continue
-        day = date.fromisoformat(day_dir.name)
+        try:
+            day = date.fromisoformat(day_dir.name)
+        except ValueError:  # shaped like a day, not a real one (2026-13-45): not ours
+            continue
         if (since is not None and day < since) or (until is not None and day > until):
             continue
         for house_dir in sorted(day_dir.iterdir()):

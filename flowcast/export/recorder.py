@@ -170,8 +170,8 @@ class Recorder:
         rows = self._rows
         if not rows:
             return
-        self._rows = []
         self.writer.append(rows, rows[-1][0])
+        self._rows = []  # only now: a failed write (disk full) keeps the batch for the next try
         self._counter = self.writer.counter
         self._journaled = self.writer.journaled
 

@@ -108,3 +108,19 @@ def test_run_exports_logged_shares_as_parquet(tmp_path):
         (5.625, "light.color", '{"value":"red"}'),
     ]
     assert {r["estate"] for r in rows} == {"here"} and {r["house"] for r in rows} == {"crossing"}
+
+
+def test_bad_house_or_export_target_is_a_one_line_error(tmp_path):
+    result = flowcast("run", "flows/hello.flo", "--virtual", "--house", "nosuch")
+    assert result.returncode == 2 and "no house 'nosuch'; houses: hello" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = flowcast("run", "flows/hello.flo", "--virtual", "--export", str(tmp_path / "x"), "--estate", "../evil")
+    assert result.returncode == 2 and "cannot export" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path.parent / "evil").exists()
+
+
+def test_convert_writes_an_ordinary_file(tmp_path):
+    out = tmp_path / "hello.yaml"
+    result = flowcast("convert", "flows/traffic.flo", str(out))
+    assert result.returncode == 0, result.stderr
+    assert out.stat().st_mode & 0o044 == 0o044  # readable by group and others under the usual umask

@@ -159,3 +159,9 @@ def test_a_segment_found_corrupt_while_merging_is_kept_not_deleted(tmp_path: Pat
     assert len(report.skipped) == 1 and "latency" in report.skipped[0]
     assert files[0].exists(), "a skipped segment must never be removed"
     assert report.removed == 1 and report.events == 3
+
+
+def test_day_shaped_folders_that_are_not_days_are_ignored(tmp_path: Path) -> None:
+    _write(tmp_path, "h", 2)
+    (tmp_path / "2026-13-45" / "h").mkdir(parents=True)
+    assert len(segment_files(tmp_path)) == 1
