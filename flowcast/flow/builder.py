@@ -139,10 +139,26 @@ class _Builder:
     def share(self, ref: Ref | str, framer: Framer, frame: Frame | None, where: Where | None) -> Share | None:
         path = ref.path if isinstance(ref, Ref) else ref
         try:
-            return self.store.share(self.path(path, framer, frame))
+            resolved = self.path(path, framer, frame)
+            share = self.store.share(resolved)
         except ShareNameError as error:
             self.error(str(error), where)
             return None
+        self.bind_state_if_named(resolved)
+        return share
+
+    def bind_state_if_named(self, name: str) -> None:
+        """Mirror a framer's elapsed/recurred into ``framer.F.state.*`` only if
+        the flow names them: updating two shares per framer per tick for
+        nobody cost a quarter of a tick."""
+        parts = name.split(".")
+        if len(parts) == 4 and parts[0] == "framer" and parts[2] == "state" and parts[3] in ("elapsed", "recurred"):
+            target = self.framers.get(parts[1])
+            if target is not None and target._elapsed_share is None:
+                target.bind_state(
+                    self.store.share(f"framer.{target.name}.state.elapsed", {"value": 0.0}),
+                    self.store.share(f"framer.{target.name}.state.recurred", {"value": 0}),
+                )
 
     def reading(self, share: Share, fields: tuple[str, ...]) -> str:
         """The field a need reads; created as 0.0 when absent, as Ioflo does."""
@@ -168,10 +184,6 @@ class _Builder:
                 on_transition=self.on_transition,
             )
             framer.inode = fspec.inode or ""
-            framer.bind_state(
-                self.store.share(f"framer.{fspec.name}.state.elapsed", {"value": 0.0}),
-                self.store.share(f"framer.{fspec.name}.state.recurred", {"value": 0}),
-            )
             self.framers[fspec.name] = framer
         for fspec in spec.framers:
             self.build_frames(fspec)
@@ -189,6 +201,7 @@ class _Builder:
             except ShareNameError as error:
                 self.error(str(error), None)
                 continue
+            self.bind_state_if_named(share.name)
             share.log()
             logged.append(share.name)
         if self.errors:

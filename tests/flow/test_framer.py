@@ -138,3 +138,19 @@ def test_build_errors_are_collected_located_and_suggest():
     text = str(info.value)
     assert "x.flo:3:5" in text and "did you mean 'start'?" in text and "did you mean 'count'?" in text
     assert "^" in text
+
+
+def test_framer_state_shares_are_kept_only_when_the_flow_names_them():
+    def house(extra_acts):
+        return HouseSpec("h", framers=[FramerSpec("f", frames=[
+            FrameSpec("a", acts=[*extra_acts, go("next", Need("recurred", op=">=", goal_value=2))]),
+            FrameSpec("b", acts=[Act("bid", "enter", {"control": "stop", "taskers": ["me"]})]),
+        ])])
+
+    _, _, quiet = run(house([]))
+    assert "framer.f.state.recurred" not in quiet.store  # nobody reads it: not updated every tick
+    reader = Act("copy", "recur", {"src": Ref("framer.me.state.recurred"), "dst": Ref(".seen")})
+    _, _, watched = run(house([reader]))
+    state = watched.store.share("framer.f.state.recurred")
+    assert (state.value, state.stamp) == (0, 0.25)  # reset by the entry into b at 0.25
+    assert watched.store.share("seen").value == 1  # copied in the tick before the transition
