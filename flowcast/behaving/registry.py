@@ -23,6 +23,7 @@ built, so a typo is a load error, not a run-time surprise.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -76,9 +77,8 @@ class Behaviour:
         for key, value in data.items():
             param = known.get(key)
             if param is None:
-                from flowcast.flow.errors import did_you_mean
-
-                hint = did_you_mean(key, known) or (
+                close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+                hint = (f"did you mean {close[0]!r}?" if close else "") or (
                     f"it takes: {', '.join(known)}" if known else "it takes no parameters"
                 )
                 raise BehaviourError(f"behaviour {self.name!r} has no parameter {key!r}; {hint}")

@@ -13,6 +13,7 @@ from pathlib import Path
 from flowcast.behaving import Registry
 from flowcast.flow.framer import Transition
 from flowcast.flow.loader import load_flow
+from flowcast.house.house import House
 
 __all__ = ["Transition", "run_trace"]
 
@@ -31,8 +32,6 @@ def run_trace(
     ``registry`` replaces the default one (entry points plus the flow's
     ``load`` statements still load into it).
     """
-    from flowcast.house.house import House
-
     spec = load_flow(Path(path))
     trace: list[Transition] = []
     built = House(

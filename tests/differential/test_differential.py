@@ -1,7 +1,7 @@
 """flowcast's frame-transition trace equals Ioflo 2.0.3's for every corpus script.
 
 Each script in ``tests/flow/corpus`` is run twice: by Ioflo (through the
-oracle, in simulated time) and by ``flowcast.flow.trace.run_trace`` on the
+oracle, in simulated time) and by ``flowcast.house.trace.run_trace`` on the
 virtual clock, with the same period and horizon from the script's header.
 The traces -- (time, framer, from frame, to frame), in order -- must be
 equal.  A script marked ``# differs:`` documents a deliberate departure from
@@ -58,7 +58,7 @@ def flowcast_run(script: CorpusScript) -> tuple[list[Row], list[str]]:
     """flowcast's trace and printed lines for ``script`` (memoised: each script is built once)."""
     key = str(script.path)
     if key not in _RUNS:
-        from flowcast.flow.trace import run_trace  # imported here: a missing API fails each test
+        from flowcast.house.trace import run_trace  # imported here: a missing API fails each test
 
         printed: list[str] = []
         trace = run_trace(script.path, period=script.period, until=script.until,
@@ -108,7 +108,7 @@ def test_documented_differences() -> None:
 
 def test_transition_type_is_the_shared_contract() -> None:
     """flowcast's Transition has the contract's fields in the contract's order."""
-    from flowcast.flow.trace import Transition
+    from flowcast.house.trace import Transition
 
     t = Transition(0.25, "f", "-", "one")
     assert (t.time, t.framer, t.source, t.target) == (0.25, "f", "-", "one")

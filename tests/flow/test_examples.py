@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from flowcast.flow.loader import load_flow
-from flowcast.flow.trace import run_trace
+from flowcast.house.trace import run_trace
 from tests.differential.ioflo_oracle import ioflo_trace
 
 FLOWS = Path(__file__).resolve().parents[2] / "flows"
