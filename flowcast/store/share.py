@@ -131,6 +131,14 @@ class QueueShare(Share):
         self.dropped = 0
         self._fields["value"] = self.queue
 
+    def update(self, data: Mapping[str, Any] | Iterable[tuple[str, Any]] = (), **fields: Any) -> None:
+        """Other fields as on any share; ``value`` is the queue itself and stays it."""
+        changes = dict(data)
+        changes.update(fields)
+        if "value" in changes:
+            raise TypeError(f"queue share {self.name!r}: add messages with push(), not by setting its value")
+        super().update(changes)
+
     def push(self, message: Any) -> bool:
         """Append; False (and counted) when the queue is at its bound."""
         if self.bound and len(self.queue) >= self.bound:

@@ -55,3 +55,13 @@ def test_create_keeps_existing_fields():
     share = store.share("s", {"a": 1})
     share.create({"a": 2, "b": 3})
     assert share.fields() == {"a": 1, "b": 3}
+
+
+def test_queue_value_cannot_be_replaced_by_assignment():
+    store, _ = make()
+    q = store.queue("inbox")
+    q.push(1)
+    with pytest.raises(TypeError, match="push"):
+        q.value = [9]
+    q.update(note="ok")
+    assert list(q.value) == [1] and q.value is q.queue and q["note"] == "ok"
