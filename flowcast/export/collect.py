@@ -35,7 +35,7 @@ from flowcast.export.layout import inprogress, partition_dir, publish, segment_f
 from flowcast.export.progress import Progress
 from flowcast.export.reader import CorruptSegmentError, SegmentInfo, inspect, read_segment
 from flowcast.export.schema import DICTIONARY_COLUMNS, SCHEMA, SchemaVersionError
-from flowcast.export.segments import Recovery, SegmentWriter
+from flowcast.export.segments import Recovery, SegmentWriter, WriterBusyError
 
 __all__ = ["CollectReport", "collect", "main", "recover"]
 
@@ -140,7 +140,10 @@ def recover(dirs: Sequence[Path]) -> list[tuple[str, Recovery]]:
             estate, _, house = jdir.name.partition(".")
             if not jdir.is_dir() or not any(jdir.iterdir()):
                 continue
-            writer = SegmentWriter(root, estate, house, epoch=0.0)
+            try:
+                writer = SegmentWriter(root, estate, house, epoch=0.0)
+            except WriterBusyError:
+                continue  # that house is running: its journal is live, not left behind
             writer.close()
             done.append((jdir.name, writer.recovery))
     return done

@@ -24,8 +24,10 @@ duplicates a finished batch.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import mmap
+import os
 import secrets
 import struct
 from collections.abc import Callable, Sequence
@@ -230,6 +232,10 @@ class Recovery:
         )
 
 
+class WriterBusyError(OSError):
+    """Another live writer holds this estate's and house's journal."""
+
+
 class SegmentWriter:
     """Bounded, crash-safe Parquet segments for one house."""
 
@@ -252,6 +258,17 @@ class SegmentWriter:
         self.max_age = max_age
         self.jdir = journal_dir(self.root, estate, house)
         self.jdir.mkdir(parents=True, exist_ok=True)
+        # One writer per estate and house: a second one would "recover" (publish
+        # and delete) the live journal of the first.  The lock is on the journal
+        # directory itself (no lock file to leave behind) and dies with us.
+        self._lock = os.open(self.jdir, os.O_RDONLY)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock)
+            raise WriterBusyError(
+                f"another writer for estate {estate!r} house {house!r} is running on {self.root}"
+            ) from None
         self.published: list[Path] = []
         self.events = 0  # events published or journaled by this writer
         self.recovery = self.recover()
@@ -318,7 +335,10 @@ class SegmentWriter:
         if self.closed:
             return []
         self.closed = True
-        return self._finish()
+        try:
+            return self._finish()
+        finally:
+            os.close(self._lock)  # releases the flock: another writer may start
 
     def _finish(self) -> list[Path]:
         if self._stream is not None:

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from flowcast.export import Recorder, read_segments
 from flowcast.export.layout import journal_dir, segment_files
@@ -142,3 +143,17 @@ def test_kill_9_after_segments_rolled_recovers_only_the_open_one(tmp_path: Path)
     assert before.num_rows + rec.recovery.recovered == after.num_rows
     assert after.num_rows + rec.recovery.lost == 25
     assert sorted(int(x) for x in after.column("msg_id").to_pylist()) == list(range(after.num_rows))
+
+
+def test_a_second_writer_for_the_same_house_is_refused_and_recover_leaves_a_live_journal(tmp_path):
+    from flowcast.export.collect import recover
+    from flowcast.export.segments import SegmentWriter, WriterBusyError
+
+    first = SegmentWriter(tmp_path, "a", "h", epoch=0.0)
+    with pytest.raises(WriterBusyError, match="another writer"):
+        SegmentWriter(tmp_path, "a", "h", epoch=0.0)
+    journals = sorted(p.name for p in first.jdir.iterdir())
+    assert recover([tmp_path]) == []  # the running house's journal is not "recovered" away
+    assert sorted(p.name for p in first.jdir.iterdir()) == journals
+    first.close()
+    SegmentWriter(tmp_path, "a", "h", epoch=0.0).close()  # free again once closed
