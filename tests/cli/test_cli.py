@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import signal
 import subprocess
 import sys
@@ -74,7 +75,9 @@ def test_sigterm_stops_cleanly_and_runs_exit_contexts(tmp_path):
     )
     try:
         assert proc.stdout is not None
-        first = proc.stdout.readline()  # blocks until the flow is running
+        ready, _, _ = select.select([proc.stdout], [], [], 30)  # bounded: a stuck child fails, not hangs
+        assert ready, "the flow printed nothing within 30 s"
+        first = proc.stdout.readline()
         assert first.strip() == "entered"
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=20)

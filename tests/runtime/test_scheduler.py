@@ -181,13 +181,18 @@ def test_datagram_wakes_blocked_scheduler_without_timer():
         got.append(a.recv(100))
 
     s.spawn(reader())
-    sender = threading.Timer(0.05, lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"hi", a.getsockname()))
+    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    # From another thread, so the datagram arrives while the scheduler is blocked.
+    sender = threading.Timer(0.05, lambda: out.sendto(b"hi", a.getsockname()))
     sender.start()
     s.run(until=10.0)  # returns as soon as nothing is left, well before 10 s
     sender.join()
     a.close()
+    out.close()
+    s.close()
     assert got == [b"hi"]
     assert s.clock.now() < 5.0
+    assert s.waits <= 3, f"{s.waits} loop turns: the wait polled instead of blocking"
 
 
 def test_stop_from_another_thread_interrupts_blocking_wait():
