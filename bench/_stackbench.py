@@ -1,6 +1,8 @@
 """Two-process measurements of flowcast's own stacks (road and lane).
 
-Shared by ``bench/road.py`` and ``bench/lane.py``.  The receiving stack
+Shared by ``bench/road.py`` and ``bench/lane.py`` (run those; they print
+one line per figure, or one JSON object with ``--json``; this module is
+not a benchmark of its own).  The receiving stack
 runs in a spawned child; the sending one here.  Like ``bench/peers.py``,
 throughput is counted at the receiver, from the moment the sender started
 (``time.monotonic`` is one clock for all processes) to the moment the last
