@@ -135,6 +135,8 @@ class _Readable(Wait):
 
     def park(self, scheduler: "Scheduler", thread: MicroThread) -> None:
         fileobj = self.fileobj
+        if scheduler.has_reader(fileobj):
+            raise RuntimeError(f"{fileobj!r} already has a reader: readable() would replace it")
 
         def ready() -> None:
             scheduler.remove_reader(fileobj)
@@ -313,6 +315,12 @@ class Scheduler:
     def remove_reader(self, fileobj: Any) -> None:
         self._watch(fileobj, 0, None)
 
+    def has_reader(self, fileobj: Any) -> bool:
+        try:
+            return self._selector.get_key(fileobj).data[0] is not None
+        except (KeyError, ValueError):
+            return False
+
     def add_writer(self, fileobj: Any, callback: Callable[[], Any]) -> None:
         """Call ``callback()`` each time ``fileobj`` is writable, until removed.
 
@@ -435,15 +443,14 @@ class Scheduler:
                 if directive is None:
                     append(thread)
                 else:
+                    park = getattr(directive, "park", None)
                     try:
-                        directive.park(self, thread)
-                    except AttributeError:
+                        if park is None:
+                            raise TypeError(f"micro-thread {thread.name!r} yielded {directive!r}, not a Wait")
+                        park(self, thread)
+                    except Exception as error:  # noqa: BLE001 - the thread's failure, reported as such
                         thread.gen.close()
-                        self._finish(
-                            thread,
-                            None,
-                            TypeError(f"micro-thread {thread.name!r} yielded {directive!r}, not a Wait"),
-                        )
+                        self._finish(thread, None, error)
                         if self._failure is not None:
                             break
             self.switches += switched

@@ -320,3 +320,21 @@ def test_cancelled_thread_leaves_no_timer_reader_or_event_wait_behind():
     a.close()
     b.close()
     s.close()
+
+
+def test_readable_refuses_to_replace_a_persistent_reader():
+    s = Scheduler(RealClock())
+    a, b = socket.socketpair()
+    s.add_reader(a, lambda: None)
+
+    def waiter():
+        yield readable(a)
+
+    s.spawn(waiter(), name="waiter")
+    with pytest.raises(MicroThreadError, match="already has a reader"):
+        s.run(until=1.0)
+    assert s.has_reader(a)  # the persistent reader is still there
+    s.remove_reader(a)
+    a.close()
+    b.close()
+    s.close()
