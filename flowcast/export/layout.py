@@ -15,10 +15,10 @@ alphabet here; nothing from the wire reaches a path any other way.
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import date
 from pathlib import Path
+from flowcast.runtime.durable import replace_durably
 
 __all__ = [
     "ExportNameError",
@@ -60,12 +60,7 @@ def inprogress(final: Path) -> Path:
 
 def publish(tmp: Path, final: Path) -> None:
     """Make a completely written file visible under its final name, durably."""
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, final)
+    replace_durably(tmp, final)
 
 
 def segment_files(root: Path, since: date | None = None, until: date | None = None) -> list[tuple[date, str, Path]]:

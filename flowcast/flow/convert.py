@@ -9,14 +9,13 @@ before it replaces anything.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from flowcast.flow.errors import FlowError
 from flowcast.flow.loader import YAML_SUFFIXES, load_flow
 from flowcast.flow.yamlflow import dump_yaml, parse_yaml
+from flowcast.runtime.durable import atomic_write
 
 
 def convert(src: str | Path, dst: str | Path) -> None:
@@ -34,20 +33,7 @@ def convert(src: str | Path, dst: str | Path) -> None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a flow is an ordinary file
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text.encode("utf-8"))
 
 
 def main(argv: list[str] | None = None) -> int:

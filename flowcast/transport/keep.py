@@ -18,11 +18,11 @@ import enum
 import json
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from flowcast.transport.crypto import LongTermKeys, fingerprint
+from flowcast.runtime.durable import atomic_write
 
 __all__ = [
     "Acceptance",
@@ -155,20 +155,7 @@ class Keep:
             os.chmod(folder, 0o700)
 
     def _write(self, target: Path, data: dict) -> None:
-        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")  # mkstemp creates 0600
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(data, handle, indent=1, sort_keys=True)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(temp, 0o600)
-            os.replace(temp, target)
-        except BaseException:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
-            raise
+        atomic_write(target, json.dumps(data, indent=1, sort_keys=True).encode(), mode=0o600)
 
     def _remote_file(self, fp: str) -> Path:
         assert self.path is not None
