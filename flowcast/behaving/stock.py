@@ -6,7 +6,6 @@ Small, general pieces that flows use as glue.  Transport wiring behaviours
 
 from __future__ import annotations
 
-from typing import Any
 
 from flowcast.behaving.registry import Io, behaviour
 
