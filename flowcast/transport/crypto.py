@@ -36,6 +36,21 @@ __all__ = [
 
 MAC_SIZE = _b.crypto_secretbox_MACBYTES  # 16
 NONCE_PAD = b"\0" * 8
+# The per-packet calls go straight to libsodium through PyNaCl's own cffi
+# module: its Python wrappers re-check lengths, zero a fresh buffer and
+# format an error message on every call -- about 0.8 us per small packet,
+# on both sides of every round trip.  Keys and nonces here are always the
+# right length (32-byte session keys, 16-byte header + 8-byte pad).
+try:
+    from nacl._sodium import ffi as _ffi
+    from nacl._sodium import lib as _lib
+
+    _alloc = _ffi.new_allocator(should_clear_after_alloc=False)
+    _buffer = _ffi.buffer
+    _c_seal = _lib.crypto_secretbox_easy
+    _c_open = _lib.crypto_secretbox_open_easy
+except (ImportError, AttributeError):  # pragma: no cover - an unusual PyNaCl build
+    _c_seal = _c_open = None
 _secretbox = _b.crypto_secretbox_easy
 _secretbox_open = _b.crypto_secretbox_open_easy
 
@@ -90,12 +105,26 @@ def verify_signature(verkey: bytes, message: bytes, signature: bytes) -> bool:
 
 def seal(key: bytes, header: bytes, body: bytes) -> bytes:
     """header + secretbox(body) with the header as nonce."""
-    return header + _secretbox(body, header + NONCE_PAD, key)
+    nonce = header + NONCE_PAD
+    if _c_seal is None or len(key) != 32 or len(nonce) != 24:
+        return header + _secretbox(body, nonce, key)
+    size = len(body) + 16
+    out = _alloc("unsigned char[]", size)
+    if _c_seal(out, body, len(body), nonce, key) != 0:
+        raise CryptoError("Encryption failed")
+    return header + _buffer(out, size)[:]
 
 
 def open_sealed(key: bytes, header: bytes, ciphertext: bytes) -> bytes:
     """The body, or CryptoError if anything (header included) was altered."""
-    return _secretbox_open(ciphertext, header + NONCE_PAD, key)
+    nonce = header + NONCE_PAD
+    size = len(ciphertext) - 16
+    if _c_open is None or size < 0 or len(key) != 32 or len(nonce) != 24:
+        return _secretbox_open(ciphertext, nonce, key)
+    out = _alloc("unsigned char[]", size or 1)
+    if _c_open(out, ciphertext, size + 16, nonce, key) != 0:
+        raise CryptoError("Decryption failed. Ciphertext failed verification")
+    return _buffer(out, size)[:]
 
 
 def box_seal(shared: bytes, nonce: bytes, message: bytes) -> bytes:
