@@ -108,6 +108,8 @@ def seal(key: bytes, header: bytes, body: bytes) -> bytes:
     nonce = header + NONCE_PAD
     if _c_seal is None or len(key) != 32 or len(nonce) != 24:
         return header + _secretbox(body, nonce, key)
+    if type(body) is not bytes:  # cffi takes bytes, not memoryview/bytearray
+        body = bytes(body)
     size = len(body) + 16
     out = _alloc("unsigned char[]", size)
     if _c_seal(out, body, len(body), nonce, key) != 0:
@@ -121,6 +123,8 @@ def open_sealed(key: bytes, header: bytes, ciphertext: bytes) -> bytes:
     size = len(ciphertext) - 16
     if _c_open is None or size < 0 or len(key) != 32 or len(nonce) != 24:
         return _secretbox_open(ciphertext, nonce, key)
+    if type(ciphertext) is not bytes:  # cffi takes bytes, not memoryview/bytearray
+        ciphertext = bytes(ciphertext)
     out = _alloc("unsigned char[]", size or 1)
     if _c_open(out, ciphertext, size + 16, nonce, key) != 0:
         raise CryptoError("Decryption failed. Ciphertext failed verification")
