@@ -37,27 +37,34 @@ def _kind(name: str):
     return F.col("kind") == F.lit(name)
 
 
+def _first_pair(events: DataFrame, start: str, end: str, reported: str) -> DataFrame:
+    """Per message (src, dst, msg_id): the first ``start`` and ``end`` event times,
+    and the largest ``reported`` value on an ``end`` event.
+
+    One hash aggregation by message instead of a join of one kind to the
+    other (a sort-merge join costs about twice as much here); a message
+    seen twice counts once, at its first event of each kind.
+    """
+    return (
+        events.filter(F.col("kind").isin(start, end))
+        .groupBy("src", "dst", "msg_id")
+        .agg(
+            F.min(F.when(_kind(start), F.col("ts"))).alias("start_ts"),
+            F.min(F.when(_kind(end), F.col("ts"))).alias("end_ts"),
+            F.max(F.when(_kind(end), F.col(reported))).alias("reported"),
+        )
+    )
+
+
 def delivery_latencies(events: DataFrame) -> DataFrame:
     """Each delivered message with its latency: as reported, else sent-to-delivered time.
 
-    One hash aggregation by message instead of a join of deliveries to
-    sends (a sort-merge join costs about twice as much here); a message
-    delivered twice counts once, at its first delivery.
+    A message delivered twice counts once, at its first delivery.
     """
-    sent, delivered = _kind("sent"), _kind("delivered")
-    per_message = (
-        events.filter(F.col("kind").isin("sent", "delivered"))
-        .groupBy("src", "dst", "msg_id")
-        .agg(
-            F.min(F.when(sent, F.col("ts"))).alias("sent_ts"),
-            F.min(F.when(delivered, F.col("ts"))).alias("ts"),
-            F.max(F.when(delivered, F.col("latency"))).alias("reported"),
-        )
-        .filter(F.col("ts").isNotNull())
-    )
+    per_message = _first_pair(events, "sent", "delivered", "latency").filter(F.col("end_ts").isNotNull())
     return per_message.select(
-        "src", "dst", "msg_id", "ts",
-        F.coalesce(F.col("reported"), _seconds_between("ts", "sent_ts")).alias("latency"),
+        "src", "dst", "msg_id", F.col("end_ts").alias("ts"),
+        F.coalesce(F.col("reported"), _seconds_between("end_ts", "start_ts")).alias("latency"),
     )
 
 
@@ -156,21 +163,14 @@ def causal(events: DataFrame) -> dict[str, DataFrame]:
     error.
     """
     events = ensure_columns(events, {"lag": "double", "msg_id": "string", "src": "string", "dst": "string"})
-    buffered, delivered = _kind("buffered"), _kind("delivered")
     per_message = (
-        events.filter(F.col("kind").isin("buffered", "delivered"))
-        .groupBy("src", "dst", "msg_id")
-        .agg(
-            F.min(F.when(buffered, F.col("ts"))).alias("buffered_ts"),
-            F.min(F.when(delivered, F.col("ts"))).alias("delivered_ts"),
-            F.max(F.when(delivered, F.col("lag"))).alias("reported"),
-        )
-        .filter(F.col("buffered_ts").isNotNull())
-        .withColumn("wait", F.coalesce(F.col("reported"), _seconds_between("delivered_ts", "buffered_ts")))
+        _first_pair(events, "buffered", "delivered", "lag")
+        .filter(F.col("start_ts").isNotNull())
+        .withColumn("wait", F.coalesce(F.col("reported"), _seconds_between("end_ts", "start_ts")))
     )
     stats = per_message.groupBy("src", "dst").agg(
         F.count("*").alias("buffered"),
-        F.count("delivered_ts").alias("released"),
+        F.count("end_ts").alias("released"),
         F.percentile_approx("wait", [0.5, 0.95], ACCURACY).alias("p"),
         F.max("wait").alias("max_lag"),
     )
