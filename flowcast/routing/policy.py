@@ -1,0 +1,138 @@
+"""Authorization: which remote estates may write or read which shares.
+
+A policy is an ordered list of rules; the first rule that matches a
+request decides it.  Nothing matching means deny: a road carries traffic
+from other hosts, and an estate must say what it lets in.  Traffic within
+an estate (lanes) and within a house is not asked about -- its yards are
+the estate's own processes, behind 0600 sockets.
+
+Patterns are shell globs (``fnmatch``), matched case-sensitively.  Rules
+compile once into one matcher per field, so a decision costs a few regex
+matches; decisions for recent requests are remembered in a bounded cache
+because a flow sends the same route many times.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["Rule", "Policy", "PolicyError", "Decision"]
+
+Access = Literal["write", "read"]
+_ACCESS = ("write", "read", "any")
+_FIELDS = ("estate", "role", "share", "tag", "channel")
+_CACHE = 4096
+
+
+class PolicyError(ValueError):
+    """A rule that cannot be read; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``allow``/``deny`` ``access`` for requests whose fields match the globs."""
+
+    effect: Literal["allow", "deny"]
+    access: Literal["write", "read", "any"] = "any"
+    estate: str = "*"
+    role: str = "*"
+    share: str = "*"
+    tag: str = "*"
+    channel: str = "*"
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], index: int = 0) -> "Rule":
+        """A rule from its layout/share form: ``{allow: write, estate: beta, share: "ping.*"}``."""
+        if not isinstance(data, Mapping):
+            raise PolicyError(f"rule {index}: a rule is a mapping, not {type(data).__name__}")
+        effects = [key for key in ("allow", "deny") if key in data]
+        if len(effects) != 1:
+            raise PolicyError(f"rule {index}: give exactly one of 'allow' or 'deny'")
+        effect = effects[0]
+        access = data[effect]
+        if access not in _ACCESS:
+            raise PolicyError(f"rule {index}: {effect} must be one of {', '.join(_ACCESS)}, not {str(access)[:40]!r}")
+        unknown = sorted(set(data) - {effect, *_FIELDS})
+        if unknown:
+            raise PolicyError(f"rule {index}: unknown key {unknown[0][:40]!r} (known: allow, deny, {', '.join(_FIELDS)})")
+        fields = {}
+        for name in _FIELDS:
+            value = data.get(name, "*")
+            if not isinstance(value, str) or not value or len(value) > 256:
+                raise PolicyError(f"rule {index}: {name} must be a non-empty glob of at most 256 characters")
+            fields[name] = value
+        return cls(effect, access, **fields)
+
+    def to_mapping(self) -> dict[str, str]:
+        out = {self.effect: self.access}
+        out.update({name: getattr(self, name) for name in _FIELDS if getattr(self, name) != "*"})
+        return out
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    rule: int  # index of the deciding rule, -1 for the default
+
+
+class Policy:
+    """Ordered rules, first match wins, default deny; counts every decision."""
+
+    def __init__(self, rules: Iterable[Rule | Mapping[str, Any]] = ()) -> None:
+        self.counts: Counter[str] = Counter()
+        self.rules: tuple[Rule, ...] = ()
+        self._compiled: list[tuple[bool, str, tuple[Any, ...]]] = []
+        self._cache: dict[tuple, Decision] = {}
+        self.replace(rules)
+
+    def replace(self, rules: Iterable[Rule | Mapping[str, Any]]) -> None:
+        """Swap in new rules atomically: all of them read, or PolicyError and the old ones stay."""
+        parsed = tuple(rule if isinstance(rule, Rule) else Rule.from_mapping(rule, i) for i, rule in enumerate(rules))
+        compiled = []
+        for rule in parsed:
+            matchers = tuple(
+                None if getattr(rule, name) == "*" else re.compile(fnmatch.translate(getattr(rule, name))).match
+                for name in _FIELDS
+            )
+            compiled.append((rule.effect == "allow", rule.access, matchers))
+        self.rules = parsed
+        self._compiled = compiled
+        self._cache = {}
+        self.counts["replaced"] += 1
+
+    def decide(self, access: Access, estate: str, role: str, share: str, tag: str, channel: str) -> Decision:
+        key = (access, estate, role, share, tag, channel)
+        decision = self._cache.get(key)
+        if decision is None:
+            decision = self._decide(key)
+            if len(self._cache) >= _CACHE:
+                self._cache.clear()
+            self._cache[key] = decision
+        self.counts["allowed" if decision.allowed else "denied"] += 1
+        return decision
+
+    def allows(self, access: Access, estate: str, role: str, share: str, tag: str, channel: str) -> bool:
+        return self.decide(access, estate, role, share, tag, channel).allowed
+
+    def _decide(self, key: tuple) -> Decision:
+        access, *values = key
+        for index, (allow, rule_access, matchers) in enumerate(self._compiled):
+            if rule_access != "any" and rule_access != access:
+                continue
+            for match, value in zip(matchers, values):
+                if match is not None and match(value) is None:
+                    break
+            else:
+                return Decision(allow, index)
+        return Decision(False, -1)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def __repr__(self) -> str:
+        return f"<Policy {len(self.rules)} rules>"

@@ -1,0 +1,69 @@
+"""Estates of houses on one virtual clock and simulated network.
+
+Every house gets a Store, a Router, a LaneStack; the manor also a RoadStack
+per channel.  Everything runs on one scheduler, so a test is repeatable.
+"""
+
+from __future__ import annotations
+
+from flowcast.routing import Policy, Router
+from flowcast.store import Store
+from flowcast.transport.keep import Keep
+from flowcast.transport.lane import LaneStack
+from flowcast.transport.road import RoadStack
+from tests.transport.roadkit import World as _World
+
+
+class Estate:
+    def __init__(self, world: "World", name: str, yards: list[str], channels: tuple[str, ...], policy, role: str, acceptance: str) -> None:
+        self.name = name
+        self.houses: dict[str, Router] = {}
+        net = world.net
+        sched = world.scheduler
+        addresses = {yard: f"{name}/{yard}" for yard in yards}
+        manor = yards[0]
+        self.keep = Keep(None)
+        self.keep.ensure_local(name, role=role)
+        self.roads: dict[str, RoadStack] = {}
+        for yard in yards:
+            store = Store(sched.clock.now, name=yard)
+            router = Router(store, estate=name, yard=yard, manor=manor, policy=Policy(policy))
+            lane = LaneStack(
+                net.port(addresses[yard]),
+                yard,
+                {other: addr for other, addr in addresses.items() if other != yard},
+                scheduler=sched,
+            )
+            router.attach_lane(lane)
+            if yard == manor:
+                for channel in channels:
+                    road = RoadStack(net.port(f"{name}:{channel}"), self.keep, policy=acceptance, scheduler=sched)
+                    router.attach_road(channel, road)
+                    self.roads[channel] = road
+            self.houses[yard] = router
+
+    def __getitem__(self, yard: str) -> Router:
+        return self.houses[yard]
+
+    def store(self, yard: str) -> Store:
+        return self.houses[yard].store
+
+
+class World(_World):
+    def routed_estate(
+        self,
+        name: str,
+        yards: list[str],
+        *,
+        channels: tuple[str, ...] = ("main",),
+        policy=(),
+        role: str = "estate",
+        acceptance: str = "always",
+    ) -> Estate:
+        return Estate(self, name, yards, channels, list(policy), role, acceptance)
+
+    def connect(self, a: Estate, b: Estate, channel: str = "main") -> None:
+        a.roads[channel].join(f"{b.name}:{channel}")
+        assert self.run_until(
+            lambda: a.roads[channel].is_allowed(b.name) and b.roads[channel].is_allowed(a.name), 10
+        ), "estates did not join"

@@ -1,0 +1,267 @@
+"""Routers of two estates (manor + workers) on one virtual clock and simulated network."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowcast.routing import POLICY_SHARE, Route, presence_share
+from tests.routing.kit import World
+
+ALLOW_BETA = [{"allow": "write", "estate": "beta"}]
+ALLOW_ALPHA = [{"allow": "any", "estate": "alpha"}]
+
+
+@pytest.fixture
+def world():
+    return World(seed=7)
+
+
+@pytest.fixture
+def pair(world):
+    alpha = world.routed_estate("alpha", ["manor", "w1"], policy=ALLOW_BETA)
+    beta = world.routed_estate("beta", ["manor", "w1", "w2"], policy=ALLOW_ALPHA)
+    world.connect(alpha, beta)
+    return alpha, beta
+
+
+def test_local_share_delivery_value_and_queue(world):
+    alpha = world.routed_estate("alpha", ["manor"])
+    router = alpha["manor"]
+    store = router.store
+    store.share("temp")
+    inbox = store.queue("inbox")
+    assert router.send("temp", {"c": 21.5}, src="sensor", tag="t")
+    assert router.send("temp", 3)
+    assert store.share("temp").fields() == {"c": 21.5, "value": 3}
+    assert router.send(Route("inbox"), "hello", src="me", tag="greet")
+    (message,) = inbox.drain()
+    assert message["data"] == "hello" and message["tag"] == "greet"
+    assert message["route"] == {"src": ["me", "manor", "alpha", "main"], "dst": ["inbox", "manor", "alpha", "main"]}
+    assert router.counts["delivered"] == 3
+
+
+def test_share_to_share_across_yards_of_one_estate(world):
+    alpha = world.routed_estate("alpha", ["manor", "w1", "w2"])
+    alpha.store("w2").queue("jobs")
+    assert alpha["w1"].send("jobs@w2", {"n": 1}, src="out")
+    assert world.run_until(lambda: len(alpha.store("w2").get("jobs").queue) == 1, 5)
+    (message,) = alpha.store("w2").get("jobs").drain()
+    assert message["route"]["src"] == ["out", "w1", "alpha", "main"]
+    assert alpha["w1"].counts["to_lane"] == 1 and alpha["w2"].counts["from_lane"] == 1
+
+
+def test_lane_to_road_to_lane_in_order(world, pair):
+    alpha, beta = pair
+    inbox = beta.store("w2").queue("inbox")
+    for i in range(200):
+        assert alpha["w1"].send("inbox@w2.beta", {"i": i}, src="out", tag="n")
+    assert world.run_until(lambda: len(inbox.queue) == 200, 20)
+    got = inbox.drain()
+    assert [m["data"]["i"] for m in got] == list(range(200))
+    assert got[0]["route"]["src"] == ["out", "w1", "alpha", "main"]
+    assert got[0]["route"]["dst"] == ["inbox", "w2", "beta", "main"]
+    assert alpha["manor"].counts["to_road"] == 200 and beta["manor"].counts["from_road"] == 200
+    assert beta["manor"].policy.counts["allowed"] == 200
+
+
+def test_relative_empty_yard_means_the_remote_manor(world, pair):
+    alpha, beta = pair
+    beta.store("manor").share("ping")
+    assert alpha["w1"].send("ping@.beta", {"n": 1}, src="pong")
+    assert world.run_until(lambda: beta.store("manor").get("ping").get("n") == 1, 5)
+
+
+def test_denied_write_is_counted_logged_and_answered_with_an_error(world):
+    alpha = world.routed_estate("alpha", ["manor", "w1"], policy=ALLOW_BETA)
+    beta = world.routed_estate("beta", ["manor"], policy=[{"allow": "write", "estate": "alpha", "share": "public.*"}])
+    world.connect(alpha, beta)
+    beta.store("manor").share("secret")
+    beta.store("manor").share("public.board")
+    alpha.store("w1").queue("out")
+    alpha["w1"].send("secret@.beta", {"x": 1}, src="out", tag="poke")
+    alpha["w1"].send("public.board@.beta", {"x": 2}, src="out", tag="poke")
+    out = alpha.store("w1").get("out")
+    assert world.run_until(lambda: len(out.queue) == 1 and beta.store("manor").get("public.board").get("x") == 2, 5)
+    (error,) = out.drain()
+    assert error["tag"] == "error"
+    assert error["data"]["kind"] == "denied" and "denied by policy" in error["data"]["reason"]
+    assert error["data"]["tag"] == "poke" and error["data"]["dst"] == "secret@.beta/main"
+    assert error["route"]["src"] == ["secret", "manor", "beta", "main"]
+    assert beta.store("manor").get("secret").fields() == {}
+    manor = beta["manor"]
+    assert manor.counts["denied"] == 1 and manor.policy.counts["denied"] == 1
+    assert manor.denials[-1]["src"] == "out@w1.alpha/main" and manor.denials[-1]["kind"] == "denied"
+
+
+def test_undeliverable_missing_share_and_unknown_yard_come_back_as_errors(world, pair):
+    alpha, beta = pair
+    out = alpha.store("w1").queue("out")
+    alpha["w1"].send("nowhere@w2.beta", 1, src="out")
+    alpha["w1"].send("x@w9", 1, src="out")
+    alpha["w1"].send("x@.gamma", 1, src="out")
+    assert world.run_until(lambda: len(out.queue) == 3, 5)
+    kinds = sorted(m["data"]["kind"] for m in out.drain())
+    assert kinds == ["no_remote", "no_share", "no_yard"]
+
+
+def test_errors_never_answer_errors(world, pair):
+    alpha, beta = pair
+    # the source share does not exist at alpha: the error about the error is dropped, not looped
+    alpha["w1"].send("nowhere@w2.beta", 1, src="ghost")
+    assert world.run_until(lambda: alpha["w1"].counts["errors_dropped"] == 1, 5)
+    world.run_for(1)
+    assert beta["w2"].counts["errors_sent"] == 1 and alpha["w1"].counts["errors_dropped"] == 1
+
+
+def test_value_share_gets_errors_in_its_error_field(world, pair):
+    alpha, beta = pair
+    src = alpha.store("w1").share("reading")
+    alpha["w1"].send("missing@.beta", 1, src="reading")
+    assert world.run_until(lambda: src.get("error") is not None, 5)
+    assert src.get("error")["kind"] == "no_share" and src.get("value") is None
+
+
+def test_read_request_is_answered_with_the_share_value(world, pair):
+    alpha, beta = pair
+    beta.store("w1").share("config", {"rate": 5})
+    answer = alpha.store("w1").queue("answer")
+    alpha["w1"].send("config@w1.beta", None, src="answer", tag="read")
+    assert world.run_until(lambda: len(answer.queue) == 1, 5)
+    (reply,) = answer.drain()
+    assert reply["tag"] == "value" and reply["data"] == {"rate": 5}
+    # beta's policy allows alpha "any"; alpha's allows beta only write -- the reply is a write
+    assert alpha["manor"].policy.counts["allowed"] >= 1
+
+
+def test_read_needs_read_access(world, pair):
+    alpha, beta = pair
+    alpha.store("manor").share("config", {"rate": 5})
+    answer = beta.store("w1").queue("answer")
+    beta["w1"].send("config@.alpha", None, src="answer", tag="read")
+    assert world.run_until(lambda: len(answer.queue) == 1, 5)
+    assert answer.pop()["data"]["kind"] == "denied"
+
+
+def test_spoofed_source_estate_is_refused(world, pair):
+    alpha, beta = pair
+    beta.store("manor").share("target")
+    forged = {
+        "route": {"src": ["x", "manor", "gamma", "main"], "dst": ["target", "manor", "beta", "main"]},
+        "tag": "",
+        "stamp": 0.0,
+        "data": {"evil": True},
+    }
+    alpha.roads["main"].send(forged, "beta")
+    assert world.run_until(lambda: beta["manor"].counts["spoofed"] == 1, 5)
+    assert beta.store("manor").get("target").fields() == {}
+
+
+def test_yard_cannot_claim_to_be_another_yard(world):
+    alpha = world.routed_estate("alpha", ["manor", "w1", "w2"])
+    alpha.store("w2").share("target")
+    forged = {"route": {"src": ["x", "w9", "alpha", "main"], "dst": ["target", "w2", "alpha", "main"]}, "tag": "", "stamp": 0, "data": 1}
+    alpha["w1"].lane.send(forged, "w2")
+    assert world.run_until(lambda: alpha["w2"].counts["spoofed"] == 1, 5)
+    assert alpha.store("w2").get("target").fields() == {}
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        None,
+        5,
+        "route",
+        [],
+        {"route": None},
+        {"route": {"src": ["a"], "dst": ["b"]}, "tag": "", "stamp": 0, "data": 1},
+        {"route": {"src": ["a", "", "", ""], "dst": ["../x", "", "", ""]}, "tag": "", "stamp": 0, "data": 1},
+        {"route": {"src": ["a", "", "", ""], "dst": ["b", "", "", ""]}, "tag": 7, "stamp": 0, "data": 1},
+        {"route": {"src": ["a", "", "", ""], "dst": ["b", "", "", ""]}, "tag": ""},
+        {"route": {"src": ["a", "manor", "alpha", "main"], "dst": ["", "", "beta", "main"]}, "tag": "", "stamp": 0, "data": 1},
+    ],
+)
+def test_malformed_messages_are_counted_drops(world, pair, junk):
+    alpha, beta = pair
+    beta.store("manor").share("b")
+    alpha.roads["main"].send(junk, "beta")
+    assert world.run_until(lambda: beta["manor"].counts["malformed"] + beta["manor"].counts["spoofed"] == 1, 5)
+    assert beta.store("manor").get("b").fields() == {}
+    # and the stack still works afterwards
+    assert alpha["manor"].send("b@.beta", {"ok": 1})
+    assert world.run_until(lambda: beta.store("manor").get("b").get("ok") == 1, 5)
+
+
+def test_no_relaying_through_an_estate(world):
+    alpha = world.routed_estate("alpha", ["manor"], policy=[{"allow": "any"}])
+    beta = world.routed_estate("beta", ["manor"], policy=[{"allow": "any"}])
+    gamma = world.routed_estate("gamma", ["manor"], policy=[{"allow": "any"}])
+    world.connect(alpha, beta)
+    world.connect(beta, gamma)
+    gamma.store("manor").share("t")
+    via_beta = {"route": {"src": ["x", "manor", "alpha", "main"], "dst": ["t", "manor", "gamma", "main"]}, "tag": "", "stamp": 0, "data": 1}
+    alpha.roads["main"].send(via_beta, "beta")
+    assert world.run_until(lambda: beta["manor"].counts["misrouted"] == 1, 5)
+    world.run_for(1)
+    assert gamma.store("manor").get("t").fields() == {}
+
+
+def test_policy_changes_at_run_time_through_the_control_share(world, pair):
+    alpha, beta = pair
+    alpha.store("manor").share("t")
+    out = beta.store("w1").queue("out")
+    beta["w1"].send("t@.alpha", {"n": 1}, src="out")
+    assert world.run_until(lambda: alpha.store("manor").get("t").get("n") == 1, 5)
+    control = alpha.store("manor").share(POLICY_SHARE)
+    control.update(rules=[{"deny": "write", "estate": "beta"}])
+    assert alpha["manor"].counts["policy_replaced"] == 1
+    beta["w1"].send("t@.alpha", {"n": 2}, src="out")
+    assert world.run_until(lambda: len(out.queue) == 1, 5)
+    assert out.pop()["data"]["kind"] == "denied" and alpha.store("manor").get("t").get("n") == 1
+    control.update(rules=[{"allow": "nonsense"}])
+    assert alpha["manor"].counts["policy_rejected"] == 1
+    assert "must be one of" in alpha.store("manor").get(POLICY_SHARE + ".error").value
+    assert len(alpha["manor"].policy) == 1  # the previous rules stay
+
+
+def test_transport_failure_is_routed_back(world, pair):
+    alpha, beta = pair
+    out = alpha.store("w1").queue("out")
+    beta.store("manor").share("t")
+    world.net.partition(["alpha:main"], ["beta:main"])
+    alpha["manor"].roads["main"].default_timeout = 2.0
+    alpha["w1"].send("t@.beta", 1, src="out")
+    assert world.run_until(lambda: len(out.queue) == 1, 30)
+    error = out.pop()
+    assert error["data"]["kind"] == "undelivered" and "transport" in error["data"]["reason"]
+
+
+def test_presence_is_readable_as_a_share(world, pair):
+    alpha, beta = pair
+    presence = alpha.store("manor").get(presence_share("main"))
+    assert presence.get("beta") in ("allowed", "alive")
+    world.net.partition(["alpha:main"], ["beta:main"])
+    assert world.run_until(lambda: presence.get("beta") == "dead", 30)
+
+
+def test_two_channels_with_different_acceptance(world):
+    alpha = world.routed_estate("alpha", ["manor"], channels=("main", "control"), policy=[{"allow": "any"}])
+    beta = world.routed_estate("beta", ["manor"], channels=("main", "control"), policy=[{"allow": "any", "channel": "control", "share": "cmd"}])
+    world.connect(alpha, beta, "main")
+    world.connect(alpha, beta, "control")
+    beta.store("manor").share("cmd")
+    out = alpha.store("manor").queue("out")
+    alpha["manor"].send("cmd@.beta/main", "stop", src="out")
+    alpha["manor"].send("cmd@.beta/control", "stop", src="out")
+    assert world.run_until(lambda: len(out.queue) == 1 and beta.store("manor").get("cmd").value == "stop", 5)
+    assert out.pop()["data"]["kind"] == "denied"
+
+
+def test_status_snapshot(world, pair):
+    alpha, beta = pair
+    beta.store("w1").share("s")
+    alpha["w1"].send("s@w1.beta", 1, src="o")
+    assert world.run_until(lambda: beta.store("w1").get("s").value == 1, 5)
+    status = alpha["manor"].status()
+    assert status["roads"]["main"]["beta"] in ("allowed", "alive")
+    assert status["yards"] == ["w1"]
+    assert ["o@w1.alpha/main", "s@w1.beta/main", 1] in status["routes"]
