@@ -442,8 +442,9 @@ class _Reader:
         text = self.text(node, what)
         if text is None:
             return None
-        if len(text) > MAX_GLOB or _CONTROL.search(text):
-            self.error(f"{what} is {_show(text)}; a pattern has at most {MAX_GLOB} characters "
+        # Same limits as flowcast.routing.policy.Rule, so a loaded layout's rules always compile.
+        if not text or len(text) > MAX_GLOB or _CONTROL.search(text):
+            self.error(f"{what} is {_show(text)}; a pattern has 1-{MAX_GLOB} characters "
                        "and no control characters", node)
             return None
         return text

@@ -430,8 +430,21 @@ def test_hostile_globs(tree: Path) -> None:
                                     f"  - {{allow: read, tag: \"{'t' * 10_000}\"}}\n")
     assert [m.split(" is ")[0] for _, _, m in located(err)] == ["share of policy rule 1", "tag of policy rule 2"]
     assert len(str(err)) < 2000
-    layout = load_layout(write(tree, MINIMAL + "policy:\n  - {allow: read, share: 'ping.[a-z]?*', tag: ''}\n"))
-    assert layout.policy[0].share == "ping.[a-z]?*" and layout.policy[0].tag == ""
+    layout = load_layout(write(tree, MINIMAL + "policy:\n  - {allow: read, share: 'ping.[a-z]?*', tag: 'x y'}\n"))
+    assert layout.policy[0].share == "ping.[a-z]?*" and layout.policy[0].tag == "x y"
+    e = one_error(tree, MINIMAL + "policy:\n  - {allow: read, tag: ''}\n")
+    assert e.message.startswith("tag of policy rule 1 is ''")
+
+
+def test_rules_compile_into_a_routing_policy(tree: Path) -> None:
+    """A layout's rules are exactly what flowcast.routing.policy.Rule takes."""
+    policy_mod = pytest.importorskip("flowcast.routing.policy")
+    layout = load_layout(write(tree, FULL))
+    rules = [policy_mod.Rule(**{f.name: getattr(r, f.name) for f in dataclasses.fields(policy_mod.Rule)})
+             for r in layout.policy]
+    policy = policy_mod.Policy(rules)
+    assert policy.allows("write", "beta", "x", "ping.count", "t", "main")
+    assert not policy.allows("write", "gamma", "x", "ping.count", "t", "main")
 
 
 def test_long_line_is_not_quoted_whole(tree: Path) -> None:
