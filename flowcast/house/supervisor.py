@@ -1,0 +1,576 @@
+"""Process supervisor: run an estate's houses, one OS process each, and keep them up.
+
+A launcher hands the supervisor a list of :class:`ChildSpec` (what to exec, where
+its output goes) and calls :meth:`Supervisor.run`. The supervisor knows nothing of
+flows; it only keeps processes alive:
+
+* A child that exits for any reason other than our own stop is restarted after an
+  exponential back-off (``backoff_initial``, doubling, capped at ``backoff_max``),
+  so a house that crashes on start does not spin a core. The back-off resets once
+  a child has stayed up ``healthy_after`` seconds: an occasional crash of a house
+  that ran for hours restarts it at once, not after the longest delay.
+* Children never outlive the supervisor. Each child runs in its own process group
+  (a terminal ^C reaches the supervisor only, which then stops the houses in
+  order), and on Linux each child asks the kernel for ``SIGTERM`` when the
+  supervisor dies (``PR_SET_PDEATHSIG``), so even ``kill -9`` of the supervisor
+  leaves no orphan houses holding ports and keeps.
+* Stopping (``stop()``, ``SIGINT``, ``SIGTERM``) sends ``SIGTERM`` to every child,
+  waits up to ``stop_timeout`` for them, ``SIGKILL``\\s what is left and reaps all.
+* Idle means idle: the loop blocks in a selector on one pidfd per child plus a
+  wake-up pipe; the only timeout is the nearest back-off or health timer.
+* With ``status_path`` the current state is written as JSON on every change, by
+  atomic replace, so a separate ``flowcast status`` process reads a whole file::
+
+      {"supervisor_pid": 123, "updated": 1763778990.5, "state": "running",
+       "houses": [{"name": "manor", "pid": 124, "state": "running", "restarts": 0,
+                   "started_at": 1763778980.1, "last_exit": null, "next_start": null}]}
+
+Why a tiny exec shim rather than ``preexec_fn`` for ``PR_SET_PDEATHSIG``: the
+subprocess documentation warns that ``preexec_fn`` can deadlock in a process that
+has threads (the child runs Python code between ``fork`` and ``exec`` while locks
+may be held by threads that no longer exist there), and it forbids the fast
+``vfork`` path. Instead a child is started as ``python -I -S -c SHIM <ppid> argv...``:
+the shim calls ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` through ctypes in a fresh,
+single-threaded interpreter, checks the supervisor is still its parent (it may
+have died before the ``prctl``), and ``execvp``\\s the real command. The death
+signal survives ``execve`` and the pid stays the same, so the supervisor still
+watches, signals and reaps the real house. The cost is one bare interpreter start
+(about 20 ms) per child start. The process group is set by ``Popen``'s own
+``process_group=0`` (no Python code in the child).
+
+Note that Linux sends the parent-death signal when the *thread* that forked the
+child exits. All children are started from the thread that runs :meth:`run`, and
+that thread stops and reaps them before it returns, so this only matters if that
+thread is killed abnormally, and then it is what we want.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, Literal
+
+from flowcast.runtime.durable import atomic_write
+
+__all__ = ["ChildSpec", "ChildState", "ChildStatus", "Supervisor"]
+
+log = logging.getLogger("flowcast.supervisor")
+
+ChildState = Literal["starting", "running", "backoff", "stopping", "stopped"]
+
+_PR_SET_PDEATHSIG = 1
+
+# Run in the child before exec: argv is [python, -I, -S, -c, SHIM, ppid, cmd, args...].
+_PDEATHSIG_SHIM = """\
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(%d, signal.SIGTERM, 0, 0, 0) != 0:
+    sys.stderr.write("flowcast supervisor: prctl(PR_SET_PDEATHSIG) failed: %%s\\n"
+                     %% os.strerror(ctypes.get_errno()))
+if os.getppid() != int(sys.argv[1]):
+    sys.stderr.write("flowcast supervisor: supervisor gone before start\\n")
+    os._exit(1)
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.stderr.write("flowcast supervisor: cannot exec %%r: %%s\\n" %% (sys.argv[2], exc))
+    os._exit(127)
+""" % _PR_SET_PDEATHSIG
+
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+_USE_SHIM = sys.platform.startswith("linux")
+_HAVE_PIDFD = hasattr(os, "pidfd_open")
+# Without pidfds (not Linux) the loop cannot block on child exit; it checks this often.
+_FALLBACK_POLL = 0.2
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """One child to run: a house or yard process.
+
+    ``log`` receives the child's stdout and stderr, appended, so one file per house
+    keeps its whole history across restarts (each start adds a marker line).
+    ``env`` None inherits the supervisor's environment; ``cwd`` None its directory.
+    """
+
+    name: str
+    argv: Sequence[str]
+    log: Path
+    env: Mapping[str, str] | None = None
+    cwd: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("ChildSpec.name must not be empty")
+        if not self.argv:
+            raise ValueError(f"ChildSpec {self.name!r}: argv must not be empty")
+
+
+@dataclass(frozen=True)
+class ChildStatus:
+    """A snapshot of one child, as :meth:`Supervisor.status` and the status file give it.
+
+    ``state``: "starting" (process up, not yet up for ``healthy_after``; a crash now
+    lengthens the back-off), "running" (up at least ``healthy_after``), "backoff"
+    (exited, waiting until ``next_start``), "stopping" (sent SIGTERM by a stop),
+    "stopped". Times are wall-clock seconds since the epoch so another process can
+    show them. ``last_exit`` is the exit code, or minus the signal number that
+    killed the child; None if it has not exited (or could not be started).
+    ``restarts`` counts starts after the first.
+    """
+
+    name: str
+    pid: int | None
+    state: ChildState
+    restarts: int
+    started_at: float | None
+    last_exit: int | None
+    next_start: float | None
+
+
+class _Child:
+    """Mutable per-child bookkeeping; only the run() thread writes it (under the lock)."""
+
+    def __init__(self, spec: ChildSpec, backoff: float) -> None:
+        self.spec = spec
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pidfd: int | None = None
+        self.state: ChildState = "stopped"
+        self.restarts = 0
+        self.starts = 0
+        self.started_mono: float | None = None
+        self.started_wall: float | None = None
+        self.last_exit: int | None = None
+        self.next_start_mono: float | None = None
+        self.backoff = backoff  # delay before the next restart
+
+
+class Supervisor:
+    """Start children, restart them when they exit, stop them all on request.
+
+    ``run()`` does all the work in the calling thread; ``stop()`` and ``status()``
+    may be called from any thread, and ``stop()`` also from a signal handler.
+    A Supervisor runs once.
+    """
+
+    def __init__(
+        self,
+        children: Sequence[ChildSpec],
+        *,
+        status_path: Path | None = None,
+        backoff_initial: float = 0.25,
+        backoff_max: float = 30.0,
+        healthy_after: float = 10.0,
+        stop_timeout: float = 5.0,
+        handle_signals: bool = True,
+    ) -> None:
+        names = [c.name for c in children]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate child names: {duplicates}")
+        if not 0 < backoff_initial <= backoff_max:
+            raise ValueError("need 0 < backoff_initial <= backoff_max")
+        if healthy_after < 0 or stop_timeout < 0:
+            raise ValueError("healthy_after and stop_timeout must be >= 0")
+        self._children = [_Child(spec, backoff_initial) for spec in children]
+        self._status_path = status_path
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._healthy_after = healthy_after
+        self._stop_timeout = stop_timeout
+        self._handle_signals = handle_signals
+        self._lock = threading.Lock()
+        self._phase: Literal["new", "running", "stopping", "stopped"] = "new"
+        # stop() must be safe in a signal handler, so it takes no lock: it bumps a
+        # counter and writes a byte to a non-blocking pipe the loop selects on. The
+        # pipe lives as long as the Supervisor so a late stop() never writes to a
+        # closed (or reused) descriptor.
+        self._stop_requests = 0
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+
+    # ------------------------------------------------------------------ public
+
+    def run(self) -> int:
+        """Start every child and supervise until stopped; then stop them all.
+
+        Returns 0 when every child ended on SIGTERM within ``stop_timeout``,
+        1 when some had to be SIGKILLed. With ``handle_signals`` (the default)
+        SIGINT and SIGTERM call :meth:`stop` while run() is active; that needs the
+        main thread. A second stop request while stopping kills at once.
+        """
+        with self._lock:
+            if self._phase != "new":
+                raise RuntimeError("a Supervisor runs only once")
+            self._phase = "running"
+        previous = self._install_signals() if self._handle_signals else {}
+        try:
+            try:
+                self._supervise()
+            finally:
+                # Also on an unexpected exception: never leave children behind.
+                clean = self._shutdown()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+            self._selector.close()
+        return 0 if clean else 1
+
+    def stop(self) -> None:
+        """Ask run() to stop all children and return. Lock-free; idempotent."""
+        self._stop_requests += 1
+        try:
+            os.write(self._wake_w, b"\0")
+        except OSError:  # pipe full (a wake-up is pending anyway) or closed
+            pass
+
+    def status(self) -> list[ChildStatus]:
+        """Snapshot of every child, in the order given to the constructor."""
+        with self._lock:
+            return self._snapshot(time.monotonic(), time.time())
+
+    # ----------------------------------------------------------------- running
+
+    def _supervise(self) -> None:
+        for child in self._children:
+            if self._stop_requests:
+                return
+            self._start(child)
+        self._write_status()
+        while not self._stop_requests:
+            timeout = self._next_timer(time.monotonic())
+            if not _HAVE_PIDFD:
+                timeout = _FALLBACK_POLL if timeout is None else min(timeout, _FALLBACK_POLL)
+            for key, _ in self._selector.select(timeout):
+                if key.data is None:
+                    self._drain_wake()
+                else:
+                    self._reap(key.data)
+            if not _HAVE_PIDFD:
+                for child in self._children:
+                    if child.proc is not None and child.proc.poll() is not None:
+                        self._reap(child)
+            self._run_timers(time.monotonic())
+
+    def _next_timer(self, now: float) -> float | None:
+        """Seconds to the nearest back-off end or health mark; None if no timer."""
+        deadlines: list[float] = []
+        for child in self._children:
+            if child.state == "backoff" and child.next_start_mono is not None:
+                deadlines.append(child.next_start_mono)
+            elif child.state == "starting" and child.started_mono is not None:
+                deadlines.append(child.started_mono + self._healthy_after)
+        if not deadlines:
+            return None
+        return max(0.0, min(deadlines) - now)
+
+    def _run_timers(self, now: float) -> None:
+        changed = False
+        for child in self._children:
+            if self._stop_requests:
+                break
+            if (
+                child.state == "starting"
+                and child.started_mono is not None
+                and now - child.started_mono >= self._healthy_after
+            ):
+                with self._lock:
+                    child.state = "running"  # the back-off resets in _schedule_restart
+                log.debug("%s healthy (pid %s)", child.spec.name, _pid(child))
+                changed = True
+            elif (
+                child.state == "backoff"
+                and child.next_start_mono is not None
+                and now >= child.next_start_mono
+            ):
+                self._start(child)
+                changed = True
+        if changed:
+            self._write_status()
+
+    def _start(self, child: _Child) -> None:
+        spec = child.spec
+        argv = [os.fspath(a) for a in spec.argv]
+        if _USE_SHIM:
+            argv = [sys.executable, "-I", "-S", "-c", _PDEATHSIG_SHIM, str(os.getpid()), *argv]
+        env = dict(spec.env) if spec.env is not None else None
+        now_wall = time.time()
+        try:
+            spec.log.parent.mkdir(parents=True, exist_ok=True)
+            with open(spec.log, "ab") as out:
+                out.write(
+                    f"--- flowcast supervisor: starting {spec.name} at "
+                    f"{time.strftime('%Y-%m-%dT%H:%M:%S%z', time.localtime(now_wall))} ---\n".encode()
+                )
+                out.flush()
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=spec.cwd,
+                    close_fds=True,
+                    process_group=0,
+                )
+        except OSError as exc:
+            log.error("%s could not be started: %s", spec.name, exc)
+            with self._lock:
+                if child.starts:
+                    child.restarts += 1
+                child.starts += 1
+                child.proc = None
+                child.last_exit = None
+                self._schedule_restart(child, time.monotonic())
+            self._write_status()
+            return
+        pidfd = os.pidfd_open(proc.pid) if _HAVE_PIDFD else None
+        with self._lock:
+            if child.starts:
+                child.restarts += 1
+            child.starts += 1
+            child.proc = proc
+            child.pidfd = pidfd
+            child.state = "starting"
+            child.started_mono = time.monotonic()
+            child.started_wall = now_wall
+            child.next_start_mono = None
+        if pidfd is not None:
+            self._selector.register(pidfd, selectors.EVENT_READ, child)
+        log.info(
+            "%s started pid %d",
+            spec.name,
+            proc.pid,
+            extra={"house": spec.name, "event": "started", "pid": proc.pid},
+        )
+        self._write_status()
+
+    def _reap(self, child: _Child) -> None:
+        """The child's pidfd is readable (or poll saw it exit): collect it, schedule restart."""
+        proc = child.proc
+        if proc is None:
+            return
+        code = proc.poll()
+        if code is None:  # not actually exited; nothing to do
+            return
+        self._forget(child)
+        now = time.monotonic()
+        with self._lock:
+            child.last_exit = code
+            if self._phase == "running" and not self._stop_requests:
+                delay = self._schedule_restart(child, now)
+            else:
+                child.state = "stopped"
+                delay = None
+        log.log(
+            logging.INFO if self._phase != "running" else logging.WARNING,
+            "%s pid %d exited %s",
+            child.spec.name,
+            proc.pid,
+            _describe_exit(code),
+            extra={"house": child.spec.name, "event": "exited", "pid": proc.pid, "code": code},
+        )
+        if delay is not None:
+            log.info(
+                "%s restarting in %.3gs",
+                child.spec.name,
+                delay,
+                extra={"house": child.spec.name, "event": "backoff", "delay": delay},
+            )
+        self._write_status()
+
+    def _schedule_restart(self, child: _Child, now: float) -> float:
+        """Under the lock: put the child in back-off; return the delay chosen.
+
+        The back-off resets here, from how long the child ran, rather than when the
+        health timer fires, so it is right even if the loop was late to that timer.
+        """
+        if child.started_mono is not None and now - child.started_mono >= self._healthy_after:
+            child.backoff = self._backoff_initial
+        delay = child.backoff
+        child.backoff = min(child.backoff * 2, self._backoff_max)
+        child.state = "backoff"
+        child.next_start_mono = now + delay
+        return delay
+
+    def _forget(self, child: _Child) -> None:
+        if child.pidfd is not None:
+            self._selector.unregister(child.pidfd)
+            os.close(child.pidfd)
+        with self._lock:
+            child.pidfd = None
+            child.proc = None
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    # ---------------------------------------------------------------- stopping
+
+    def _shutdown(self) -> bool:
+        """SIGTERM all (last started first), wait, SIGKILL leftovers, reap. True if no SIGKILL."""
+        with self._lock:
+            self._phase = "stopping"
+            live = [c for c in reversed(self._children) if c.proc is not None]
+            for child in self._children:
+                child.next_start_mono = None
+                child.state = "stopping" if child.proc is not None else "stopped"
+        self._write_status()
+        if live:
+            log.info("stopping %d children", len(live))
+        requests = self._stop_requests
+        for child in live:
+            self._signal(child, signal.SIGTERM)
+        deadline = time.monotonic() + self._stop_timeout
+        while any(c.proc is not None for c in live):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._stop_requests > max(requests, 1):
+                break  # out of patience, or asked twice: kill now
+            if not _HAVE_PIDFD:
+                remaining = min(remaining, _FALLBACK_POLL)
+            for key, _ in self._selector.select(remaining):
+                if key.data is None:
+                    self._drain_wake()
+                else:
+                    self._reap(key.data)
+            if not _HAVE_PIDFD:
+                for child in live:
+                    if child.proc is not None and child.proc.poll() is not None:
+                        self._reap(child)
+        clean = True
+        for child in live:
+            if child.proc is None:
+                continue
+            clean = False
+            log.warning(
+                "%s pid %d did not stop in %.3gs; sending SIGKILL",
+                child.spec.name,
+                child.proc.pid,
+                self._stop_timeout,
+                extra={"house": child.spec.name, "event": "killed", "pid": child.proc.pid},
+            )
+            self._signal(child, signal.SIGKILL)
+        for child in live:
+            if child.proc is not None:
+                child.proc.wait()  # SIGKILL cannot be ignored
+                self._reap(child)
+        with self._lock:
+            self._phase = "stopped"
+            for child in self._children:
+                child.state = "stopped"
+        self._write_status()
+        log.info("supervisor stopped")
+        return clean
+
+    @staticmethod
+    def _signal(child: _Child, signum: int) -> None:
+        """Signal the child's process group (the house and anything it spawned).
+
+        Only while the child is unreaped, so its pid (= its group id) cannot have
+        been reused by an unrelated process. A child that moved to another group
+        is signalled alone; never both, since a second SIGTERM means "hurry" to
+        some programs.
+        """
+        proc = child.proc
+        if proc is None or proc.returncode is not None:
+            return
+        try:
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, signum)
+            else:
+                proc.send_signal(signum)
+        except ProcessLookupError:  # exited meanwhile; the pidfd will tell
+            pass
+
+    # ------------------------------------------------------------------ status
+
+    def _snapshot(self, now_mono: float, now_wall: float) -> list[ChildStatus]:
+        out = []
+        for child in self._children:
+            next_start = None
+            if child.next_start_mono is not None:
+                next_start = now_wall + (child.next_start_mono - now_mono)
+            out.append(
+                ChildStatus(
+                    name=child.spec.name,
+                    pid=_pid(child),
+                    state=child.state,
+                    restarts=child.restarts,
+                    started_at=child.started_wall,
+                    last_exit=child.last_exit,
+                    next_start=next_start,
+                )
+            )
+        return out
+
+    def _write_status(self) -> None:
+        if self._status_path is None:
+            return
+        with self._lock:
+            now_wall = time.time()
+            doc = {
+                "supervisor_pid": os.getpid(),
+                "updated": now_wall,
+                "state": self._phase,
+                "houses": [asdict(s) for s in self._snapshot(time.monotonic(), now_wall)],
+            }
+        try:
+            atomic_write(self._status_path, (json.dumps(doc, indent=1) + "\n").encode())
+        except OSError as exc:  # a full disk must not take the houses down
+            log.error("cannot write status file %s: %s", self._status_path, exc)
+
+    # ----------------------------------------------------------------- signals
+
+    def _install_signals(self) -> dict[int, _Handler]:
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError(
+                "Supervisor.run() with handle_signals=True must run in the main thread"
+            )
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            self.stop()
+
+        previous: dict[int, _Handler] = {}
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, handler)
+        return previous
+
+    def __del__(self) -> None:
+        for fd in (getattr(self, "_wake_r", None), getattr(self, "_wake_w", None)):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+def _pid(child: _Child) -> int | None:
+    return child.proc.pid if child.proc is not None else None
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"on signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"on signal {-code}"
+    return f"with code {code}"
+
