@@ -63,7 +63,7 @@ from typing import Any, Literal
 
 from flowcast.runtime.durable import atomic_write
 
-__all__ = ["ChildSpec", "ChildState", "ChildStatus", "Supervisor"]
+__all__ = ["ChildSpec", "ChildState", "ChildStatus", "Supervisor", "read_status"]
 
 log = logging.getLogger("flowcast.supervisor")
 
@@ -218,6 +218,8 @@ class Supervisor:
             if self._phase != "new":
                 raise RuntimeError("a Supervisor runs only once")
             self._phase = "running"
+        if self._status_path is not None:
+            self._status_path.parent.mkdir(parents=True, exist_ok=True)
         previous = self._install_signals() if self._handle_signals else {}
         try:
             try:
@@ -339,7 +341,12 @@ class Supervisor:
                 self._schedule_restart(child, time.monotonic())
             self._write_status()
             return
-        pidfd = os.pidfd_open(proc.pid) if _HAVE_PIDFD else None
+        try:
+            pidfd = os.pidfd_open(proc.pid) if _HAVE_PIDFD else None
+        except OSError:  # e.g. a seccomp filter: do not leave an unwatched child behind
+            proc.kill()
+            proc.wait()
+            raise
         with self._lock:
             if child.starts:
                 child.restarts += 1
@@ -560,6 +567,31 @@ class Supervisor:
                     os.close(fd)
                 except OSError:
                     pass
+
+
+def read_status(path: Path) -> dict[str, Any] | None:
+    """Read a status file written by a Supervisor, for ``flowcast status``.
+
+    Returns None if there is no file. Adds ``"alive"``: whether the supervisor
+    process that wrote it still exists, since a supervisor killed with SIGKILL
+    cannot mark its file stopped (its houses die with it, see PR_SET_PDEATHSIG).
+    """
+    try:
+        doc: dict[str, Any] = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    pid = doc.get("supervisor_pid")
+    alive = False
+    if isinstance(pid, int) and pid > 0:
+        try:
+            os.kill(pid, 0)
+            alive = True
+        except ProcessLookupError:
+            alive = False
+        except PermissionError:  # exists, owned by someone else
+            alive = True
+    doc["alive"] = alive and doc.get("state") != "stopped"
+    return doc
 
 
 def _pid(child: _Child) -> int | None:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import flowcast
-from flowcast.house.supervisor import ChildSpec, ChildStatus, Supervisor
+from flowcast.house.supervisor import ChildSpec, ChildStatus, Supervisor, read_status
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process semantics")
 
@@ -264,8 +264,8 @@ def test_child_ignoring_sigterm_is_killed_after_stop_timeout(
 
 def test_status_file(tmp_path: Path) -> None:
     sleeper = script(tmp_path, "sleeper.py", SLEEPER)
-    status_path = tmp_path / "run" / "status.json"
-    status_path.parent.mkdir()
+    status_path = tmp_path / "run" / "status.json"  # run/ is created by the supervisor
+    assert read_status(status_path) is None
     children = [spec(tmp_path, "manor", sleeper, "manor"), spec(tmp_path, "worker1", sleeper, "worker1")]
 
     def doc() -> dict[str, Any] | None:
@@ -281,6 +281,7 @@ def test_status_file(tmp_path: Path) -> None:
             "status file showing both running",
         )
         assert running["supervisor_pid"] == os.getpid()
+        assert read_status(status_path)["alive"] is True  # type: ignore[index]
         assert running["state"] == "running"
         assert abs(running["updated"] - time.time()) < 5
         assert [h["name"] for h in running["houses"]] == ["manor", "worker1"]
@@ -295,6 +296,7 @@ def test_status_file(tmp_path: Path) -> None:
     assert [h["state"] for h in final["houses"]] == ["stopped", "stopped"]
     assert all(h["pid"] is None and h["last_exit"] == -signal.SIGTERM for h in final["houses"])
     assert [p.name for p in status_path.parent.iterdir()] == ["status.json"]  # no temp files left
+    assert read_status(status_path)["alive"] is False  # type: ignore[index]
 
 
 def count_selects(sup: Supervisor) -> list[int]:
@@ -425,7 +427,10 @@ def test_signal_to_supervisor_process_stops_children(tmp_path: Path, signum: int
 
 def test_children_die_with_a_killed_supervisor(tmp_path: Path) -> None:
     """kill -9 of the supervisor: PR_SET_PDEATHSIG makes the kernel SIGTERM the houses."""
-    with runner_process(tmp_path) as (proc, _, pids):
+    with runner_process(tmp_path) as (proc, status_path, pids):
+        assert read_status(status_path)["alive"] is True  # type: ignore[index]
         proc.kill()
         proc.wait(5)
         wait_for(lambda: not any(alive(p) for p in pids), "orphaned houses to die")
+        stale = read_status(status_path)
+        assert stale is not None and stale["state"] == "running" and stale["alive"] is False
