@@ -266,6 +266,9 @@ class Io:
     named: dict[str, Any] = field(default_factory=dict)
     framer: str = ""
     frame: str = ""
+    #: The House running this behaviour (None when a flow is built bare):
+    #: how wiring behaviours reach its scheduler and router.
+    house: Any = None
 
     @property
     def input(self) -> Any:

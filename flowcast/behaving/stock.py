@@ -38,3 +38,14 @@ def mirror(io: Io) -> None:
     io.output.update(io.input.fields())
 
 
+
+
+@behaviour("show")
+def show(io: Io, label: str = "") -> None:
+    """Print the input shares' fields, one line each: what a house's log is for."""
+    if not io.inputs:
+        raise ValueError("show needs 'from SHARE'")
+    prefix = f"{label}: " if label else ""
+    for share in io.inputs:
+        fields = " ".join(f"{key}={value!r}" for key, value in share.fields().items())
+        print(f"{prefix}{share.name} {fields}", flush=True)

@@ -27,8 +27,11 @@ DELEGATED = {
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="flowcast run", description="Run a flow script's house.")
-    p.add_argument("flow", type=Path, help="a .flo or .yaml flow script")
+    p = argparse.ArgumentParser(
+        prog="flowcast run", description="Run a flow script's house, or a whole estate from its layout (houses/ESTATE.yaml)."
+    )
+    p.add_argument("flow", type=Path, help="a .flo or .yaml flow script, or an estate layout")
+    p.add_argument("--houses", type=int, default=None, help="estate layouts: how many house processes (default: one per core)")
     p.add_argument("--house", help="which house of the flow (default: the first)")
     p.add_argument("--period", type=float, default=0.125, help="skedder tick in seconds (default 0.125)")
     p.add_argument("--until", type=float, default=None, help="stop after this many seconds of flow time")
@@ -56,6 +59,15 @@ def cmd_run(argv: Sequence[str]) -> int:
         return 2
     if not args.flow.is_file():
         raise FlowError(f"no such flow file: {args.flow}")
+    from flowcast.house.layout import is_layout
+
+    if is_layout(args.flow):
+        from flowcast.house.estate import launch
+
+        if args.houses is not None and args.houses < 1:
+            print("flowcast run: --houses must be at least 1", file=sys.stderr)
+            return 2
+        return launch(args.flow, houses=args.houses)
     house = load_house(
         args.flow,
         args.house,

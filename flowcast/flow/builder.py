@@ -87,8 +87,10 @@ class _Builder:
         stamp: Callable[[], float],
         on_transition: Callable[[Transition], None] | None,
         out: Callable[[str], None],
+        house: Any = None,
     ) -> None:
         self.spec = spec
+        self.house = house
         self.registry = registry
         self.stamp = stamp
         self.on_transition = on_transition
@@ -790,7 +792,7 @@ class _Builder:
         except BehaviourError as error:
             self.error(str(error), act.where)
             return None
-        io = Io(self.store, framer=framer.name, frame=frame.name)
+        io = Io(self.store, framer=framer.name, frame=frame.name, house=self.house)
         for ref in act.args.get("from") or ():
             share = self.share(ref, framer, frame, act.where)
             if share is not None:
@@ -878,8 +880,13 @@ def build_house(
     on_transition: Callable[[Transition], None] | None = None,
     out: Callable[[str], None] = print,
     base: Path | None = None,
+    house: Any = None,
 ) -> BuiltHouse:
-    """Resolve and compile one house; raise FlowErrors listing every problem."""
+    """Resolve and compile one house; raise FlowErrors listing every problem.
+
+    ``house`` is what behaviours see as ``io.house`` (the running House:
+    its scheduler and router), so stock behaviours can wire stacks.
+    """
     if registry is None:
         registry = Registry()
         registry.load_entry_points()
@@ -892,4 +899,4 @@ def build_house(
     if problems:
         raise FlowErrors(problems)
     with gc_paused():
-        return _Builder(spec, registry, stamp, on_transition, out).build()
+        return _Builder(spec, registry, stamp, on_transition, out, house).build()

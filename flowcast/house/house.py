@@ -43,10 +43,16 @@ class House:
         if period <= 0:
             raise ValueError("period must be positive")
         self.stamp = Stamp()
-        self.built: BuiltHouse = build_house(
-            spec, stamp=self.stamp, registry=registry, on_transition=on_transition, out=out, base=base
-        )
+        # The scheduler exists before the build: behaviours built now may
+        # keep it (``io.house.scheduler``) to run stacks as micro-threads.
         self.scheduler = Scheduler(VirtualClock() if virtual else RealClock())
+        #: The house's Router once one is attached (by the estate launcher or
+        #: by a flow's own wiring behaviours); None for a house on its own.
+        self.router: Any = None
+        self._closers: list[Callable[[], None]] = []
+        self.built: BuiltHouse = build_house(
+            spec, stamp=self.stamp, registry=registry, on_transition=on_transition, out=out, base=base, house=self
+        )
         self.skedder = Skedder(self.built.taskables, period, self.stamp)
         self.stopped_by: signal.Signals | None = None
 
@@ -57,6 +63,10 @@ class House:
     @property
     def store(self):
         return self.built.store
+
+    def on_close(self, closer: Callable[[], None]) -> None:
+        """Run ``closer`` when the house stops (stacks, ports, status writers), newest first."""
+        self._closers.append(closer)
 
     def run(self, until: float | None = None, *, handle_signals: bool = False) -> None:
         """Run until the framers finish, ``until`` flow seconds pass, or a stop."""
@@ -74,9 +84,18 @@ class House:
         try:
             scheduler.run()
         finally:
-            scheduler.close()  # cancels the skedder: running framers' exit acts run
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+            try:
+                scheduler.close()  # cancels the skedder: running framers' exit acts run
+            finally:
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
+                while self._closers:
+                    try:
+                        self._closers.pop()()
+                    except Exception:  # noqa: BLE001 - every closer gets its turn
+                        import logging
+
+                        logging.getLogger("flowcast.house").exception("closing %s", self.name)
 
     def stop(self) -> None:
         self.scheduler.stop()

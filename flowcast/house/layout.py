@@ -773,3 +773,23 @@ def plan_houses(layout: EstateLayout, houses: int | None = None) -> list[HousePl
     if errors:
         raise LayoutError(errors, layout.path)
     return plan
+
+
+def is_layout(path: Path | str) -> bool:
+    """Whether ``path`` is an estate layout rather than a YAML flow.
+
+    ``flowcast run`` takes both; a layout is the YAML mapping with an
+    ``estate`` key at the top (a flow has ``house``/``houses`` only).
+    Anything unreadable is not a layout: the flow loader then reports it.
+    """
+    path = Path(path)
+    if path.suffix not in YAML_SUFFIXES:
+        return False
+    try:
+        with open(path, "rb") as handle:
+            node = yaml.compose(handle.read(1 << 20).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(node, yaml.MappingNode) and any(
+        isinstance(key, yaml.ScalarNode) and key.value == "estate" for key, _ in node.value
+    )

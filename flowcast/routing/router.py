@@ -93,6 +93,7 @@ class Router:
         self.now = now if now is not None else (lambda: store.stamp)
         self.lane: Any = None
         self.roads: dict[str, Any] = {}
+        self.keeps: dict[Any, Any] = {}  # keep directory -> Keep, shared by the roads
         self.counts: Counter[str] = Counter()
         self.routes: Counter[tuple[str, str]] = Counter()  # (src text, dst text) -> messages
         self.denials: deque[dict[str, Any]] = deque(maxlen=100)

@@ -1,0 +1,105 @@
+"""Stock routing behaviours: wire stacks and send routed messages from flows.
+
+    do router setup with estate "alpha" yard "manor" at enter
+    do road setup with channel "main" port 7530 keep "keeps/alpha" acceptance "once" at enter
+    do road join with channel "main" host "127.0.0.1" port 7531 at enter
+    do route send from ping.out with dst "ping@.beta" tag "ping"
+
+A house started from an estate layout is wired already; its flows use only
+``route send`` (and ``router status``); ``dst`` because ``to`` is a FloScript connective.  Arriving messages need no
+behaviour: the router lands them in their shares.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flowcast.behaving.registry import Io, behaviour
+from flowcast.routing.route import Route
+from flowcast.routing.wiring import join_remote, wire_lane, wire_road, wire_router
+
+
+def _house(io: Io) -> Any:
+    if io.house is None:
+        raise ValueError("routing behaviours need a running House (io.house is None)")
+    return io.house
+
+
+@behaviour("router.setup")
+def router_setup(io: Io, estate: str, yard: str, manor: str = "", channel: str = "main") -> None:
+    """Give the house its router; ``manor`` defaults to this yard."""
+    wire_router(_house(io), estate=estate, yard=yard, manor=manor or yard, default_channel=channel)
+
+
+@behaviour("lane.setup")
+def lane_setup(io: Io, dir: str, yards: str = "") -> None:
+    """Join the estate's lane in ``dir``; ``yards`` lists the other yards, space-separated."""
+    wire_lane(_house(io), dir, yards.split())
+
+
+@behaviour("road.setup")
+def road_setup(
+    io: Io, keep: str, channel: str = "main", host: str = "127.0.0.1", port: int = 0, acceptance: str = "once", role: str = ""
+) -> None:
+    """Open a road for the manor (its keep directory, UDP address, acceptance policy)."""
+    wire_road(_house(io), channel, keep=keep, host=host, port=port, acceptance=acceptance, role=role or None)
+
+
+@behaviour("road.join")
+def road_join(io: Io, port: int, host: str = "127.0.0.1", channel: str = "main") -> None:
+    """Introduce this estate to the one at ``host:port``."""
+    join_remote(_house(io), channel, host, port)
+
+
+@behaviour("route.send")
+class RouteSend:
+    """Send the input share to ``to`` whenever it changed since the last send.
+
+    A value share goes as its fields (landing as a field update at the
+    other end); a queue share is drained, one routed message per item.
+    Errors come back to the source share: on a value share they set its
+    ``error`` field; on a queue they arrive among the items to send, so
+    they are moved to the queue ``SOURCE.error`` instead of being sent on.
+    """
+
+    def __init__(self, io: Io, dst: str, tag: str = "") -> None:
+        if io.input is None:
+            raise ValueError("route send needs a share to send: 'do route send from SHARE with dst ROUTE'")
+        self.io = io
+        self.to = Route.parse(dst)
+        if not self.to.share:
+            raise ValueError(f"route {dst!r} names no share")
+        self.tag = tag
+        self.sent_stamp: float | None = None
+
+    def __call__(self) -> None:
+        share = self.io.input
+        router = _house(self.io).router
+        if router is None:
+            raise ValueError("this house has no router")
+        queue = getattr(share, "queue", None)
+        if queue is not None:
+            errors = None
+            while queue:
+                item = queue.popleft()
+                if type(item) is dict and item.get("tag") == "error" and "route" in item:
+                    if errors is None:
+                        errors = self.io.store.queue(share.name + ".error")
+                    errors.push(item)
+                    continue
+                router.send(self.to, item, src=share.name, tag=self.tag)
+            return
+        if share.stamp is None or share.stamp == self.sent_stamp:
+            return
+        self.sent_stamp = share.stamp
+        router.send(self.to, share.fields(), src=share.name, tag=self.tag)
+
+
+@behaviour("router.status")
+def router_status(io: Io) -> None:
+    """Copy the router's counters into the output share (fields by counter name)."""
+    share = io.output
+    router = _house(io).router
+    if share is None or router is None:
+        raise ValueError("router status needs a router and an output share: 'do router status to SHARE'")
+    share.update(dict(router.counts))

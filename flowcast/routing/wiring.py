@@ -1,0 +1,106 @@
+"""Wiring a house's router to its lane and roads.
+
+One set of functions serves both ways an application is put together: the
+estate launcher calls them from a layout (``houses/*.yaml``), and the stock
+behaviours call them from a flow script, as RAET's flo plans did.  Both get
+the same stacks on the house's scheduler, closed when the house stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from flowcast.routing.policy import Policy
+from flowcast.routing.router import Router
+
+__all__ = ["wire_router", "wire_lane", "wire_road", "join_remote"]
+
+
+def wire_router(
+    house: Any,
+    *,
+    estate: str,
+    yard: str,
+    manor: str | None = None,
+    policy: Iterable[Any] = (),
+    default_channel: str = "main",
+) -> Router:
+    """Give ``house`` its Router (once; a second call returns the first)."""
+    if house.router is not None:
+        return house.router
+    router = Router(
+        house.store,
+        estate=estate,
+        yard=yard,
+        manor=manor,
+        policy=Policy(policy),
+        default_channel=default_channel,
+    )
+    house.router = router
+    return router
+
+
+def wire_lane(house: Any, directory: str | Path, yards: Iterable[str]) -> Any:
+    """Bind this yard's socket in ``directory`` and accept the other ``yards``."""
+    from flowcast.transport.lane import LaneStack
+    from flowcast.transport.ports import UxdPort, uxd_address
+
+    router = _router(house)
+    scheduler = house.scheduler
+    port = UxdPort(directory, router.yard, scheduler=scheduler)
+    others = {name: uxd_address(directory, name) for name in yards if name != router.yard}
+    lane = LaneStack(port, router.yard, others, scheduler=scheduler)
+    router.attach_lane(lane)
+    house.on_close(lane.close)
+    return lane
+
+
+def wire_road(
+    house: Any,
+    channel: str,
+    *,
+    keep: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    acceptance: str = "once",
+    role: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> Any:
+    """Open road ``channel`` (a UDP port) with the estate's keep; the manor only."""
+    from flowcast.transport.keep import Keep
+    from flowcast.transport.ports import UdpPort
+    from flowcast.transport.road import RoadStack
+
+    router = _router(house)
+    where = Path(keep).resolve()
+    store = router.keeps.get(where)
+    if store is None:  # one Keep per directory: every road of the house shares it
+        store = router.keeps[where] = Keep(where)
+        store.ensure_local(router.estate, role=role)
+    udp = UdpPort(host, port, scheduler=house.scheduler)
+    try:
+        road = RoadStack(udp, store, policy=acceptance, scheduler=house.scheduler, **dict(options or {}))
+        router.attach_road(channel, road)
+    except BaseException:
+        udp.close()
+        raise
+    house.on_close(road.close)
+    return road
+
+
+def join_remote(house: Any, channel: str, host: str, port: int) -> Any:
+    """Start joining the estate at ``(host, port)`` on road ``channel``."""
+    router = _router(house)
+    road = router.roads.get(channel)
+    if road is None:
+        raise ValueError(f"no road on channel {channel!r}: set it up first")
+    return road.join((host, port))
+
+
+def _router(house: Any) -> Router:
+    router = getattr(house, "router", None)
+    if router is None:
+        raise ValueError("this house has no router: run 'router setup' (or start it from an estate layout) first")
+    return router
