@@ -26,7 +26,8 @@ Contract (kept deliberately small):
 * ``on_readable(callback)`` registers a persistent callback run by the
   scheduler whenever datagrams may be waiting (a selector registration for
   sockets, an in-process notification for the simulated network).  The
-  stack drains with ``receive_many`` until it returns fewer than asked;
+  stack drains with ``receive_many`` until it returns fewer than asked
+  (or, for a port with ``empty_read_costs`` and sparse traffic, reads one);
   readiness is level-triggered, so a callback that leaves datagrams waiting
   is called again (in the next scheduler round, never in a tight loop).
   Datagrams a port refuses (oversized, no reply address) are counted and

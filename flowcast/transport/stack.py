@@ -33,6 +33,9 @@ __all__ = ["Stack", "Message", "EventSink", "ChannelEvents", "serve", "F_RAW", "
 F_RAW = 0x04  # payload is bytes the application sent as bytes
 DEFAULT_TIMEOUT = 60.0
 RECEIVE_BATCH = 256
+#: A service this long after the last one that read data reads one datagram
+#: only (see ``Stack.service``); sooner, reads drain in batches.
+SPARSE_GAP = 0.0001
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 _unpackb = msgpack.unpackb
@@ -213,6 +216,10 @@ class Stack:
         self._timer: Any = None
         self._timer_when: float | None = None
         self._writable_armed = False
+        # Ports whose empty read is a system call (sockets) say so; a
+        # simulated port's queue costs nothing to look at.
+        self._sparse_reads = bool(getattr(port, "empty_read_costs", False))
+        self._last_read = -1.0
         self._events: EventSink | None = None
         self._born: dict[Outgoing, list] = {}  # while recording: Outgoing -> [first send, msg id, src, dst]
 
@@ -479,17 +486,33 @@ class Stack:
         now = self.clock.now()
         receive = self._receive
         receive_many = self.port.receive_many
+        limit = RECEIVE_BATCH
+        if self._sparse_reads:
+            # Datagrams arriving one at a time (a request, its reply): read
+            # just the one.  Draining until the socket says "nothing more"
+            # costs a system call per wake that finds nothing -- on the
+            # latency path of every round trip.  Readiness is level-triggered
+            # (port.py), so anything left waiting wakes us again at once,
+            # and the read after that, so soon, drains in batches.
+            if now - self._last_read > SPARSE_GAP:
+                limit = 1
+        got = False
         for _ in range(64):  # bounded: other work must get its turn
-            batch = receive_many(RECEIVE_BATCH)
+            batch = receive_many(limit)
+            if not batch:
+                break
+            got = True
             for data, address in batch:
                 try:
                     receive(data, address, now)
                 except Exception:  # noqa: BLE001 - a datagram must never take the stack down
                     self.counts["internal_errors"] += 1
-            if len(batch) < RECEIVE_BATCH:
+            if len(batch) < limit or limit == 1:
                 break
             self._flush(now)  # acks for what we read so far
         now = self.clock.now()
+        if got:
+            self._last_read = now
         deadline = self.next_deadline()
         if deadline is not None and deadline <= now:
             self._timers(now)

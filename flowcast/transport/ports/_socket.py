@@ -98,6 +98,11 @@ class SocketPort:
     to name the file whose writability means "try again".
     """
 
+    #: Finding the socket empty costs a ``recvfrom`` that fails (a system
+    #: call and an exception): stacks read sparse traffic one datagram at a
+    #: time instead of draining to that failure.
+    empty_read_costs = True
+
     def __init__(self, sock: socket.socket, max_datagram: int, scheduler: Any | None, buffer_size: int) -> None:
         sock.setblocking(False)
         self._sock = sock
