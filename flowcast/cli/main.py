@@ -23,6 +23,7 @@ DELEGATED = {
     "chaos": ("flowcast.transport.chaos", "run a lossy UDP relay between two estates"),
     "export": ("flowcast.export.collect", "collect and compact share-history Parquet segments"),
     "spark": ("flowcast.export.sparkcli", "run a Spark analysis job over exported segments"),
+    "status": ("flowcast.house.status", "show a running estate: houses, remotes, routes, rates, denials"),
 }
 
 
