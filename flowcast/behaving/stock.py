@@ -49,3 +49,22 @@ def show(io: Io, label: str = "") -> None:
     for share in io.inputs:
         fields = " ".join(f"{key}={value!r}" for key, value in share.fields().items())
         print(f"{prefix}{share.name} {fields}", flush=True)
+
+
+@behaviour("queue")
+class Queue:
+    """Declare the ``to`` shares queue shares: ``do queue to inbox with bound 1000 at enter``.
+
+    Routed messages land in a queue share as whole messages, one item each
+    (a value share would keep only the last).  The work happens when the
+    flow is built; running the act does nothing.
+    """
+
+    def __init__(self, io: Io, bound: int = 0) -> None:
+        if not io.outputs:
+            raise ValueError("queue needs 'to SHARE'")
+        for share in io.outputs:
+            io.store.queue(share.name, bound)
+
+    def __call__(self) -> None:
+        return None

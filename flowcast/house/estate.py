@@ -90,7 +90,7 @@ def _rule(rule: Any) -> dict[str, str]:
 def _status_writer(house: House, path: Path, yard: str, manor: bool):  # type: ignore[no-untyped-def]
     """A micro-thread: the house's status (and message rates) into ``path`` each period."""
     started = time.time()
-    previous: dict[str, int] = {}
+    previous: dict[str, int] | None = None  # no rates before a second look
     previous_at = time.monotonic()
     while True:
         now = time.monotonic()
@@ -98,7 +98,9 @@ def _status_writer(house: House, path: Path, yard: str, manor: bool):  # type: i
         status = router.status() if router is not None else {}
         counts = status.get("counts", {})
         span = max(now - previous_at, 1e-6)
-        status["rates"] = {key: (value - previous.get(key, 0)) / span for key, value in counts.items()}
+        status["rates"] = {
+            key: 0.0 if previous is None else (value - previous.get(key, 0)) / span for key, value in counts.items()
+        }
         previous, previous_at = dict(counts), now
         status.update(
             {"pid": os.getpid(), "house": house.name, "started": started, "updated": time.time(), "manor": manor, "yard": yard}

@@ -70,6 +70,13 @@ class Router:
     runs roads.  ``policy`` decides road traffic (default: an empty policy,
     which denies every road message).  ``default_channel`` is the road a
     route with no channel takes.
+
+    A message for an estate its road does not know yet is held (at most
+    ``hold_limit`` messages, each at most ``hold_timeout`` seconds) and sent
+    when that estate joins: houses start in any order, and a flow should
+    not have to watch presence before its first send.  Holding needs the
+    ``scheduler`` (for the timeout); without one the message is refused
+    at once with ``no_remote``.
     """
 
     def __init__(
@@ -82,6 +89,9 @@ class Router:
         policy: Policy | None = None,
         default_channel: str = "main",
         now: Callable[[], float] | None = None,
+        scheduler: Any = None,
+        hold_timeout: float = 10.0,
+        hold_limit: int = 10_000,
     ) -> None:
         self.store = store
         self.estate = estate
@@ -91,6 +101,12 @@ class Router:
         self.policy = policy if policy is not None else Policy()
         self.default_channel = default_channel
         self.now = now if now is not None else (lambda: store.stamp)
+        self.scheduler = scheduler
+        self.hold_timeout = hold_timeout if scheduler is not None else 0.0
+        self.hold_limit = hold_limit
+        self._held: dict[tuple[str, str], deque[tuple[float, dict, Route, Route, str, bool]]] = {}
+        self._held_count = 0
+        self._hold_timer: Any = None
         self.lane: Any = None
         self.roads: dict[str, Any] = {}
         self.keeps: dict[Any, Any] = {}  # keep directory -> Keep, shared by the roads
@@ -125,6 +141,8 @@ class Router:
 
         def on_presence(name: str, old: Any, new: Any) -> None:
             presence.update({name: getattr(new, "value", str(new))})
+            if (channel, name) in self._held:
+                self._release(channel, name)
             if previous is not None:
                 previous(name, old, new)
 
@@ -247,7 +265,8 @@ class Router:
                 try:
                     outgoing = road.send(message, dst.estate, flow=hash((src.share, dst.share)) & 0xFFFF, reliable=reliable)
                 except KeyError:
-                    raise _Refused(f"estate {dst.estate!r} is not known on channel {dst.channel!r}", "no_remote") from None
+                    self._hold(message, src, dst, tag, reliable)
+                    return True
                 if reliable:
                     self._pending[outgoing] = (src, dst, tag)
                 self.counts["to_road"] += 1
@@ -263,6 +282,58 @@ class Router:
         else:
             self.counts["routes_untracked"] += 1
         return True
+
+    # -- holding messages for estates that have not joined yet ---------------
+
+    def _hold(self, message: dict, src: Route, dst: Route, tag: str, reliable: bool) -> None:
+        if self.hold_timeout <= 0 or self._held_count >= self.hold_limit:
+            why = "" if self.hold_timeout <= 0 else f" (and {self._held_count} messages already wait for estates to join)"
+            raise _Refused(f"estate {dst.estate!r} is not known on channel {dst.channel!r}{why}", "no_remote")
+        deadline = self.scheduler.clock.now() + self.hold_timeout
+        self._held.setdefault((dst.channel, dst.estate), deque()).append((deadline, message, src, dst, tag, reliable))
+        self._held_count += 1
+        self.counts["held"] += 1
+        if self._hold_timer is None:
+            self._hold_timer = self.scheduler.call_at(deadline, self._expire_held)
+
+    def _release(self, channel: str, estate: str) -> None:
+        """The estate joined: send what waited for it, in order."""
+        road = self.roads.get(channel)
+        held = self._held.pop((channel, estate), None)
+        if road is None or not held:
+            return
+        while held:
+            _deadline, message, src, dst, tag, reliable = held[0]
+            try:
+                outgoing = road.send(message, estate, flow=hash((src.share, dst.share)) & 0xFFFF, reliable=reliable)
+            except KeyError:  # not known yet after all (a presence change of another kind)
+                self._held[(channel, estate)] = held
+                return
+            held.popleft()
+            self._held_count -= 1
+            if reliable:
+                self._pending[outgoing] = (src, dst, tag)
+            self.counts["to_road"] += 1
+            self.counts["released"] += 1
+
+    def _expire_held(self) -> None:
+        self._hold_timer = None
+        now = self.scheduler.clock.now()
+        first = None
+        for key in list(self._held):
+            held = self._held[key]
+            while held and held[0][0] <= now:
+                _deadline, _message, src, dst, tag, _reliable = held.popleft()
+                self._held_count -= 1
+                self._refuse(src, dst, tag, _Refused(
+                    f"estate {dst.estate!r} did not join channel {dst.channel!r} within {self.hold_timeout:g} s", "no_remote"
+                ))
+            if held:
+                first = held[0][0] if first is None else min(first, held[0][0])
+            else:
+                del self._held[key]
+        if first is not None:
+            self._hold_timer = self.scheduler.call_at(first, self._expire_held)
 
     def _lane_send(self, message: dict, src: Route, dst: Route, tag: str, yard: str, reliable: bool) -> None:
         lane = self.lane
@@ -387,6 +458,7 @@ class Router:
             "yard": self.yard,
             "manor": self.manor,
             "yards": list(self.lane.yards) if self.lane is not None else [],
+            "held": {f"{estate}/{channel}": len(q) for (channel, estate), q in self._held.items()},
             "roads": roads,
             "counts": dict(self.counts),
             "policy": dict(self.policy.counts),

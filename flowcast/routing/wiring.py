@@ -37,6 +37,7 @@ def wire_router(
         manor=manor,
         policy=Policy(policy),
         default_channel=default_channel,
+        scheduler=house.scheduler,
     )
     house.router = router
     return router

@@ -337,6 +337,10 @@ class Scheduler:
         selector = self._selector
         try:
             key = selector.get_key(fileobj)
+        except RuntimeError:  # the scheduler is closed: nothing is watched any more
+            if callback is None:
+                return
+            raise
         except (KeyError, ValueError):  # unknown, or already closed (fileno -1)
             if callback is None:
                 return

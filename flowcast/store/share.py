@@ -23,7 +23,10 @@ class Share:
     share's age is known without the writer saying anything.
     """
 
-    __slots__ = ("name", "_fields", "stamp", "history", "_now", "watchers")
+    # A QueueShare's slots live here too, so a pristine share can become a
+    # queue in place (see Store.queue): a flow names a share before the
+    # behaviour that declares it a queue is built.
+    __slots__ = ("name", "_fields", "stamp", "history", "_now", "watchers", "queue", "bound", "dropped")
 
     def __init__(
         self,
@@ -122,10 +125,13 @@ class QueueShare(Share):
     producer into counted drops instead of unbounded memory.
     """
 
-    __slots__ = ("queue", "bound", "dropped")
+    __slots__ = ()
 
     def __init__(self, name: str, now: Callable[[], float], bound: int = 0, history: int = 0) -> None:
         super().__init__(name, now, history=history)
+        self._become_queue(bound)
+
+    def _become_queue(self, bound: int) -> None:
         self.queue: deque[Any] = deque()
         self.bound = bound
         self.dropped = 0

@@ -61,14 +61,22 @@ class Store:
         return share
 
     def queue(self, name: str, bound: int = 0) -> QueueShare:
-        """The queue share called ``name``, created if absent."""
+        """The queue share called ``name``, created if absent.
+
+        A share a flow has only named so far (no fields, never updated, no
+        watchers) becomes a queue in place, so everything already holding
+        it -- a behaviour's ``from`` binding -- sees the queue.
+        """
         key = self.normalise(name)
         share = self._shares.get(key)
         if share is None:
             share = self._shares[key] = QueueShare(key, self._stamp_now, bound)
         elif not isinstance(share, QueueShare):
-            raise TypeError(f"share {key!r} exists and is not a queue")
-        return share
+            if share._fields or share.stamp is not None or share.watchers or share.history is not None:
+                raise TypeError(f"share {key!r} already holds values and cannot become a queue")
+            share.__class__ = QueueShare
+            share._become_queue(bound)
+        return share  # type: ignore[return-value]
 
     def _stamp_now(self) -> float:
         return self._now()

@@ -27,7 +27,7 @@ class Estate:
         self.roads: dict[str, RoadStack] = {}
         for yard in yards:
             store = Store(sched.clock.now, name=yard)
-            router = Router(store, estate=name, yard=yard, manor=manor, policy=Policy(policy))
+            router = Router(store, estate=name, yard=yard, manor=manor, policy=Policy(policy), scheduler=sched)
             lane = LaneStack(
                 net.port(addresses[yard]),
                 yard,

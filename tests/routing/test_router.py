@@ -99,9 +99,40 @@ def test_undeliverable_missing_share_and_unknown_yard_come_back_as_errors(world,
     alpha["w1"].send("nowhere@w2.beta", 1, src="out")
     alpha["w1"].send("x@w9", 1, src="out")
     alpha["w1"].send("x@.gamma", 1, src="out")
-    assert world.run_until(lambda: len(out.queue) == 3, 5)
-    kinds = sorted(m["data"]["kind"] for m in out.drain())
-    assert kinds == ["no_remote", "no_share", "no_yard"]
+    assert world.run_until(lambda: len(out.queue) == 2, 5)
+    assert sorted(m["data"]["kind"] for m in out.drain()) == ["no_share", "no_yard"]
+    # gamma never joins: held for hold_timeout (10 s), then refused
+    assert alpha["manor"].counts["held"] == 1
+    assert world.run_until(lambda: len(out.queue) == 1, 15)
+    error = out.pop()
+    assert error["data"]["kind"] == "no_remote" and "did not join" in error["data"]["reason"]
+    assert alpha["manor"].status()["held"] == {}
+
+
+def test_messages_for_an_estate_that_has_not_joined_wait_for_it(world):
+    alpha = world.routed_estate("alpha", ["manor", "w1"], policy=ALLOW_BETA)
+    beta = world.routed_estate("beta", ["manor"], policy=ALLOW_ALPHA)
+    inbox = beta.store("manor").queue("inbox")
+    for i in range(5):
+        alpha["w1"].send("inbox@.beta", i, src="out")
+    assert world.run_until(lambda: alpha["manor"].counts["held"] == 5, 5)
+    assert alpha["manor"].status()["held"] == {"beta/main": 5}
+    world.run_for(2)  # still not joined: nothing is refused yet
+    assert alpha["manor"].counts["no_remote"] == 0
+    world.connect(beta, alpha)
+    assert world.run_until(lambda: len(inbox.queue) == 5, 5)
+    assert [m["data"] for m in inbox.drain()] == [0, 1, 2, 3, 4]
+    assert alpha["manor"].counts["released"] == 5 and alpha["manor"].status()["held"] == {}
+
+
+def test_holding_is_bounded(world):
+    alpha = world.routed_estate("alpha", ["manor"])
+    alpha["manor"].hold_limit = 3
+    out = alpha.store("manor").queue("out")
+    for i in range(5):
+        alpha["manor"].send("x@.nobody", i, src="out")
+    assert [m["data"]["kind"] for m in out.drain()] == ["no_remote", "no_remote"]
+    assert alpha["manor"].counts["held"] == 3
 
 
 def test_errors_never_answer_errors(world, pair):

@@ -1,0 +1,63 @@
+"""Behaviours for the multi-process routing tests (loaded by generated flows).
+
+``routeplay.send`` sends ``count`` numbered messages to each route in
+``dsts`` (space-separated) and writes every error that comes back to
+``out`` as a JSON line.  ``routeplay.record`` drains
+its input queue into ``out``, one JSON line per landed message, flushed at
+once so a test can read it while the house runs (and after a kill -9).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from flowcast.behaving.registry import Io, behaviour
+
+
+def _append(path: str, record: dict) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (json.dumps(record) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+@behaviour("routeplay.send")
+class Send:
+    """Once: ``count`` messages ``{"n": i}`` to every route in ``dsts``; errors to ``out``."""
+
+    def __init__(self, io: Io, dsts: str, count: int = 1, out: str = "", tag: str = "n") -> None:
+        self.io = io
+        self.dsts = dsts.split()
+        self.count = count
+        self.out = out
+        self.tag = tag
+        self.started = False
+        self.source = io.store.queue("play.out")  # errors come back here
+
+    def __call__(self) -> None:
+        router = self.io.house.router
+        if not self.started:
+            self.started = True
+            for dst in self.dsts:
+                for n in range(self.count):
+                    router.send(dst, {"n": n}, src="play.out", tag=self.tag)
+        queue = self.source.queue
+        while queue:
+            message = queue.popleft()
+            if self.out:
+                _append(self.out, {"error": message["data"], "tag": message["tag"], "src": message["route"]["src"]})
+
+
+@behaviour("routeplay.record")
+class Record:
+    def __init__(self, io: Io, out: str) -> None:
+        self.queue = io.store.queue(io.input.name).queue  # routed messages land here whole
+        self.out = out
+
+    def __call__(self) -> None:
+        queue, out = self.queue, self.out
+        while queue:
+            message = queue.popleft()
+            _append(out, {"src": message["route"]["src"], "dst": message["route"]["dst"], "tag": message["tag"], "data": message["data"]})
