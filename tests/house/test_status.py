@@ -268,15 +268,21 @@ def test_corrupt_supervisor_file_and_status_dir_entries(tmp_path: Path) -> None:
     assert "supervisor: unreadable: not JSON" in render(s)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads anything")
-def test_unreadable_file(tmp_path: Path) -> None:
+def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A status file the reader may not open (faked: CI runs as root, which reads anything)."""
+    import flowcast.house.status as status_module
+
     run = make_run(tmp_path, supervisor_doc(), manor=manor_doc())
     path = run / "status" / "manor.json"
-    path.chmod(0)
-    try:
-        s = snap(run)
-    finally:
-        path.chmod(0o600)
+    real_open = os.open
+
+    def refusing_open(target, flags, *args):
+        if Path(target) == path:
+            raise PermissionError(13, "Permission denied", str(target))
+        return real_open(target, flags, *args)
+
+    monkeypatch.setattr(status_module.os, "open", refusing_open)
+    s = snap(run)
     assert s["houses"][0]["status"] == "unreadable: Permission denied"
 
 
