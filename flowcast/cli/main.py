@@ -18,6 +18,7 @@ from flowcast.runtime import MicroThreadError
 
 #: sub-command -> (module, help).  Modules are imported only when used.
 DELEGATED = {
+    "demo": ("flowcast.house.demo", "run the ping-pong example between two estates on loopback"),
     "convert": ("flowcast.flow.convert", "convert a flow between .flo and YAML"),
     "keys": ("flowcast.transport.keycli", "manage estate keys and accepted remotes"),
     "chaos": ("flowcast.transport.chaos", "run a lossy UDP relay between two estates"),
