@@ -111,9 +111,10 @@ class Router:
         self.roads: dict[str, Any] = {}
         self.keeps: dict[Any, Any] = {}  # keep directory -> Keep, shared by the roads
         self.counts: Counter[str] = Counter()
-        self.routes: Counter[tuple[str, str]] = Counter()  # (src text, dst text) -> messages
+        self.routes: Counter[tuple[Route, Route]] = Counter()  # (src, dst) -> messages
         self.denials: deque[dict[str, Any]] = deque(maxlen=100)
         self._route_cache: dict[tuple, Route] = {}
+        self._resolved: dict[tuple[Any, str], tuple[Route, Route]] = {}
         self._pending: dict[Any, tuple[Route, Route, str]] = {}  # Outgoing -> (src, dst, tag)
         self._log_tokens = _LOG_PER_SECOND
         self._log_at = time.monotonic()
@@ -166,16 +167,29 @@ class Router:
         ``error``); True means it is on its way.  Bad arguments raise:
         they are the caller's mistake, not the network's.
         """
-        if isinstance(dst, str):
-            dst = Route.parse(dst)
-        if not isinstance(tag, str) or len(tag) > 64:
+        pair = self._resolved.get((dst, src))
+        if pair is None:
+            pair = self._resolve(dst, src)
+        if tag.__class__ is not str or len(tag) > 64:
             raise ValueError("tag must be a string of at most 64 characters")
-        channel = dst.channel or self.default_channel
-        dst = dst.resolved(self.yard, self.estate, channel)
-        source = Route.make(src, self.yard, self.estate, channel)
-        message = envelope(source, dst, tag, self.now(), data)
+        source, target = pair
+        message = {"route": {"src": list(source), "dst": list(target)}, "tag": tag, "stamp": self.now(), "data": data}
         self.counts["sent"] += 1
-        return self._dispatch(message, source, dst, tag, reliable)
+        return self._dispatch(message, source, target, tag, reliable)
+
+    def _resolve(self, dst: Route | str, src: str) -> tuple[Route, Route]:
+        """``(source, destination)`` of a send, validated and made absolute; cached.
+
+        A flow sends along the same few routes over and over: parsing and
+        checking them once keeps a send at a dict lookup.
+        """
+        route = Route.parse(dst) if isinstance(dst, str) else Route.make(*dst)
+        channel = route.channel or self.default_channel
+        pair = (Route.make(src, self.yard, self.estate, channel), route.resolved(self.yard, self.estate, channel))
+        if len(self._resolved) >= _ROUTE_CACHE:
+            self._resolved.clear()
+        self._resolved[(dst, src)] = pair
+        return pair
 
     # -- arrivals ----------------------------------------------------------------
 
@@ -276,7 +290,7 @@ class Router:
             self._refuse(src, dst, tag, refused)
             return False
         routes = self.routes
-        key = (str(src), str(dst))
+        key = (src, dst)
         if key in routes or len(routes) < _ROUTE_STATS:
             routes[key] += 1
         else:
@@ -462,6 +476,6 @@ class Router:
             "roads": roads,
             "counts": dict(self.counts),
             "policy": dict(self.policy.counts),
-            "routes": [[src, dst, n] for (src, dst), n in self.routes.most_common(50)],
+            "routes": [[str(src), str(dst), n] for (src, dst), n in self.routes.most_common(50)],
             "denials": list(self.denials)[-20:],
         }
