@@ -30,6 +30,7 @@ __all__ = [
     "verify_signature",
     "derive_session_keys",
     "ReplayWindow",
+    "Scratch",
     "NONCE_PAD",
     "MAC_SIZE",
 ]
@@ -103,7 +104,30 @@ def verify_signature(verkey: bytes, message: bytes, signature: bytes) -> bool:
     return True
 
 
-def seal(key: bytes, header: bytes, body: bytes) -> bytes:
+#: Bodies up to this size are sealed and opened through a session's own
+#: preallocated buffer (:class:`Scratch`): no allocation per packet.
+SCRATCH_SIZE = 2048
+
+
+class Scratch:
+    """An output buffer one session reuses for every small packet.
+
+    Per session, never shared: libsodium runs without the GIL, so two
+    threads must never write one buffer (a session belongs to one stack,
+    and a stack to one thread).
+    """
+
+    __slots__ = ("out", "view")
+
+    def __init__(self) -> None:
+        if _c_seal is None:  # pragma: no cover - an unusual PyNaCl build
+            self.out = self.view = None
+        else:
+            self.out = _ffi.new("unsigned char[]", SCRATCH_SIZE)
+            self.view = _buffer(self.out)
+
+
+def seal(key: bytes, header: bytes, body: bytes, scratch: Scratch | None = None) -> bytes:
     """header + secretbox(body) with the header as nonce."""
     nonce = header + NONCE_PAD
     if _c_seal is None or len(key) != 32 or len(nonce) != 24:
@@ -111,13 +135,17 @@ def seal(key: bytes, header: bytes, body: bytes) -> bytes:
     if type(body) is not bytes:  # cffi takes bytes, not memoryview/bytearray
         body = bytes(body)
     size = len(body) + 16
+    if scratch is not None and size <= SCRATCH_SIZE:
+        if _c_seal(scratch.out, body, size - 16, nonce, key) != 0:
+            raise CryptoError("Encryption failed")
+        return header + scratch.view[:size]
     out = _alloc("unsigned char[]", size)
     if _c_seal(out, body, len(body), nonce, key) != 0:
         raise CryptoError("Encryption failed")
     return header + _buffer(out, size)[:]
 
 
-def open_sealed(key: bytes, header: bytes, ciphertext: bytes) -> bytes:
+def open_sealed(key: bytes, header: bytes, ciphertext: bytes, scratch: Scratch | None = None) -> bytes:
     """The body, or CryptoError if anything (header included) was altered."""
     nonce = header + NONCE_PAD
     size = len(ciphertext) - 16
@@ -125,6 +153,10 @@ def open_sealed(key: bytes, header: bytes, ciphertext: bytes) -> bytes:
         return _secretbox_open(ciphertext, nonce, key)
     if type(ciphertext) is not bytes:  # cffi takes bytes, not memoryview/bytearray
         ciphertext = bytes(ciphertext)
+    if scratch is not None and size + 16 <= SCRATCH_SIZE:
+        if _c_open(scratch.out, ciphertext, size + 16, nonce, key) != 0:
+            raise CryptoError("Decryption failed. Ciphertext failed verification")
+        return scratch.view[:size]
     out = _alloc("unsigned char[]", size or 1)
     if _c_open(out, ciphertext, size + 16, nonce, key) != 0:
         raise CryptoError("Decryption failed. Ciphertext failed verification")
@@ -163,12 +195,15 @@ class ReplayWindow:
     dropping packets reordered by more than ``size`` (they are resent).
     """
 
-    __slots__ = ("size", "highest", "bits")
+    __slots__ = ("size", "highest", "seen")
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
         self.highest = -1
-        self.bits = 0  # bit i set: counter highest - i was seen
+        # seen[c % size]: counter c was accepted, for c within size of highest
+        # (a ring: an in-order packet costs one store, not a shift of a
+        # 4,096-bit integer)
+        self.seen = bytearray(size)
 
     def check(self, counter: int) -> bool:
         """True if ``counter`` has not been seen and is not too old (does not record)."""
@@ -177,23 +212,35 @@ class ReplayWindow:
             return True
         if offset >= self.size:
             return False
-        return not (self.bits >> offset) & 1
+        return not self.seen[counter % self.size]
 
     def accept(self, counter: int) -> bool:
         """Record ``counter``; False (and nothing recorded) if it is a replay."""
-        offset = self.highest - counter
-        if offset < 0:
-            shift = -offset
-            if shift >= self.size:
-                self.bits = 1
-            else:
-                self.bits = ((self.bits << shift) | 1) & ((1 << self.size) - 1)
+        highest = self.highest
+        size = self.size
+        seen = self.seen
+        if counter > highest:
+            shift = counter - highest
+            if shift > 1:
+                # forget the slots of counters now too old (they are reused
+                # by highest+1 .. counter-1, none of them seen yet)
+                if shift >= size:
+                    seen[:] = bytes(size)
+                else:
+                    first = (highest + 1) % size
+                    stop = first + shift - 1
+                    if stop <= size:
+                        seen[first:stop] = bytes(shift - 1)
+                    else:
+                        seen[first:] = bytes(size - first)
+                        seen[: stop - size] = bytes(stop - size)
+            seen[counter % size] = 1
             self.highest = counter
             return True
-        if offset >= self.size:
+        if highest - counter >= size:
             return False
-        mask = 1 << offset
-        if self.bits & mask:
+        slot = counter % size
+        if seen[slot]:
             return False
-        self.bits |= mask
+        seen[slot] = 1
         return True

@@ -4,45 +4,125 @@ Same message API as a road; different trust and failure model.  A lane's
 socket files are mode 0600 in a 0700 runtime directory (the port makes
 them so), so only this user's processes can reach them; the kernel
 delivers Unix datagrams in order and without loss (a full receiver makes
-the sender wait, never drops).  A lane therefore seals nothing and
-acknowledges nothing: an ``Outgoing`` ends ``"sent"`` once the kernel has
-it.  What it does check is who is talking: datagrams from a socket path
-that is not a known yard are counted and dropped.
+the sender wait, never drops).  A lane therefore seals nothing.  What it
+does check is who is talking: datagrams from a socket path that is not a
+known yard are counted and dropped.
 
 Large messages are cut into pages (SEG frames) and many small ones share
-a datagram, exactly as on a road.  Each stack instance picks a random boot
-id carried in every header; when a yard's boot id changes (it restarted),
-its receive state starts afresh at whatever it sends first.
+a datagram, exactly as on a road.  Each stack instance picks a random,
+non-zero boot id carried in every header.
+
+Two modes, chosen per stack (both ends of a lane must agree):
+
+* ``acks=False`` (raw, the default): nothing is acknowledged; an
+  ``Outgoing`` ends ``"sent"`` once the kernel has its datagram.  Fast
+  (one less frame per datagram, no books per message), but whatever sits
+  in a receiver's socket buffer, or in a datagram sent to a yard that is
+  down, is lost with it -- and the sender never knows.  When a yard's boot
+  id changes its receive state starts afresh at whatever it sends first.
+* ``acks=True`` (acknowledged): the road's channel -- ACK frames, delivery
+  reported per flow, resend, receive window -- on plain datagrams.  An
+  ``Outgoing`` is ``"delivered"`` only once the receiving yard's stack has
+  handed it to its application (``on_message`` returned, or it entered the
+  inbox); until then the sender keeps it.  Every datagram also names the
+  *receiver's* boot id it is meant for, so one channel lives exactly as
+  long as the pair of incarnations (sender boot, receiver boot): a
+  receiver drops data meant for an earlier incarnation of itself and
+  answers with a HELLO (an empty datagram: "I am boot X"); a sender that
+  hears a new boot id from a yard moves every message not yet reported
+  delivered into a new channel, in order per flow, and sends them to the
+  new incarnation.  Messages the old incarnation acknowledged are never
+  sent again; messages it received but had not acknowledged when it died
+  may be delivered twice (at-least-once across a crash, exactly-once
+  while both ends live).  A yard that is down is probed with HELLOs
+  (back-off 50 ms doubling to 2 s) or, if it was known, its data resent
+  on the retransmission timeout (back-off 200 ms doubling to 8 s); a
+  starting stack sends a HELLO to every yard, so a restarted yard is
+  heard from at once.  Messages wait for their yard without a deadline
+  unless given a ``timeout``.
 """
 
 from __future__ import annotations
 
 import os
+import struct
+from collections import deque
 from typing import Any
 
 from flowcast.transport.keep import validate_name
 from flowcast.transport.port import Address, DatagramPort
-from flowcast.transport.reliable import SENT, Channel, Outgoing
+from flowcast.transport.reliable import QUEUED, SENT, Channel, Outgoing
 from flowcast.transport.stack import ChannelEvents, EventSink, Stack
-from flowcast.transport.wire import HEADER, HEADER_SIZE, MAGIC, PacketKind, WireError
+from flowcast.transport.wire import F_UNRELIABLE, HEADER, HEADER_SIZE, MAGIC, PacketKind, WireError
 
-__all__ = ["LaneStack"]
+__all__ = ["LaneStack", "LANE_ACKED"]
 
 _LANE = PacketKind.LANE
 _pack = HEADER.pack
 _unpack = HEADER.unpack_from
 
+#: Header flag of an acknowledged lane's datagrams: the body starts with
+#: the receiver's boot id (u32, 0 = not known yet), then frames.
+LANE_ACKED = 0x0001
+_AHEADER = struct.Struct("!BBHIQI")  # header + the receiver's boot id
+_AHEADER_SIZE = _AHEADER.size  # 20
+_apack = _AHEADER.pack
+_aunpack = _AHEADER.unpack_from
+
+LANE_MIN_RTO = 0.2  # a lane loses nothing while its peer lives: a resend is for a yard that died
+LANE_MAX_RTO = 8.0
+PROBE_FIRST = 0.05  # HELLO to a yard not heard from yet, while messages wait for it
+PROBE_MAX = 2.0
+STALE_REPLY_GAP = 0.01  # at most one HELLO per yard this often in answer to stale data
+_RETIRED = 8  # earlier boot ids of a yard remembered, so late datagrams of theirs are dropped
+
+
+class _LaneChannel(Channel):
+    """A channel whose retransmission timeout suits a lane.
+
+    On a lane nothing is lost while the receiver lives, and a slow receiver
+    holds the sender in EAGAIN rather than dropping: a short timeout would
+    only resend what is merely queued.  Loss means the peer died, and a
+    restarted peer announces itself (HELLO), so the timeout is a back-stop.
+    """
+
+    def _rto_now(self) -> float:
+        rto = self.rto if self.rto > LANE_MIN_RTO else LANE_MIN_RTO
+        return min(LANE_MAX_RTO, rto * (1 << self.backoff))
+
 
 class _Yard:
-    __slots__ = ("name", "address", "tx", "rx", "rx_boot", "counter")
+    __slots__ = (
+        "name",
+        "address",
+        "tx",
+        "rx",
+        "rx_boot",
+        "counter",
+        # acknowledged mode
+        "peer",
+        "channel",
+        "retired",
+        "hello_due",
+        "last_hello",
+        "next_probe",
+        "probe_every",
+    )
 
-    def __init__(self, name: str, address: Address, tx: Channel) -> None:
+    def __init__(self, name: str, address: Address, tx: Channel | None) -> None:
         self.name = name
         self.address = address
-        self.tx = tx
+        self.tx = tx  # raw mode
         self.rx: Channel | None = None
         self.rx_boot = -1
-        self.counter = 0
+        self.counter = 0  # raw: datagrams sent; acked: next packet counter of the channel
+        self.peer = 0  # acked: the yard's boot id as last heard (0: not heard yet)
+        self.channel: Channel | None = None  # acked: both directions, for (self.boot, peer)
+        self.retired: deque[int] = deque(maxlen=_RETIRED)
+        self.hello_due = False
+        self.last_hello = -1.0
+        self.next_probe = 0.0
+        self.probe_every = PROBE_FIRST
 
 
 class LaneStack(Stack):
@@ -51,6 +131,12 @@ class LaneStack(Stack):
     ``yards`` maps the names of the other yards this one talks to onto their
     socket addresses; only those are heard.  With ``scheduler`` it runs as a
     micro-thread, else drive it with :meth:`service` / :func:`serve`.
+
+    ``acks=True`` makes delivery acknowledged and survive a yard's restart
+    (module docstring, docs/protocol.md section 9); every yard of a lane
+    must use the same mode.  ``receive_window`` (bytes delivered but not
+    yet taken by the application before the sender must wait) applies to
+    acknowledged lanes; a raw lane is paced by the kernel's socket queue.
     """
 
     def __init__(
@@ -63,11 +149,20 @@ class LaneStack(Stack):
         clock: Any = None,
         max_message: int = (64 << 20) + (1 << 16),
         events: EventSink | None = None,
+        acks: bool = False,
+        receive_window: int = 8 << 20,
     ) -> None:
         super().__init__(port, scheduler=scheduler, clock=clock, name=validate_name(name))
-        self.boot = int.from_bytes(os.urandom(4), "big")
+        boot = 0
+        while not boot:
+            boot = int.from_bytes(os.urandom(4), "big")
+        self.boot = boot
+        self.acks = bool(acks)
         self.max_message = max_message
-        self._max_body = port.max_datagram - HEADER_SIZE
+        self.receive_window = receive_window
+        self._max_body = port.max_datagram - (_AHEADER_SIZE if self.acks else HEADER_SIZE)
+        if self.acks:
+            self.default_timeout = None  # wait for a yard that is restarting; pass timeout= to bound it
         self._yards: dict[str, _Yard] = {}
         self._by_address: dict[Address, _Yard] = {}
         for yard, address in (yards or {}).items():
@@ -78,24 +173,80 @@ class LaneStack(Stack):
             self.start()
 
     def add_yard(self, name: str, address: Address) -> None:
-        """Accept and address the yard ``name`` at ``address`` (its socket path)."""
+        """Accept and address the yard ``name`` at ``address`` (its socket path).
+
+        Naming a known yard again moves it to ``address``; on an acknowledged
+        lane its undelivered messages go along, to be sent to whichever
+        incarnation answers there.
+        """
         validate_name(name, "yard name")
-        tx = Channel(self._max_body, _no_delivery, self._completed, acks=False, max_message=self.max_message)
-        yard = _Yard(name, address, tx)
-        self._watch_yard(yard)
         old = self._yards.pop(name, None)
         if old is not None:
             self._by_address.pop(old.address, None)
+        if self.acks:
+            yard = _Yard(name, address, None)
+            yard.channel = self._new_channel(yard)
+            yard.hello_due = True  # announce this incarnation
+            if old is not None and old.channel is not None:
+                self._carry(old.channel, yard)
+        else:
+            tx = Channel(self._max_body, _no_delivery, self._completed, acks=False, max_message=self.max_message)
+            yard = _Yard(name, address, tx)
+        self._watch_yard(yard)
         self._yards[name] = yard
         self._by_address[address] = yard
+
+    def _new_channel(self, yard: _Yard) -> Channel:
+        name = yard.name
+        inbox = self.inbox
+
+        def deliver(flow: int, flags: int, payload: bytes, _name: str = name) -> None:
+            if self.on_message is None:  # the common case, inlined: one call per message
+                inbox.append((_name, flow, flags, payload))
+                self.inbox_bytes += len(payload)
+            else:
+                self._deliver_to_inbox(_name, flow, flags, payload)
+
+        return _LaneChannel(
+            self._max_body,
+            deliver,
+            self._completed,
+            held=self._held,
+            receive_window=self.receive_window,
+            max_message=self.max_message,
+            now=self.clock.now(),
+        )
+
+    def _held(self) -> int:
+        return self.inbox_bytes
 
     def _watch_yard(self, yard: _Yard) -> None:
         """Give the yard's channels their event watches (or take them away).
 
-        A lane's message ids carry the sender's boot id: sequence numbers
-        start again when a yard restarts.  Routes name yards, not estates.
+        A lane's message ids carry the sender's boot id (raw) or the pair of
+        boot ids (acknowledged): sequence numbers start again when a yard
+        restarts, and on an acknowledged lane when its peer does.  Routes
+        name yards, not estates.
         """
         sink = self._events
+        if self.acks:
+            channel = yard.channel
+            if channel is None:
+                return
+            channel.completed = self._completed  # the recording variant while recording
+            if sink is None or not yard.peer:
+                channel.watch = None
+                return
+            channel.watch = ChannelEvents(
+                sink,
+                self.clock.now,
+                self._born,
+                f"{self.name}:{self.boot:08x}{yard.peer:08x}",
+                f"{yard.name}:{yard.peer:08x}{self.boot:08x}",
+                (self.name, ""),
+                (yard.name, ""),
+            )
+            return
         for channel, mine in ((yard.tx, True), (yard.rx, False)):
             if channel is None:
                 continue
@@ -124,11 +275,15 @@ class LaneStack(Stack):
         return ("", self.name, "", msg.flow), ("", str(msg.remote), "", msg.flow)
 
     def _channel_watch(self, to: str) -> ChannelEvents | None:
-        return self._yards[to].tx.watch
+        yard = self._yards[to]
+        return yard.channel.watch if self.acks else yard.tx.watch  # type: ignore[union-attr]
 
     def remove_yard(self, name: str) -> None:
+        """Forget yard ``name``; on an acknowledged lane its undelivered messages fail."""
         yard = self._yards.pop(name)
         self._by_address.pop(yard.address, None)
+        if yard.channel is not None:
+            yard.channel.fail_all("yard removed")
 
     @property
     def yards(self) -> list[str]:
@@ -138,10 +293,39 @@ class LaneStack(Stack):
     def address(self) -> Address:
         return self.port.address
 
+    def peer_boot(self, name: str) -> int | None:
+        """The boot id yard ``name`` last announced (acknowledged lanes), or None."""
+        yard = self._yards[name]
+        if self.acks:
+            return yard.peer or None
+        return yard.rx_boot if yard.rx_boot >= 0 else None
+
     def pending(self) -> int:
-        """Messages not yet handed to the kernel (queued, or in a waiting datagram)."""
+        """Messages not yet final.
+
+        Raw lane: not yet handed to the kernel (queued, or in a waiting
+        datagram).  Acknowledged lane: not yet reported delivered (or failed).
+        """
+        if self.acks:
+            total = 0
+            for yard in self._yards.values():
+                channel = yard.channel
+                total += channel.pending_count  # type: ignore[union-attr]
+                if channel.fresh:  # type: ignore[union-attr]
+                    total += sum(1 for m in channel.fresh if m.flags & F_UNRELIABLE and m._state == QUEUED)  # type: ignore[union-attr]
+            return total
         waiting = sum(len(carried) for _, _, carried in self._outq if carried)
-        return waiting + sum(len(y.tx.fresh) for y in self._yards.values())
+        return waiting + sum(len(y.tx.fresh) for y in self._yards.values())  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        """Close the port; on an acknowledged lane undelivered messages fail ("stack closed")."""
+        if self._closed:
+            return
+        super().close()
+        if self.acks:
+            for yard in self._yards.values():
+                if yard.channel is not None:
+                    yard.channel.fail_all("stack closed")
 
     # -- stack hooks -------------------------------------------------------------
 
@@ -149,12 +333,26 @@ class LaneStack(Stack):
         if self.on_done is not None:
             self.on_done(msg)
 
+    def _consumed(self) -> None:
+        if self.acks:
+            for yard in self._yards.values():
+                if yard.peer:
+                    yard.channel.window_opened()  # type: ignore[union-attr]
+
     def _submit(self, msg: Outgoing, to: str) -> None:
         yard = self._yards.get(to)
         if yard is None:
             raise KeyError(f"no known yard {to[:64]!r}")
-        msg.timeout = None  # a lane has no acks to time out on
-        yard.tx.submit(msg, 0.0)
+        if self.acks:
+            channel = yard.channel
+            if not yard.peer and not _waiting(channel):  # type: ignore[arg-type]
+                # the first message waiting for a yard not heard from: probe now, back-off afresh
+                yard.next_probe = 0.0
+                yard.probe_every = PROBE_FIRST
+            channel.submit(msg, 0.0 if msg.timeout is None else self.clock.now())  # type: ignore[union-attr]
+            return
+        msg.timeout = None  # a raw lane has no acks to time out on
+        yard.tx.submit(msg, 0.0)  # type: ignore[union-attr]
 
     def _receive(self, data: bytes, address: Address, now: float) -> None:
         yard = self._by_address.get(address)
@@ -164,7 +362,13 @@ class LaneStack(Stack):
         if len(data) < HEADER_SIZE or data[0] != MAGIC or data[1] != _LANE:
             self.counts["malformed"] += 1
             return
-        boot = _unpack(data)[3]
+        if self.acks:
+            self._receive_acked(yard, data, now)
+            return
+        _, _, flags, boot, _ = _unpack(data)
+        if flags & LANE_ACKED:
+            self.counts["lane_mode_mismatch"] += 1  # the other end acknowledges; this one does not
+            return
         rx = yard.rx
         if rx is None or boot != yard.rx_boot:
             name = yard.name
@@ -187,14 +391,115 @@ class LaneStack(Stack):
         except WireError:
             self.counts["bad_frames"] += 1
 
+    def _receive_acked(self, yard: _Yard, data: bytes, now: float) -> None:
+        if len(data) < _AHEADER_SIZE:
+            self.counts["malformed"] += 1
+            return
+        _, _, flags, boot, counter, target = _aunpack(data)
+        if not flags & LANE_ACKED:
+            self.counts["lane_mode_mismatch"] += 1  # a raw lane's datagram: nothing to acknowledge it with
+            return
+        if boot != yard.peer:
+            if not boot or boot in yard.retired:
+                self.counts["stale_boot"] += 1  # from an incarnation already replaced
+                return
+            self._new_peer(yard, boot, now)
+        if target != self.boot:
+            # Meant for an earlier incarnation of this yard (or a HELLO that
+            # does not know this one yet): say who answers here now.
+            if len(data) == _AHEADER_SIZE:
+                yard.hello_due = True
+            else:
+                self.counts["stale_target"] += 1
+                if now - yard.last_hello >= STALE_REPLY_GAP or yard.last_hello < 0:
+                    yard.hello_due = True
+            return
+        if len(data) == _AHEADER_SIZE:
+            return  # a HELLO to this incarnation: nothing more to learn
+        channel = yard.channel
+        try:
+            channel.handle(data[_AHEADER_SIZE:], now)  # type: ignore[union-attr]
+        except WireError:
+            self.counts["bad_frames"] += 1
+            return
+        channel.received(counter)  # type: ignore[union-attr]
+
+    def _new_peer(self, yard: _Yard, boot: int, now: float) -> None:
+        """``yard`` speaks with a new boot id: a new channel for the new pair of incarnations.
+
+        Everything not yet reported delivered moves into it, in order per
+        flow, with new sequence numbers (as into a road's new session); what
+        the old incarnation had acknowledged is done and stays done.  Held
+        receive state is dropped with the old channel.
+        """
+        restarted = bool(yard.peer)
+        if restarted:
+            yard.retired.append(yard.peer)
+            self.counts["yard_restarts"] += 1
+        old = yard.channel
+        yard.peer = boot
+        yard.counter = 0
+        yard.channel = self._new_channel(yard)
+        yard.probe_every = PROBE_FIRST
+        self._watch_yard(yard)
+        if old is not None:
+            carried = self._carry(old, yard)
+            if restarted:
+                self.counts["carried_to_new_boot"] += carried
+        # Datagrams still queued for the old incarnation would only be refused.
+        outq = self._outq
+        if outq:
+            address = yard.address
+            kept = [entry for entry in outq if entry[1] != address]
+            if len(kept) != len(outq):
+                outq.clear()
+                outq.extend(kept)
+
+    def _carry(self, old: Channel, yard: _Yard) -> int:
+        """Move ``old``'s undelivered messages into ``yard``'s channel, in order; how many reliable ones."""
+        loose = [m for m in old.fresh if m.flags & F_UNRELIABLE and m._state == QUEUED]
+        carried = old.take_unfinished()
+        channel = yard.channel
+        watch = channel.watch  # type: ignore[union-attr]
+        now = self.clock.now()
+        for msg in carried + loose:
+            channel.submit(msg, now)  # type: ignore[union-attr]
+            if watch is not None:
+                watch.sent(msg)  # under a new id: sequence numbers start again with the pair
+        return len(carried)
+
     def _flush(self, now: float) -> None:
         if self._outq and not self._drain_outq():
             return
         boot = self.boot
+        if self.acks:
+            emit = self._emit
+            for yard in self._yards.values():
+                peer = yard.peer
+                address = yard.address
+                if yard.hello_due:
+                    yard.hello_due = False
+                    yard.last_hello = now
+                    if not emit(_apack(MAGIC, _LANE, LANE_ACKED, boot, 0, peer), address):
+                        return
+                if not peer:
+                    continue
+                channel = yard.channel
+                while channel.ack_owed or channel.ping_owed or ((channel.resend or channel.fresh) and channel.can_send()):  # type: ignore[union-attr]
+                    built = channel.build()  # type: ignore[union-attr]
+                    if built is None:
+                        break
+                    body, frames = built
+                    counter = yard.counter
+                    yard.counter = counter + 1
+                    channel.sent(counter, len(body), frames, now)  # type: ignore[union-attr]
+                    if not emit(_apack(MAGIC, _LANE, LANE_ACKED, boot, counter, peer) + body, address):
+                        return
+            return
         for yard in self._yards.values():
             tx = yard.tx
-            while tx.fresh or tx.resend:
-                built = tx.build()
+            while tx.fresh or tx.resend:  # type: ignore[union-attr]
+                built = tx.build()  # type: ignore[union-attr]
                 if built is None:
                     break
                 counter = yard.counter
@@ -216,10 +521,37 @@ class LaneStack(Stack):
                         done(msg)
 
     def _timers(self, now: float) -> None:
-        pass
+        if not self.acks:
+            return
+        for yard in self._yards.values():
+            channel = yard.channel
+            when = channel.next_deadline()  # type: ignore[union-attr]
+            if when is not None and when <= now:
+                channel.poll(now)  # type: ignore[union-attr]
+            if not yard.peer and _waiting(channel) and now >= yard.next_probe:  # type: ignore[arg-type]
+                yard.hello_due = True
+                yard.next_probe = now + yard.probe_every
+                yard.probe_every = min(yard.probe_every * 2, PROBE_MAX)
 
     def next_deadline(self) -> float | None:
-        return None
+        if not self.acks:
+            return None
+        deadline: float | None = None
+        for yard in self._yards.values():
+            channel = yard.channel
+            when = channel.next_deadline()  # type: ignore[union-attr]
+            if not yard.peer and _waiting(channel):  # type: ignore[arg-type]
+                probe = yard.next_probe
+                if when is None or probe < when:
+                    when = probe
+            if when is not None and (deadline is None or when < deadline):
+                deadline = when
+        return deadline
+
+
+def _waiting(channel: Channel) -> bool:
+    """Whether messages wait in ``channel`` (for a yard not heard from yet)."""
+    return bool(channel.pending_count or channel.fresh)
 
 
 def _no_delivery(flow: int, flags: int, payload: bytes) -> None:  # pragma: no cover - tx channels never receive

@@ -78,6 +78,14 @@ _msg_unpack = MSG.unpack_from
 _msg_pack = MSG.pack
 _seg_unpack = SEG.unpack_from
 _PING_FRAME = PING.pack(FrameKind.PING, 0)
+_ACK_SIZE = ACK.size
+_ack_unpack = ACK.unpack_from
+# An ACK frame with one range and one flow, the usual one, in one struct.
+_ACK_ONE_STRUCT = struct.Struct("!" + ACK.format.lstrip("!") + ACK_RANGE.format.lstrip("!") + ACK_FLOW.format.lstrip("!"))
+_ACK_ONE = _ACK_ONE_STRUCT.pack
+_ack_one_unpack = _ACK_ONE_STRUCT.unpack_from
+_ACK_ONE_SIZE = _ACK_ONE_STRUCT.size
+assert _ACK_ONE_SIZE == ACK.size + ACK_RANGE.size + ACK_FLOW.size
 _PATH_CHALLENGE, _PATH_RESPONSE = FrameKind.PATH_CHALLENGE, FrameKind.PATH_RESPONSE
 
 REORDER_THRESHOLD = 3  # packets acknowledged after one before it is called lost
@@ -540,7 +548,8 @@ class Channel:
         else:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - sample)
             self.srtt = 0.875 * self.srtt + 0.125 * sample
-        self.rto = min(MAX_RTO, max(MIN_RTO, self.srtt + 4 * self.rttvar))
+        rto = self.srtt + 4 * self.rttvar
+        self.rto = MIN_RTO if rto < MIN_RTO else MAX_RTO if rto > MAX_RTO else rto
 
     def _finish(self, msg: Outgoing, state: int, *, dequeue: bool = True) -> None:
         if msg._state != QUEUED:
@@ -582,15 +591,22 @@ class Channel:
 
     def next_deadline(self) -> float | None:
         deadline = self.ack_due if not self.ack_owed else None
-        if self.inflight:
-            deadline = self.inflight[next(iter(self.inflight))][0] + self._rto_now()
+        inflight = self.inflight
+        if inflight:
+            for record in inflight.values():  # the oldest packet in flight
+                when = record[0] + self._rto_now()
+                break
+            if deadline is None or when < deadline:  # a delayed ACK may be due first
+                deadline = when
         elif self.pending_count and not self.resend and (not self.fresh or not self.can_send()):
-            deadline = self.last_progress + self._rto_now()
+            when = self.last_progress + self._rto_now()
+            if deadline is None or when < deadline:
+                deadline = when
         for queue in self.unfinished.values():
             if queue:
-                head = queue[0]
-                if head.deadline is not None and (deadline is None or head.deadline < deadline):
-                    deadline = head.deadline
+                head_deadline = queue[0].deadline
+                if head_deadline is not None and (deadline is None or head_deadline < deadline):
+                    deadline = head_deadline
         early = self._early
         while early and early[0][2]._state != QUEUED:
             heapq.heappop(early)
@@ -676,9 +692,21 @@ class Channel:
         self.ack_pending = 0
         self.ack_due = None
         ranges = self.recv_ranges
-        chosen = ranges[-MAX_ACK_RANGES:]
-        self.recv_ranges = ranges[-8:]  # repeated next time: a lost ACK costs little
         flows = self.flows_in
+        window = self.receive_window - self.held()
+        if window < 0:
+            window = 0
+        self.advertised = window
+        if window > 0xFFFFFFFF:
+            window = 0xFFFFFFFF
+        if len(ranges) == 1 and len(flows) == 1:
+            # the common case (in-order traffic on one flow): one pack call
+            first, last = ranges[0]
+            for flow, state in flows.items():
+                return _ACK_ONE(_ACK_KIND, 0, 1, 1, window, first, last, flow, state.expected)
+        chosen = ranges[-MAX_ACK_RANGES:]
+        if len(ranges) > 8:
+            self.recv_ranges = ranges[-8:]  # repeated next time: a lost ACK costs little
         if len(flows) <= MAX_ACK_FLOWS:
             items = [(flow, state.expected) for flow, state in flows.items()]
         else:
@@ -687,9 +715,7 @@ class Channel:
             picked = (keys[start:] + keys[:start])[:MAX_ACK_FLOWS]
             self._flow_cursor = start + MAX_ACK_FLOWS
             items = [(flow, flows[flow].expected) for flow in picked]
-        window = max(0, self.receive_window - self.held())
-        self.advertised = window
-        pieces = [ACK.pack(_ACK_KIND, 0, len(chosen), len(items), min(window, 0xFFFFFFFF))]
+        pieces = [ACK.pack(_ACK_KIND, 0, len(chosen), len(items), window)]
         pack_range = ACK_RANGE.pack
         for first, last in reversed(chosen):
             pieces.append(pack_range(first, last))
@@ -762,8 +788,13 @@ class Channel:
                     self._segment_in(flags, flow, seq, number, count, piece, now)
                     off = stop
                 elif kind == _ACK_KIND:
-                    _, flags, nranges, nflows, window = ACK.unpack_from(body, off)
-                    off += ACK.size
+                    _, flags, nranges, nflows, window = _ack_unpack(body, off)
+                    if nranges == 1 and nflows == 1:  # the common case: one unpack
+                        _, _, _, _, _, first, last, flow, expected = _ack_one_unpack(body, off)
+                        off += _ACK_ONE_SIZE
+                        self._on_ack(window, [(first, last)] if first <= last <= self.last_counter else (), ((flow, expected),), now)
+                        continue
+                    off += _ACK_SIZE
                     if nranges > MAX_ACK_RANGES or nflows > MAX_ACK_FLOWS:
                         raise WireError("ack frame too long")
                     ranges = []

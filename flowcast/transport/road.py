@@ -39,6 +39,8 @@ _SEALED = PacketKind.SEALED
 _unpack_header = HEADER.unpack_from
 _OVERHEAD = HEADER_SIZE + 16  # header + MAC
 _PING = PING.pack(FrameKind.PING, 0)
+_ALIVE = Presence.ALIVE
+_DEAD = Presence.DEAD
 
 
 def _random32() -> int:
@@ -307,18 +309,19 @@ class RoadStack(Stack):
     # -- sending -------------------------------------------------------------------
 
     def _submit(self, msg: Outgoing, to: str) -> None:
-        remote = self._find(to)
+        remote = self.remotes.get(to) or self._by_name.get(to) or self._find(to)
+        now = self.clock.now()
         if msg.timeout is not None and not msg.flags & 0x01:
-            msg.deadline = self.clock.now() + msg.timeout
+            msg.deadline = now + msg.timeout
         session = remote.session
         if session is not None and (session.remote_index is not None):
-            session.channel.submit(msg, self.clock.now())
+            session.channel.submit(msg, now)
         else:
             if len(msg.data) > self.max_message:
                 raise ValueError(f"message of {len(msg.data)} bytes exceeds the {self.max_message}-byte limit")
             remote.backlog.append(msg)
             if remote.allowing is None:
-                self._start_allow(remote, self.clock.now())
+                self._start_allow(remote, now)
 
     def _new_channel(self, remote: Remote) -> Channel:
         name = remote.record.name
@@ -402,8 +405,6 @@ class RoadStack(Stack):
                 extra += b"".join(PATH.pack(FrameKind.PATH_RESPONSE, 0, t) for t in channel.path_answers[-4:])
                 channel.path_answers.clear()
                 channel.ack_owed = True
-            if not channel.has_output():
-                continue
             address = remote.address
             while channel.ack_owed or channel.ping_owed or ((channel.resend or channel.fresh) and channel.can_send()):
                 built = channel.build(extra)
@@ -433,7 +434,7 @@ class RoadStack(Stack):
             if not session.window.check(counter):
                 self.counts["replayed"] += 1
                 return
-            body = session.open(data, counter)
+            body = session.open_fresh(data, counter)
             if body is None:
                 self.counts["unauthentic"] += 1
                 return
@@ -502,7 +503,7 @@ class RoadStack(Stack):
                 # that address to answer a challenge first (path validation).
                 self._challenge(remote, session, address, now)
         offset = 0
-        if body[:1] == b"\x05" and len(body) >= ALLOW_ACK.size:  # ALLOW_ACK
+        if body and body[0] == _ALLOW_ACK_KIND and len(body) >= ALLOW_ACK.size:
             _, _, responder_index = ALLOW_ACK.unpack_from(body)
             offset = ALLOW_ACK.size
             if session.initiator and session.remote_index is None:
@@ -512,8 +513,8 @@ class RoadStack(Stack):
             session.channel.ack_owed = True
         if not session.confirmed and not session.initiator:
             session.confirmed = True  # the initiator has used the session
-        if remote.presence is not Presence.ALIVE and session.remote_index is not None:
-            self._set_presence(remote, Presence.ALIVE)
+        if remote.presence is not _ALIVE and session.remote_index is not None:
+            self._set_presence(remote, _ALIVE)
         channel = session.channel
         self._source = (remote, address)
         try:
@@ -785,10 +786,12 @@ class RoadStack(Stack):
 
     def next_deadline(self) -> float | None:
         deadline: float | None = None
-        for attempt in self._joining.values():
-            when = min(attempt.next_send, attempt.deadline)
-            if deadline is None or when < deadline:
-                deadline = when
+        if self._joining:
+            for attempt in self._joining.values():
+                when = min(attempt.next_send, attempt.deadline)
+                if deadline is None or when < deadline:
+                    deadline = when
+        alive_interval = self.alive_interval
         for remote in self.remotes.values():
             allowing = remote.allowing
             if allowing is not None:
@@ -800,14 +803,20 @@ class RoadStack(Stack):
                 when = session.channel.next_deadline()
                 if when is not None and (deadline is None or when < deadline):
                     deadline = when
-                when = max(min(remote.last_sent, remote.last_heard), remote.last_ping) + self.alive_interval
-                if remote.presence is not Presence.DEAD:
-                    when = min(when, remote.last_heard + self.dead_after)
-                elif session.channel.pending_count and remote.allowing is None:
+                last_heard = remote.last_heard
+                last_sent = remote.last_sent
+                quiet = last_sent if last_sent < last_heard else last_heard
+                last_ping = remote.last_ping
+                when = (quiet if quiet > last_ping else last_ping) + alive_interval
+                if remote.presence is not _DEAD:
+                    dead = last_heard + self.dead_after
+                    if dead < when:
+                        when = dead
+                elif session.channel.pending_count and allowing is None:
                     when = min(when, remote.next_allow)
                 if deadline is None or when < deadline:
                     deadline = when
-            elif remote.backlog and remote.allowing is None and remote.address is not None:
+            elif remote.backlog and allowing is None and remote.address is not None:
                 when = remote.next_allow
                 if deadline is None or when < deadline:
                     deadline = when

@@ -6,7 +6,7 @@ COOKIE (initiator); nothing unauthenticated creates or changes one.
 
 from __future__ import annotations
 
-from flowcast.transport.crypto import ReplayWindow, open_sealed, seal
+from flowcast.transport.crypto import ReplayWindow, Scratch, open_sealed, seal
 from flowcast.transport.reliable import Channel
 from flowcast.transport.wire import HEADER, MAGIC, PacketKind
 
@@ -31,6 +31,7 @@ class Session:
         "client_short",
         "confirmed",
         "created",
+        "scratch",
     )
 
     def __init__(
@@ -58,19 +59,24 @@ class Session:
         #: Initiator: the responder's session id is known.
         self.confirmed = False
         self.created = created
+        self.scratch = Scratch()  # this session's output buffer for small packets
 
     def seal(self, body: bytes) -> tuple[int, bytes]:
         """(counter, datagram) for ``body``; every call uses a new counter."""
         counter = self.counter
         self.counter = counter + 1
-        return counter, seal(self.tx_key, _pack(MAGIC, _SEALED, 0, self.remote_index, counter), body)
+        return counter, seal(self.tx_key, _pack(MAGIC, _SEALED, 0, self.remote_index, counter), body, self.scratch)
 
     def open(self, datagram: bytes, counter: int) -> bytes | None:
         """The body if authentic and not a replay (then the counter is used up)."""
         if not self.window.check(counter):
             return None
+        return self.open_fresh(datagram, counter)
+
+    def open_fresh(self, datagram: bytes, counter: int) -> bytes | None:
+        """:meth:`open` for a counter the caller has just checked against the window."""
         try:
-            body = open_sealed(self.rx_key, datagram[:16], datagram[16:])
+            body = open_sealed(self.rx_key, datagram[:16], datagram[16:], self.scratch)
         except Exception:  # noqa: BLE001 - CryptoError, or ValueError on short input
             return None
         self.window.accept(counter)

@@ -1,6 +1,7 @@
 """Sealing: the direct libsodium path agrees with PyNaCl's and takes any bytes-like input."""
 
 import os
+import random
 
 import nacl.bindings
 import pytest
@@ -26,3 +27,60 @@ def test_any_altered_bit_is_refused():
         bad[i] ^= 1
         with pytest.raises(crypto.CryptoError):
             crypto.open_sealed(key, bytes(bad[:16]), bytes(bad[16:]))
+
+
+@pytest.mark.parametrize("size", [0, 1, 100, crypto.SCRATCH_SIZE - 16, crypto.SCRATCH_SIZE - 15, 65536])
+def test_a_sessions_scratch_buffer_gives_the_same_bytes_and_never_aliases(size):
+    key, header, body = os.urandom(32), os.urandom(16), os.urandom(size)
+    scratch = crypto.Scratch()
+    sealed = crypto.seal(key, header, body, scratch)
+    assert sealed == crypto.seal(key, header, body)
+    opened = crypto.open_sealed(key, header, sealed[16:], scratch)
+    assert opened == body
+    # results are copies: the next packet through the same scratch leaves them alone
+    crypto.seal(key, header, os.urandom(size), scratch)
+    assert opened == body and crypto.open_sealed(key, header, sealed[16:]) == body
+    bad = bytearray(sealed[16:])
+    bad[-1] ^= 1
+    with pytest.raises(crypto.CryptoError):
+        crypto.open_sealed(key, header, bytes(bad), scratch)
+
+
+class _ReferenceWindow:
+    """The replay window as a 4,096-bit integer (the former implementation)."""
+
+    def __init__(self, size):
+        self.size, self.highest, self.bits = size, -1, 0
+
+    def check(self, counter):
+        offset = self.highest - counter
+        return offset < 0 or (offset < self.size and not (self.bits >> offset) & 1)
+
+    def accept(self, counter):
+        offset = self.highest - counter
+        if offset < 0:
+            shift = -offset
+            self.bits = 1 if shift >= self.size else ((self.bits << shift) | 1) & ((1 << self.size) - 1)
+            self.highest = counter
+            return True
+        if offset >= self.size or self.bits & (1 << offset):
+            return False
+        self.bits |= 1 << offset
+        return True
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 64, 4096])
+def test_replay_window_ring_agrees_with_the_bitmap_definition(size):
+    rng = random.Random(size)
+    for _ in range(10):
+        ring, reference = crypto.ReplayWindow(size), _ReferenceWindow(size)
+        counter = 0
+        for _ in range(2000):
+            step = rng.random()
+            if step < 0.5:
+                counter += 1
+            elif step < 0.6:
+                counter += rng.randint(0, 3 * size)
+            probe = max(0, counter - rng.randint(0, 2 * size)) if rng.random() < 0.3 else counter
+            assert ring.check(probe) == reference.check(probe)
+            assert ring.accept(probe) == reference.accept(probe)
