@@ -57,9 +57,7 @@ class RouteSend:
 
     A value share goes as its fields (landing as a field update at the
     other end); a queue share is drained, one routed message per item.
-    Errors come back to the source share: on a value share they set its
-    ``error`` field; on a queue they arrive among the items to send, so
-    they are moved to the queue ``SOURCE.error`` instead of being sent on.
+    Errors come back to the queue share ``SOURCE.error``.
     """
 
     def __init__(self, io: Io, dst: str, tag: str = "") -> None:
@@ -79,15 +77,8 @@ class RouteSend:
             raise ValueError("this house has no router")
         queue = getattr(share, "queue", None)
         if queue is not None:
-            errors = None
             while queue:
-                item = queue.popleft()
-                if type(item) is dict and item.get("tag") == "error" and "route" in item:
-                    if errors is None:
-                        errors = self.io.store.queue(share.name + ".error")
-                    errors.push(item)
-                    continue
-                router.send(self.to, item, src=share.name, tag=self.tag)
+                router.send(self.to, queue.popleft(), src=share.name, tag=self.tag)
             return
         if share.stamp is None or share.stamp == self.sent_stamp:
             return

@@ -39,6 +39,8 @@ log = logging.getLogger("flowcast.routing")
 
 #: A value share whose ``rules`` field, when written, replaces the policy.
 POLICY_SHARE = "flowcast.policy"
+#: Errors for share S land in the queue share ``S.error``, at most this many kept.
+ERROR_QUEUE_BOUND = 1000
 _ROUTE_CACHE = 4096
 _ROUTE_STATS = 4096
 _LOG_PER_SECOND = 10.0
@@ -368,6 +370,16 @@ class Router:
             share = None
         if share is None:
             raise _Refused(f"no share {dst.share!r} in yard {self.yard!r} of {self.estate!r}", "no_share")
+        if tag == "error":
+            # Errors go beside the share, never into it: a value share that
+            # changed would be sent again, and fail again, for ever.
+            try:
+                errors = self.store.queue(dst.share + ".error", ERROR_QUEUE_BOUND)
+            except (TypeError, ValueError):
+                raise _Refused(f"share {dst.share + '.error'!r} exists and is not a queue", "no_share") from None
+            if not errors.push(message):
+                self.counts["errors_overflowed"] += 1
+            return
         if tag == "read":
             if isinstance(share, QueueShare):
                 raise _Refused(f"share {dst.share!r} is a queue and cannot be read", "unreadable")
@@ -381,9 +393,7 @@ class Router:
             return
         data = message["data"]
         try:
-            if tag == "error":
-                share.update(error=data)
-            elif isinstance(data, Mapping):
+            if isinstance(data, Mapping):
                 share.update(data)
             else:
                 share.update(value=data)

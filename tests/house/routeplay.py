@@ -34,7 +34,8 @@ class Send:
         self.out = out
         self.tag = tag
         self.started = False
-        self.source = io.store.queue("play.out")  # errors come back here
+        io.store.queue("play.out")
+        self.errors = io.store.queue("play.out.error")  # errors come back here
 
     def __call__(self) -> None:
         router = self.io.house.router
@@ -43,7 +44,7 @@ class Send:
             for dst in self.dsts:
                 for n in range(self.count):
                     router.send(dst, {"n": n}, src="play.out", tag=self.tag)
-        queue = self.source.queue
+        queue = self.errors.queue
         while queue:
             message = queue.popleft()
             if self.out:

@@ -11,6 +11,12 @@ ALLOW_BETA = [{"allow": "write", "estate": "beta"}]
 ALLOW_ALPHA = [{"allow": "any", "estate": "alpha"}]
 
 
+def errors_of(estate, yard: str, share: str = "out"):
+    """The queue where errors for messages sent from ``share`` land (``share`` made to exist)."""
+    estate.store(yard).queue(share)
+    return estate.store(yard).queue(share + ".error")
+
+
 @pytest.fixture
 def world():
     return World(seed=7)
@@ -77,10 +83,9 @@ def test_denied_write_is_counted_logged_and_answered_with_an_error(world):
     world.connect(alpha, beta)
     beta.store("manor").share("secret")
     beta.store("manor").share("public.board")
-    alpha.store("w1").queue("out")
+    out = errors_of(alpha, "w1")
     alpha["w1"].send("secret@.beta", {"x": 1}, src="out", tag="poke")
     alpha["w1"].send("public.board@.beta", {"x": 2}, src="out", tag="poke")
-    out = alpha.store("w1").get("out")
     assert world.run_until(lambda: len(out.queue) == 1 and beta.store("manor").get("public.board").get("x") == 2, 5)
     (error,) = out.drain()
     assert error["tag"] == "error"
@@ -95,7 +100,7 @@ def test_denied_write_is_counted_logged_and_answered_with_an_error(world):
 
 def test_undeliverable_missing_share_and_unknown_yard_come_back_as_errors(world, pair):
     alpha, beta = pair
-    out = alpha.store("w1").queue("out")
+    out = errors_of(alpha, "w1")
     alpha["w1"].send("nowhere@w2.beta", 1, src="out")
     alpha["w1"].send("x@w9", 1, src="out")
     alpha["w1"].send("x@.gamma", 1, src="out")
@@ -128,7 +133,7 @@ def test_messages_for_an_estate_that_has_not_joined_wait_for_it(world):
 def test_holding_is_bounded(world):
     alpha = world.routed_estate("alpha", ["manor"])
     alpha["manor"].hold_limit = 3
-    out = alpha.store("manor").queue("out")
+    out = errors_of(alpha, "manor")
     for i in range(5):
         alpha["manor"].send("x@.nobody", i, src="out")
     assert [m["data"]["kind"] for m in out.drain()] == ["no_remote", "no_remote"]
@@ -144,12 +149,15 @@ def test_errors_never_answer_errors(world, pair):
     assert beta["w2"].counts["errors_sent"] == 1 and alpha["w1"].counts["errors_dropped"] == 1
 
 
-def test_value_share_gets_errors_in_its_error_field(world, pair):
+def test_errors_land_beside_a_value_share_not_in_it(world, pair):
     alpha, beta = pair
-    src = alpha.store("w1").share("reading")
+    src = alpha.store("w1").share("reading", {"value": 7})
+    stamp = src.stamp
     alpha["w1"].send("missing@.beta", 1, src="reading")
-    assert world.run_until(lambda: src.get("error") is not None, 5)
-    assert src.get("error")["kind"] == "no_share" and src.get("value") is None
+    errors = alpha.store("w1")
+    assert world.run_until(lambda: errors.get("reading.error") is not None and len(errors.get("reading.error").queue) == 1, 5)
+    assert errors.get("reading.error").pop()["data"]["kind"] == "no_share"
+    assert src.fields() == {"value": 7} and src.stamp == stamp  # untouched: nothing re-sends it
 
 
 def test_read_request_is_answered_with_the_share_value(world, pair):
@@ -167,10 +175,10 @@ def test_read_request_is_answered_with_the_share_value(world, pair):
 def test_read_needs_read_access(world, pair):
     alpha, beta = pair
     alpha.store("manor").share("config", {"rate": 5})
-    answer = beta.store("w1").queue("answer")
+    errors = errors_of(beta, "w1", "answer")
     beta["w1"].send("config@.alpha", None, src="answer", tag="read")
-    assert world.run_until(lambda: len(answer.queue) == 1, 5)
-    assert answer.pop()["data"]["kind"] == "denied"
+    assert world.run_until(lambda: len(errors.queue) == 1, 5)
+    assert errors.pop()["data"]["kind"] == "denied" and not beta.store("w1").get("answer").queue
 
 
 def test_spoofed_source_estate_is_refused(world, pair):
@@ -239,7 +247,7 @@ def test_no_relaying_through_an_estate(world):
 def test_policy_changes_at_run_time_through_the_control_share(world, pair):
     alpha, beta = pair
     alpha.store("manor").share("t")
-    out = beta.store("w1").queue("out")
+    out = errors_of(beta, "w1")
     beta["w1"].send("t@.alpha", {"n": 1}, src="out")
     assert world.run_until(lambda: alpha.store("manor").get("t").get("n") == 1, 5)
     control = alpha.store("manor").share(POLICY_SHARE)
@@ -256,7 +264,7 @@ def test_policy_changes_at_run_time_through_the_control_share(world, pair):
 
 def test_transport_failure_is_routed_back(world, pair):
     alpha, beta = pair
-    out = alpha.store("w1").queue("out")
+    out = errors_of(alpha, "w1")
     beta.store("manor").share("t")
     world.net.partition(["alpha:main"], ["beta:main"])
     alpha["manor"].roads["main"].default_timeout = 2.0
@@ -280,7 +288,7 @@ def test_two_channels_with_different_acceptance(world):
     world.connect(alpha, beta, "main")
     world.connect(alpha, beta, "control")
     beta.store("manor").share("cmd")
-    out = alpha.store("manor").queue("out")
+    out = errors_of(alpha, "manor")
     alpha["manor"].send("cmd@.beta/main", "stop", src="out")
     alpha["manor"].send("cmd@.beta/control", "stop", src="out")
     assert world.run_until(lambda: len(out.queue) == 1 and beta.store("manor").get("cmd").value == "stop", 5)
