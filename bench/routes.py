@@ -1,0 +1,772 @@
+"""Routing benchmark: routed share-to-share throughput, and a hub's memory per remote estate and per route.
+
+Figures (one line each; ``--json`` prints one object instead):
+
+* ``routed_100B``  share-to-share msgs/s, 100-byte payloads, two estates of
+  two houses each, four processes on loopback::
+
+      alpha.w1 --lane--> alpha.manor --road--> beta.manor --lane--> beta.w1
+      (sender)                                            (QueueShare "inbox")
+
+  Target >= 50,000 msgs/s.  Ratios: ``x target`` (value / 50,000) and
+  ``x direct road`` (value / ``road_100B`` of the same run).
+* ``road_100B``  the direct road in the same run: RoadStack to RoadStack,
+  100 B one way between two processes, measured by ``bench/_stackbench.py``
+  exactly as ``bench/road.py`` does.  routed / direct is what routing costs
+  (three more hops' worth of processes, the router at four houses).
+* ``hub_bytes_per_remote_N``  bytes a hub estate holds per idle remote
+  estate (joined, allowed, heartbeating) between the previous size and N;
+  goal < 10 KiB, ratio ``x goal`` (value / 10,240).
+* ``hub_setup_N``  wall seconds to bring the remotes from the previous size
+  up to N (joined and allowed both ways) on the simulated network.
+* ``hub_idle_cpu_N``  CPU seconds the hub's road stack spends per (virtual)
+  second with N idle remotes, i.e. cores; the note splits it into wakes per
+  second x CPU per wake.  Above 1 the hub could not keep up in real time.
+* ``hub_bytes_per_route_in`` / ``_out``  bytes the hub holds per distinct
+  (src, dst) route after one message on each of ``--routes`` routes came in
+  from remotes (landing in a hub queue share, then drained) / went out from
+  hub shares to remote shares (all acknowledged).
+* ``world_bytes_per_remote_N``  the tracemalloc cross-check (below).
+
+How the routed figure is taken.  Each house is a spawned process with its
+own ``Scheduler(RealClock())``, Store and Router, wired by
+``flowcast.routing.wiring`` on a minimal stand-in house (lane on ``UxdPort``
+in a per-estate runtime directory; the manors also a road on ``UdpPort``
+with a Keep directory, acceptance ``always``; each manor's policy allows the
+other estate to write).  The sender's micro-thread calls
+``router.send("inbox@w1.beta", payload, src="out")`` in bursts, bounded by a
+credit window: the receiver routes its running count back
+(``credit@w1.alpha``, the same four hops the other way) every
+``--credit-every`` messages, and the sender stays at most ``--window``
+messages ahead of the last credit -- so no queue along the path grows
+without bound.  The figure is messages / (last arrival at the receiver -
+first send); ``time.monotonic`` is one clock for every process.  The cyclic
+GC is off in every process while measuring, as in ``_stackbench``.  The
+note gives each process's CPU per message and the rate that CPU allows on
+idle cores, min(cores / sum, 1 / max): four busy processes share the
+machine's cores, so other load on the machine shows in the rate, not in
+the CPU figures.  ``--profile DIR`` leaves a cProfile of each house.
+
+How the memory figures are taken, and why this way.  The hub and its
+remotes share one process -- the simulated network (``SimNetwork`` on a
+``VirtualClock``, as ``tests/routing/kit.py``) runs in one, and 1,000
+remotes would not fit in processes of their own -- so a process-wide total
+cannot say whose memory it is.  The hub's share is found by ownership:
+
+1. *Attribution by reachability.*  From the hub's roots (its Router, which
+   holds its Store, Policy, caches and RoadStack, which holds its Keep,
+   remotes, sessions, channels and port) every object reachable through
+   ``gc.get_referents`` is collected without crossing into the shared world
+   (scheduler, network, clock, modules, classes, code, function globals,
+   enum members) or into a remote's stack; the same is done from the
+   remotes' stacks.  The hub's bytes are ``sys.getsizeof`` summed over
+   objects reachable from the hub and from no remote.  Two things
+   ``getsizeof`` misses are added: the inline attribute arrays of CPython
+   3.11 instances (8 bytes a slot plus a header) and buffers that cffi
+   allocates with plain malloc (each session's seal/open scratch buffer):
+   neither ``getsizeof`` nor tracemalloc sees those; the note says how much
+   of the figure they are.
+2. *A tracemalloc cross-check*, in a separate hub (``--check`` sizes):
+   tracemalloc's growth of the whole process per remote added, against
+   (hub + remote side) per remote from the walk, Python-allocated bytes
+   only.  ``walk/traced`` near 1 says the walk misses nothing big; the rest
+   is the network's and scheduler's per-remote entries and allocator
+   rounding.  It runs apart because tracemalloc slows this pure-Python code
+   up to twentyfold, which would make the setup and CPU figures meaningless.
+
+Per-remote figures are slopes, (bytes(N) - bytes(previous N)) / (N -
+previous N), with the hub alone as N = 0, so fixed costs drop out.  The
+remotes of each step come up one by one over one virtual second (so their
+1-second heartbeats are spread out, as they drift apart on a real network),
+and each reading is taken after ``--idle`` virtual seconds of heartbeats.
+Per-route figures run on a hub of their own with 20 remotes (per-route state
+does not depend on the number of remotes): the hub's growth across R routes
+/ R, once every message was delivered, acknowledged and its queue drained.
+
+Run: ``./dev bench bench/routes.py [--json] [--quick] [--count N]
+[--remotes 100,300,1000] [--routes 1000] [--check 50,150]
+[--only throughput|memory] [--profile DIR]``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import gc
+import logging
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+import tracemalloc
+import types
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from _common import Figures, parser  # noqa: E402
+
+TARGET_MSGS = 50_000
+GOAL_BYTES = 10 * 1024
+PAYLOAD = 100
+
+
+# -- routed throughput: four house processes ------------------------------------------
+
+
+class _House:
+    """What the wiring functions need of a house: store, scheduler, router, on_close."""
+
+    def __init__(self, store: Any, scheduler: Any) -> None:
+        self.store = store
+        self.scheduler = scheduler
+        self.router = None
+        self.closers: list = []
+
+    def on_close(self, fn: Any) -> None:
+        self.closers.append(fn)
+
+
+def _house_main(conn: Any, spec: dict[str, Any]) -> None:
+    """One house: serve commands from the parent on ``conn`` until told to stop."""
+    gc.disable()
+    try:
+        _house(conn, spec)
+    except BaseException as error:  # noqa: BLE001 - reported to the parent
+        try:
+            conn.send(("error", f"{spec['estate']}.{spec['yard']}: {type(error).__name__}: {error}", traceback.format_exc(limit=6)))
+        except OSError:
+            pass
+
+
+def _house(conn: Any, spec: dict[str, Any]) -> None:
+    from flowcast.runtime import Event, RealClock, Scheduler, sleep
+    from flowcast.routing.wiring import join_remote, wire_lane, wire_road, wire_router
+    from flowcast.store import Store
+
+    estate, yard = spec["estate"], spec["yard"]
+    scheduler = Scheduler(RealClock())
+    store = Store(scheduler.clock.now, name=yard)
+    house = _House(store, scheduler)
+    router = wire_router(house, estate=estate, yard=yard, manor="manor", policy=spec["policy"])
+    lane = wire_lane(house, spec["lanedir"], ["manor", "w1"])
+    road = None
+    if yard == "manor":
+        road = wire_road(house, "main", keep=spec["keep"], acceptance="always")
+    state: dict[str, Any] = {"cpu0": time.process_time()}
+
+    def reply(*message: Any) -> None:
+        conn.send(message)
+
+    def wait_allowed(peer: str, limit: float):  # type: ignore[no-untyped-def]
+        end = time.monotonic() + limit
+        while not road.is_allowed(peer) and time.monotonic() < end:
+            yield sleep(0.01)
+        reply("allowed", road.is_allowed(peer))
+
+    def sender(count: int, window: int, burst: int, budget: float):  # type: ignore[no-untyped-def]
+        credit = store.share("credit")
+        errors = store.queue("out")
+        wake = Event()
+        credit.watchers.append(lambda share: wake.set())
+        payload = os.urandom(spec["payload"])
+        send = router.send
+        dst = "inbox@w1.beta"
+        sent = refused = 0
+        start = time.monotonic()
+        stop = start + budget
+        while sent < count:
+            limit = min(count, (credit.value or 0) + window)
+            if sent >= limit:
+                if time.monotonic() > stop:
+                    break
+                wake.clear()
+                yield wake.wait()
+                continue
+            n = min(burst, limit - sent)
+            for _ in range(n):
+                if not send(dst, payload, src="out"):
+                    refused += 1
+            sent += n
+            if time.monotonic() > stop:
+                break
+            yield
+        state["sent"] = {"sent": sent, "start": start, "refused": refused, "errors": len(errors.queue)}
+        reply("sent", state["sent"])
+
+    def receiver(every: int):  # type: ignore[no-untyped-def]
+        inbox = store.queue("inbox")
+        queue = inbox.queue
+        wake = Event()
+        inbox.watchers.append(lambda share: wake.set() if not wake._flag else None)
+        got = credited = 0
+        state["got"], state["last"] = 0, None
+        while True:
+            yield wake.wait()
+            wake.clear()
+            n = len(queue)
+            if not n:
+                continue
+            queue.clear()  # taken: the consumer's share of the work is this
+            got += n
+            state["got"], state["last"] = got, time.monotonic()
+            if got - credited >= every:
+                credited = got
+                router.send("credit@w1.alpha", got, src="credits", tag="credit")
+
+    def on_command() -> None:
+        try:
+            command, *args = conn.recv()
+        except EOFError:
+            scheduler.stop()
+            return
+        if command == "wait_allowed":
+            scheduler.spawn(wait_allowed(*args), name="wait_allowed")
+        elif command == "join":
+            join_remote(house, "main", *args)
+            reply("ok")
+        elif command == "mark":
+            gc.collect()
+            state["cpu0"] = time.process_time()
+            reply("ok")
+        elif command == "send":
+            scheduler.spawn(sender(*args), name="sender")
+        elif command == "receive":
+            scheduler.spawn(receiver(*args), name="receiver")
+            reply("ok")
+        elif command == "progress":
+            reply("progress", {"got": state.get("got", 0), "last": state.get("last")})
+        elif command == "report":
+            counts = {f"router.{k}": v for k, v in router.counts.items()}
+            counts.update({f"lane.{k}": v for k, v in lane.counts.items()})
+            if road is not None:
+                counts.update({f"road.{k}": v for k, v in road.counts.items()})
+                try:
+                    counts["road.resent"] = road.remote("beta" if estate == "alpha" else "alpha").session.channel.counts["resent"]
+                except (KeyError, AttributeError):
+                    pass
+            reply("report", {"cpu": time.process_time() - state["cpu0"], "counts": counts})
+        elif command == "stop":
+            # What is still in flight fails as the stacks close: not news.
+            logging.getLogger("flowcast.routing").setLevel(logging.CRITICAL)
+            scheduler.stop()
+        else:
+            reply("error", f"unknown command {command!r}", "")
+
+    scheduler.add_reader(conn, on_command)
+    reply("ready", None if road is None else road.address)
+    profile = None
+    if spec.get("profile"):
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
+    try:
+        scheduler.run()
+    finally:
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(os.path.join(spec["profile"], f"{estate}.{yard}.prof"))
+        for close in reversed(house.closers):
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - closing must not hide the result
+                pass
+
+
+class _Proc:
+    def __init__(self, ctx: Any, spec: dict[str, Any]) -> None:
+        self.name = f"{spec['estate']}.{spec['yard']}"
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_house_main, args=(child, spec), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def send(self, *message: Any) -> None:
+        self.conn.send(message)
+
+    def expect(self, kind: str, timeout: float) -> Any:
+        if not self.conn.poll(timeout):
+            raise RuntimeError(f"{self.name} gave no {kind!r} within {timeout:.0f} s")
+        message = self.conn.recv()
+        if message[0] == "error":
+            raise RuntimeError(f"{message[1]}\n{message[2]}")
+        if message[0] != kind:
+            raise RuntimeError(f"{self.name}: expected {kind!r}, got {message[0]!r}")
+        return message[1] if len(message) > 1 else None
+
+    def ask(self, kind: str, *message: Any, timeout: float = 10.0) -> Any:
+        self.send(*message)
+        return self.expect(kind, timeout)
+
+    def close(self) -> None:
+        try:
+            self.send("stop")
+        except OSError:
+            pass
+        self.conn.close()
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(timeout=5)
+
+
+def routed(count: int, budget: float, window: int, every: int, burst: int, profile: str | None = None) -> dict[str, Any]:
+    """One routed-throughput run; ``msgs`` is None (with a note) if it failed."""
+    top = tempfile.mkdtemp(prefix="fcroutes-")
+    ctx = multiprocessing.get_context("spawn")
+    procs: dict[str, _Proc] = {}
+    policies = {"alpha": [{"allow": "write", "estate": "beta"}], "beta": [{"allow": "write", "estate": "alpha"}]}
+    try:
+        for estate in ("alpha", "beta"):
+            for yard in ("manor", "w1"):
+                spec = {
+                    "estate": estate,
+                    "yard": yard,
+                    "policy": policies[estate],
+                    "lanedir": os.path.join(top, f"{estate}-lane"),
+                    "keep": os.path.join(top, f"{estate}-keep"),
+                    "payload": PAYLOAD,
+                    "profile": profile,
+                }
+                procs[f"{estate}.{yard}"] = _Proc(ctx, spec)
+        addresses = {name: p.expect("ready", 30) for name, p in procs.items()}
+        host, port = addresses["beta.manor"][:2]
+        procs["alpha.manor"].ask("ok", "join", host, port)
+        for name, peer in (("alpha.manor", "beta"), ("beta.manor", "alpha")):
+            if not procs[name].ask("allowed", "wait_allowed", peer, 10.0, timeout=15):
+                raise RuntimeError(f"{name} did not allow {peer} within 10 s")
+        procs["beta.w1"].ask("ok", "receive", every)
+        for p in procs.values():
+            p.ask("ok", "mark")
+        procs["alpha.w1"].send("send", count, window, burst, budget)
+        sent = procs["alpha.w1"].expect("sent", budget + 30)
+        end = time.monotonic() + 30
+        progress = {"got": 0, "last": None}
+        while time.monotonic() < end:
+            progress = procs["beta.w1"].ask("progress", "progress")
+            if progress["got"] >= sent["sent"]:
+                break
+            time.sleep(0.02)
+        reports = {name: p.ask("report", "report") for name, p in procs.items()}
+    except Exception as error:  # noqa: BLE001 - a failed run is a figure of n/a, not a crash
+        return {"msgs": None, "note": f"{type(error).__name__}: {str(error).splitlines()[0]}"}
+    finally:
+        for p in procs.values():
+            p.close()
+        shutil.rmtree(top, ignore_errors=True)
+    got, n = progress["got"], sent["sent"]
+    if got != n or progress["last"] is None:
+        return {"msgs": None, "note": f"receiver got {got:,} of {n:,}", "reports": reports}
+    elapsed = progress["last"] - sent["start"]
+    cpu = {name: r["cpu"] * 1e6 / n for name, r in reports.items()}
+    note = f"{n:,} msgs in {elapsed:.2f} s; CPU us/msg " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items())
+    total = sum(cpu.values())
+    cores = os.cpu_count() or 1
+    bound = min(cores / total, 1 / max(cpu.values())) * 1e6
+    note += f" (sum {total:.1f}: on {cores} idle cores at most {bound:,.0f} msgs/s)"
+    lost = sent["refused"] + sent["errors"]
+    if lost:
+        note += f"; {lost} refused or errored"
+    counts = {name: {k: v for k, v in r["counts"].items() if v} for name, r in reports.items()}
+    return {"msgs": n / elapsed, "note": note, "cpu_us_per_msg": cpu, "cpu_bound": bound, "counts": counts}
+
+
+# -- memory: a hub and its remotes on the simulated network ------------------------------
+
+_BARRIER_TYPES = (type, types.ModuleType, types.CodeType, types.BuiltinFunctionType, enum.Enum, types.FrameType)
+_MANAGED_DICT = 1 << 4  # Py_TPFLAGS_MANAGED_DICT (3.11: attributes in an inline values array)
+_PTR = ctypes.sizeof(ctypes.c_void_p)
+
+
+def _inline_values(obj: Any, referents: int) -> int:
+    """Bytes of a 3.11 instance's inline attribute array, which getsizeof leaves out."""
+    kind = type(obj)
+    if sys.version_info[:2] != (3, 11) or not kind.__flags__ & _MANAGED_DICT:
+        return 0
+    values = ctypes.c_void_p.from_address(id(obj) - 4 * _PTR).value  # _PyObject_ValuesPointer
+    if not values:
+        return 0  # the dict is materialised: it is a referent, counted on its own
+    slots = max(referents - 1, 0)  # the referents were the type and the values
+    return 2 * _PTR + slots * _PTR
+
+
+def _reach(roots: list[Any], barrier: set[int]) -> dict[int, Any]:
+    """Objects reachable from ``roots`` without entering ``barrier`` or shared kinds."""
+    seen: dict[int, Any] = {}
+    todo = list(roots)
+    get_referents = gc.get_referents
+    while todo:
+        obj = todo.pop()
+        key = id(obj)
+        if key in seen or key in barrier or isinstance(obj, _BARRIER_TYPES):
+            continue
+        seen[key] = obj
+        if isinstance(obj, types.FunctionType):  # its closure and defaults, not its code or globals
+            todo.extend(x for x in (obj.__closure__, obj.__defaults__, obj.__kwdefaults__) if x)
+        elif isinstance(obj, types.MethodType):
+            todo.append(obj.__self__)
+        else:
+            todo.extend(get_referents(obj))
+    return seen
+
+
+def _native(obj: Any) -> int:
+    """Bytes a cffi array holds outside Python's allocator (neither getsizeof nor tracemalloc sees them)."""
+    global _FFI
+    if type(obj).__name__ != "__CDataOwn":
+        return 0
+    if _FFI is None:
+        import _cffi_backend
+
+        _FFI = _cffi_backend.FFI()
+    try:
+        return _FFI.sizeof(obj)
+    except Exception:  # noqa: BLE001 - not an array: nothing of its own outside
+        return 0
+
+
+_FFI: Any = None
+
+
+def _size(objects: dict[int, Any]) -> tuple[int, int]:
+    """(bytes in Python's allocator, bytes malloc'd by C libraries) of ``objects``."""
+    total = native = 0
+    getsizeof = sys.getsizeof
+    for obj in objects.values():
+        total += getsizeof(obj)
+        flags = type(obj).__flags__
+        if flags & _MANAGED_DICT:
+            total += _inline_values(obj, len(gc.get_referents(obj)))
+        elif not flags & (1 << 9):  # not a heap type: C extension objects such as cffi arrays
+            native += _native(obj)
+    return total, native
+
+
+class _Hub:
+    """A hub estate (Router + RoadStack) and remote estates joining it, on virtual time."""
+
+    def __init__(self, seed: int = 1) -> None:
+        from flowcast.routing import Policy, Router
+        from flowcast.runtime import Scheduler, VirtualClock
+        from flowcast.store import Store
+        from flowcast.transport.keep import Keep
+        from flowcast.transport.ports.sim import SimNetwork
+        from flowcast.transport.road import RoadStack
+
+        self.scheduler = Scheduler(VirtualClock())
+        self.net = SimNetwork(self.scheduler, seed=seed)
+        store = Store(self.scheduler.clock.now, name="manor")
+        self.router = Router(store, estate="hub", yard="manor", policy=Policy([{"allow": "write"}]))
+        keep = Keep(None)
+        keep.ensure_local("hub")
+        self.road = RoadStack(self.net.port("hub"), keep, policy="always", scheduler=self.scheduler)
+        self.router.attach_road("main", self.road)
+        self.inbox = store.queue("inbox")
+        self.remotes: list[Any] = []
+        self._RoadStack, self._Keep = RoadStack, Keep
+        self.run_for(1.0)
+
+    def run_for(self, seconds: float) -> None:
+        clock = self.scheduler.clock
+        target = clock.now() + seconds
+        self.scheduler.run(until=target)
+        clock.advance_to(target)
+
+    def run_until(self, predicate: Any, limit: float, step: float = 0.05) -> bool:
+        clock = self.scheduler.clock
+        end = clock.now() + limit
+        while clock.now() < end:
+            if predicate():
+                return True
+            self.run_for(min(step, end - clock.now()))
+        return predicate()
+
+    def grow(self, n: int, limit: float = 300.0, spread: float = 1.0) -> None:
+        """Add remotes ``r<i>`` until there are ``n``, all allowed both ways."""
+        fresh = []
+        step = spread / max(1, n - len(self.remotes))
+        for i in range(len(self.remotes), n):
+            keep = self._Keep(None)
+            keep.ensure_local(f"r{i}")
+            road = self._RoadStack(self.net.port(f"r{i}"), keep, policy="always", scheduler=self.scheduler)
+            road.join("hub")
+            self.remotes.append(road)
+            fresh.append(road)
+            # Estates come up one by one over ``spread`` virtual seconds, so
+            # their heartbeats (every alive_interval, 1 s) do not all fall
+            # at one instant -- as on a real network, where they drift apart.
+            self.run_for(step)
+        hub = self.road
+        ok = self.run_until(lambda: all(r.is_allowed("hub") and hub.is_allowed(r.local.name) for r in fresh), limit, 0.25)
+        if not ok:
+            missing = sum(1 for r in fresh if not (r.is_allowed("hub") and hub.is_allowed(r.local.name)))
+            raise RuntimeError(f"{missing} of {len(fresh)} remotes not allowed after {limit:.0f} virtual s")
+
+    def hub_bytes(self) -> dict[str, int]:
+        """Hub-only and remote-only bytes by reachability; see the module docstring.
+
+        ``hub``/``remote`` include C-allocated buffers (``*_native``, which
+        tracemalloc cannot see); ``*_python`` is what tracemalloc can.
+        """
+        gc.collect()
+        barrier = {id(self.scheduler), id(self.net), id(self.scheduler.clock), id(self)}
+        remote_side = _reach(list(self.remotes), barrier | {id(self.router), id(self.road)})
+        hub_side = _reach([self.router, self.road], barrier | {id(r) for r in self.remotes})
+        for key in remote_side.keys() & hub_side.keys():
+            del hub_side[key]
+        hub_python, hub_native = _size(hub_side)
+        remote_python, remote_native = _size(remote_side)
+        return {
+            "hub": hub_python + hub_native,
+            "hub_python": hub_python,
+            "hub_native": hub_native,
+            "remote": remote_python + remote_native,
+            "remote_python": remote_python,
+        }
+
+    def idle(self, seconds: float) -> tuple[float, float]:
+        """Run ``seconds`` of idle virtual time: (hub CPU s, hub stack wakes) per virtual second.
+
+        Counts what the hub's stack micro-thread does each wake (``service``
+        and arming its timer); the remotes' and the network's work is not in it.
+        """
+        road = self.road
+        spent = [0.0, 0]
+        service, arm = road.service, road._arm_timer
+
+        def timed_service() -> None:
+            start = time.process_time()
+            service()
+            spent[0] += time.process_time() - start
+            spent[1] += 1
+
+        def timed_arm() -> None:
+            start = time.process_time()
+            arm()
+            spent[0] += time.process_time() - start
+
+        road.service, road._arm_timer = timed_service, timed_arm
+        try:
+            self.run_for(seconds)
+        finally:
+            del road.service, road._arm_timer
+        return spent[0] / seconds, spent[1] / seconds
+
+    def idle_service_us(self, rounds: int = 200) -> float:
+        """CPU of a wake with nothing to do: what every wake pays, whatever it brings."""
+        road = self.road
+        road.service()  # whatever was due is done: the rounds below find nothing
+        start = time.process_time()
+        for _ in range(rounds):
+            road.service()
+            road.next_deadline()  # the stack's micro-thread arms its timer after each service
+        return (time.process_time() - start) * 1e6 / rounds
+
+
+def memory(sizes: list[int], idle: float) -> dict[str, Any]:
+    """Hub bytes per remote (by reachability), setup times and idle CPU, growing one hub.
+
+    No tracemalloc here: it slows this pure-Python code up to twentyfold,
+    which would make setup times and CPU figures meaningless.
+    """
+    out: dict[str, Any] = {}
+    hub = _Hub()
+    last_n, last = 0, hub.hub_bytes()
+    out["alone"] = last
+    out["sizes"] = {}
+    for n in sizes:
+        start = time.perf_counter()
+        hub.grow(n)
+        setup = time.perf_counter() - start
+        cpu, wakes = hub.idle(idle)
+        now = hub.hub_bytes()
+        added = n - last_n
+        out["sizes"][n] = {
+            "hub_per_remote": (now["hub"] - last["hub"]) / added,
+            "native_per_remote": (now["hub_native"] - last["hub_native"]) / added,
+            "remote_per_remote": (now["remote"] - last["remote"]) / added,
+            "hub_total": now["hub"],
+            "setup": setup,
+            "idle_cpu": cpu,
+            "idle_wakes": wakes,
+            "idle_service_us": hub.idle_service_us(),
+        }
+        last_n, last = n, now
+    return out
+
+
+def per_route(remotes: int, routes: int, idle: float) -> dict[str, Any]:
+    """Hub bytes per distinct route: one message on each of ``routes`` routes, in and then out.
+
+    A hub of its own with a few remotes: per-route state does not depend on
+    how many remotes there are, and a small world runs in moments.
+    """
+    from flowcast.routing import Route, envelope
+
+    hub = _Hub()
+    hub.grow(remotes)
+    hub.idle(idle)
+    peers = hub.remotes
+    payload = os.urandom(PAYLOAD)
+    out: dict[str, Any] = {}
+    before = hub.hub_bytes()["hub"]
+    for i in range(routes):
+        road = peers[i % len(peers)]
+        src, dst = Route(f"o{i}", "manor", road.local.name, "main"), Route("inbox", "manor", "hub", "main")
+        road.send(envelope(src, dst, "", 0.0, payload), "hub", flow=hash((src.share, dst.share)) & 0xFFFF)
+    ok = hub.run_until(lambda: len(hub.inbox.queue) >= routes, 60)
+    hub.inbox.drain()
+    hub.run_until(lambda: not any(r.pending() for r in peers), 30)
+    hub.run_for(idle)
+    after = hub.hub_bytes()["hub"]
+    out["in"] = {"per_route": (after - before) / routes if ok else None, "tracked": len(hub.router.routes)}
+    before = after
+    for i in range(routes):
+        hub.router.send(f"in{i}@.{peers[i % len(peers)].local.name}", payload, src=f"s{i}")
+    ok = hub.run_until(lambda: not hub.road.pending() and not hub.router._pending, 60)
+    for road in peers:
+        road.receive_many()
+    hub.run_for(idle)
+    after = hub.hub_bytes()["hub"]
+    out["out"] = {"per_route": (after - before) / routes if ok else None, "tracked": len(hub.router.routes)}
+    out["router_counts"] = {k: v for k, v in hub.router.counts.items() if v}
+    return out
+
+
+def cross_check(sizes: list[int], idle: float) -> dict[int, dict[str, float]]:
+    """The walk against tracemalloc: per remote added, (hub + remotes by walk) / traced growth.
+
+    Only what Python's allocator hands out on both sides (cffi's own
+    buffers are invisible to tracemalloc, so they are left out of the walk too).
+    """
+    tracemalloc.start()
+    try:
+        hub = _Hub()
+        last_n, last = 0, hub.hub_bytes()
+        last_traced = tracemalloc.get_traced_memory()[0]
+        out = {}
+        for n in sizes:
+            hub.grow(n)
+            hub.run_for(idle)
+            now = hub.hub_bytes()
+            traced = tracemalloc.get_traced_memory()[0]
+            added = n - last_n
+            hub_part = (now["hub_python"] - last["hub_python"]) / added
+            walk = hub_part + (now["remote_python"] - last["remote_python"]) / added
+            out[n] = {"world_per_remote": (traced - last_traced) / added, "walk_per_remote": walk, "hub_per_remote": hub_part}
+            last_n, last, last_traced = n, now, traced
+        return out
+    finally:
+        tracemalloc.stop()
+
+
+# -- the script ----------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser(__doc__.splitlines()[0])
+    p.set_defaults(repeats=1)
+    p.add_argument("--count", type=int, default=None, help="routed messages per run (default 300,000; quick 3,000)")
+    p.add_argument("--window", type=int, default=8192, help="messages the sender may be ahead of the last credit")
+    p.add_argument("--credit-every", type=int, default=1024, help="the receiver routes a credit back every this many")
+    p.add_argument("--burst", type=int, default=256, help="sends per micro-thread step")
+    p.add_argument("--remotes", default=None, help="comma-separated remote counts (default 100,300,1000; quick 5,10)")
+    p.add_argument("--routes", type=int, default=None, help="distinct routes for the per-route figures (default 1000)")
+    p.add_argument("--idle", type=float, default=1.0, help="idle virtual seconds before each memory reading (default 1: one heartbeat)")
+    p.add_argument("--check", default=None, help="remote counts for the tracemalloc cross-check (default 50,150; quick 5,10; 0 skips)")
+    p.add_argument("--only", choices=("throughput", "memory"), default=None)
+    p.add_argument("--profile", default=None, metavar="DIR", help="cProfile each house of the routed run into DIR/<estate>.<yard>.prof")
+    args = p.parse_args(argv)
+    quick = args.quick
+    count = args.count or (3_000 if quick else 300_000)
+    budget = 2.0 if quick else 20.0
+    sizes = [int(x) for x in (args.remotes or ("5,10" if quick else "100,300,1000")).split(",")]
+    routes = args.routes or (20 if quick else 1000)
+    check_sizes = [int(x) for x in (args.check or ("5,10" if quick else "50,150")).split(",") if int(x) > 0]
+    idle = args.idle
+    route_remotes = 5 if quick else 20
+    figures = Figures("routes", quick=quick, repeats=args.repeats, count=count, window=args.window, credit_every=args.credit_every, remotes=sizes, routes=routes)
+
+    if args.only != "memory":
+        from _stackbench import best, measure
+
+        run = lambda: routed(count, budget, args.window, args.credit_every, args.burst, args.profile)  # noqa: E731
+        result = best(args.repeats, run, "msgs")
+        direct = best(args.repeats, lambda: measure("road", "stream", PAYLOAD, 20_000 if quick else 2_000_000, 0.3 if quick else 2.0), "msgs")
+        value, road = result.get("msgs"), direct.get("msgs")
+        ratios = {}
+        if value:
+            ratios["x target"] = value / TARGET_MSGS
+            if road:
+                ratios["x direct road"] = value / road
+        figures.add("routed_100B", value, "msgs/s", ratios=ratios, note=result.get("note", ""),
+                    extra={k: result[k] for k in ("cpu_us_per_msg", "cpu_bound", "counts") if k in result})
+        figures.add("road_100B", road, "msgs/s", note=direct.get("note", ""))
+
+    if args.only != "throughput":
+        try:
+            mem = memory(sizes, idle)
+            route = per_route(route_remotes, routes, idle)
+            check = cross_check(check_sizes, idle) if check_sizes else {}
+        except Exception as error:  # noqa: BLE001 - a failed run is a figure of n/a
+            note = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+            for n in sizes:
+                figures.add(f"hub_bytes_per_remote_{n}", None, "B", note=note)
+            mem = None
+        if mem is not None:
+            figures.add("hub_bytes_alone", mem["alone"]["hub"], "B", note="the hub's Router + RoadStack with no remote")
+            previous = 0
+            for n, m in mem["sizes"].items():
+                value = m["hub_per_remote"]
+                figures.add(
+                    f"hub_bytes_per_remote_{n}",
+                    value,
+                    "B",
+                    ratios={"x goal": value / GOAL_BYTES},
+                    note=(
+                        f"remotes {previous + 1}..{n}; {m['native_per_remote']:.0f} B of it malloc'd by cffi; "
+                        f"hub total {m['hub_total'] / 1024:.0f} KiB; each remote's own side {m['remote_per_remote']:.0f} B"
+                    ),
+                )
+                figures.add(f"hub_setup_{n}", m["setup"], "s", note=f"wall time to join and allow remotes {previous + 1}..{n} (simulated network, one process)")
+                figures.add(
+                    f"hub_idle_cpu_{n}",
+                    m["idle_cpu"],
+                    "cores",
+                    note=(
+                        f"hub stack CPU s per virtual s, {n} idle remotes: {m['idle_wakes']:.0f} wakes/s x "
+                        f"{m['idle_cpu'] / max(m['idle_wakes'], 1) * 1e6:.0f} us; an empty wake (service + next_deadline) {m['idle_service_us']:.0f} us"
+                    ),
+                )
+                previous = n
+            for way in ("in", "out"):
+                r = route[way]
+                where = "from remotes into a hub share" if way == "in" else "from hub shares to remote shares"
+                figures.add(
+                    f"hub_bytes_per_route_{way}",
+                    r["per_route"],
+                    "B",
+                    note=f"{routes} distinct routes {where}, over {route_remotes} remotes; router tracks {r['tracked']} routes",
+                )
+            previous = 0
+            for n, c in check.items():
+                world = c["world_per_remote"]
+                figures.add(
+                    f"world_bytes_per_remote_{n}",
+                    world,
+                    "B",
+                    ratios={"walk/traced": c["walk_per_remote"] / world} if world else {},
+                    note=f"tracemalloc growth of the process per remote added ({previous + 1}..{n}); by walk: hub {c['hub_per_remote']:.0f} B + remote side {c['walk_per_remote'] - c['hub_per_remote']:.0f} B",
+                )
+                previous = n
+    figures.emit(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
