@@ -15,6 +15,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--yard", required=True)
     parser.add_argument("--houses", type=int, default=None)
     args = parser.parse_args(argv)
+    # stdout is the house's log file: line by line, or a flow's prints sit
+    # in a buffer until the house exits.
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     from flowcast.flow.errors import FlowErrors
     from flowcast.house.estate import run_house
 

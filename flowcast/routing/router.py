@@ -39,6 +39,10 @@ log = logging.getLogger("flowcast.routing")
 
 #: A value share whose ``rules`` field, when written, replaces the policy.
 POLICY_SHARE = "flowcast.policy"
+#: How long an estate may answer a message it was sent (error or read reply), policy or not.
+REPLY_WINDOW = 300.0
+_EXPECT_LIMIT = 10_000
+_REPLIES = ("error", "value")
 #: Errors for share S land in the queue share ``S.error``, at most this many kept.
 ERROR_QUEUE_BOUND = 1000
 _ROUTE_CACHE = 4096
@@ -109,6 +113,8 @@ class Router:
         self._held: dict[tuple[str, str], deque[tuple[float, dict, Route, Route, str, bool]]] = {}
         self._held_count = 0
         self._hold_timer: Any = None
+        self._expect: dict[tuple[str, str, str], float] = {}  # (estate, yard, share) -> replies accepted until
+        self._clock = scheduler.clock.now if scheduler is not None else time.monotonic
         self.lane: Any = None
         self.roads: dict[str, Any] = {}
         self.keeps: dict[Any, Any] = {}  # keep directory -> Keep, shared by the roads
@@ -227,7 +233,9 @@ class Router:
             except KeyError:
                 role = ""
             access = "read" if tag == "read" else "write"
-            if not self.policy.decide(access, remote, role, dst.share, tag, channel).allowed:
+            if tag in _REPLIES and self._awaits(remote, dst):
+                self.counts["replies"] += 1
+            elif not self.policy.decide(access, remote, role, dst.share, tag, channel).allowed:
                 raise _Refused(f"{access} of {dst.share!r} by {remote!r} ({role}) on {channel!r} denied by policy", "denied")
         except _Refused as refused:
             self._refuse_raw(data, refused)
@@ -285,6 +293,7 @@ class Router:
                     return True
                 if reliable:
                     self._pending[outgoing] = (src, dst, tag)
+                self._expect_reply(dst.estate, src)
                 self.counts["to_road"] += 1
             else:
                 self._lane_send(message, src, dst, tag, self.manor, reliable)
@@ -298,6 +307,24 @@ class Router:
         else:
             self.counts["routes_untracked"] += 1
         return True
+
+    # -- replies ---------------------------------------------------------------
+
+    def _expect_reply(self, estate: str, src: Route) -> None:
+        """``estate`` may answer (``error``/``value``) to ``src`` for a while, policy or not.
+
+        Without this a sender whose policy does not let the remote write
+        never learns that its own message was denied or failed there.
+        """
+        expect = self._expect
+        key = (estate, src.yard, src.share)
+        if key not in expect and len(expect) >= _EXPECT_LIMIT:
+            del expect[next(iter(expect))]  # the oldest route: bounded memory
+        expect[key] = self._clock() + REPLY_WINDOW
+
+    def _awaits(self, remote: str, dst: Route) -> bool:
+        until = self._expect.get((remote, dst.yard or self.manor, dst.share))
+        return until is not None and until >= self._clock()
 
     # -- holding messages for estates that have not joined yet ---------------
 
@@ -329,6 +356,7 @@ class Router:
             self._held_count -= 1
             if reliable:
                 self._pending[outgoing] = (src, dst, tag)
+            self._expect_reply(estate, src)
             self.counts["to_road"] += 1
             self.counts["released"] += 1
 

@@ -343,8 +343,8 @@ def test_real_router_status(tmp_path: Path) -> None:
     world.connect(alpha, beta)
     beta.store("manor").share("secret")
     alpha.store("w1").queue("out")
+    out = alpha.store("w1").queue("out.error")  # where the denial comes back
     alpha["w1"].send("secret@.beta", {"x": 1}, src="out", tag="poke")
-    out = alpha.store("w1").get("out")
     assert world.run_until(lambda: len(out.queue) == 1, 5)
     statuses = {}
     for yard, router in beta.houses.items():

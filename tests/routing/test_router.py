@@ -168,8 +168,8 @@ def test_read_request_is_answered_with_the_share_value(world, pair):
     assert world.run_until(lambda: len(answer.queue) == 1, 5)
     (reply,) = answer.drain()
     assert reply["tag"] == "value" and reply["data"] == {"rate": 5}
-    # beta's policy allows alpha "any"; alpha's allows beta only write -- the reply is a write
-    assert alpha["manor"].policy.counts["allowed"] >= 1
+    # the answer to alpha's own read comes back whatever alpha's policy says
+    assert alpha["manor"].counts["replies"] == 1
 
 
 def test_read_needs_read_access(world, pair):
@@ -304,3 +304,30 @@ def test_status_snapshot(world, pair):
     assert status["roads"]["main"]["beta"] in ("allowed", "alive")
     assert status["yards"] == ["w1"]
     assert ["o@w1.alpha/main", "s@w1.beta/main", 1] in status["routes"]
+
+
+def test_replies_pass_a_policy_that_lets_nothing_in(world):
+    """alpha lets beta write nothing, yet hears that its write was denied and its read answered."""
+    alpha = world.routed_estate("alpha", ["manor", "w1"], policy=[])
+    beta = world.routed_estate("beta", ["manor"], policy=[{"allow": "read", "estate": "alpha", "share": "config"}])
+    world.connect(alpha, beta)
+    beta.store("manor").share("config", {"rate": 5})
+    beta.store("manor").share("t")
+    errors = errors_of(alpha, "w1")
+    answer = alpha.store("w1").queue("answer")
+    alpha["w1"].send("t@.beta", 1, src="out")
+    alpha["w1"].send("config@.beta", None, src="answer", tag="read")
+    assert world.run_until(lambda: len(errors.queue) == 1 and len(answer.queue) == 1, 5)
+    assert errors.pop()["data"]["kind"] == "denied" and answer.pop()["data"] == {"rate": 5}
+    assert alpha["manor"].counts["replies"] == 2 and alpha["manor"].policy.counts["denied"] == 0
+
+
+def test_unasked_replies_still_need_the_policy(world):
+    alpha = world.routed_estate("alpha", ["manor"], policy=[])
+    beta = world.routed_estate("beta", ["manor"], policy=[])
+    world.connect(alpha, beta)
+    alpha.store("manor").queue("victim")
+    beta["manor"].send("victim@.alpha", {"fake": "error"}, src="x", tag="error")
+    beta["manor"].send("victim@.alpha", {"fake": "value"}, src="x", tag="value")
+    assert world.run_until(lambda: alpha["manor"].policy.counts["denied"] == 2, 5)
+    assert not alpha.store("manor").get("victim").queue and alpha["manor"].counts["replies"] == 0
