@@ -52,7 +52,9 @@ def wire_lane(house: Any, directory: str | Path, yards: Iterable[str]) -> Any:
     scheduler = house.scheduler
     port = UxdPort(directory, router.yard, scheduler=scheduler)
     others = {name: uxd_address(directory, name) for name in yards if name != router.yard}
-    lane = LaneStack(port, router.yard, others, scheduler=scheduler)
+    # Acknowledged: a yard killed mid-stream gets what it had not taken once it
+    # is back, so nothing a road acknowledged to a remote sender is lost.
+    lane = LaneStack(port, router.yard, others, scheduler=scheduler, acks=True)
     router.attach_lane(lane)
     house.on_close(lane.close)
     return lane

@@ -33,6 +33,7 @@ class Estate:
                 yard,
                 {other: addr for other, addr in addresses.items() if other != yard},
                 scheduler=sched,
+                acks=True,
             )
             router.attach_lane(lane)
             if yard == manor:

@@ -1,0 +1,131 @@
+"""Estates as real processes on loopback: routed share to share across yards and estates.
+
+Two estates: alpha (manor, w1, w2) and beta (manor, w1).  alpha's w1 sends
+to a worker of beta (lane -> road -> lane), to beta's manor by the relative
+address ``@.beta``, to its own sibling w2 (lane only), to a share beta's
+policy protects, and to a share that does not exist.  Receivers append
+every landed message to a file, so the test reads what really arrived.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from flowcast.house.estate import open_house
+from flowcast.house.layout import load_layout
+from tests.house.estates import free_udp_port, idle_flow, lines, start_estate, status, stop_estate, wait_for, write_flow
+
+N = 100
+
+
+def _recorder(path, house, out):
+    return write_flow(
+        path,
+        house,
+        f"framer keep be active first listen\n  frame listen\n    do routeplay record from inbox with out \"{out}\"\n",
+    )
+
+
+@pytest.fixture
+def estates(tmp_path):
+    a_port, b_port = free_udp_port(), free_udp_port()
+    out = tmp_path / "out"
+    out.mkdir()
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    idle_flow(flows / "idle_a.flo", "idlea")
+    _recorder(flows / "rec_w2.flo", "recwtwo", out / "alpha-w2.jsonl")
+    _recorder(flows / "rec_bm.flo", "recbm", out / "beta-manor.jsonl")
+    _recorder(flows / "rec_bw.flo", "recbw", out / "beta-w1.jsonl")
+    dsts = " ".join(["inbox@w1.beta", "inbox@.beta", "inbox@w2", "secret@w1.beta", "nothere@w1.beta"])
+    write_flow(
+        flows / "send.flo",
+        "sender",
+        "framer fire be active first go\n  frame go\n"
+        f"    do routeplay send with dsts \"{dsts}\" count {N} out \"{out / 'alpha-w1-errors.jsonl'}\"\n",
+    )
+    (tmp_path / "alpha.yaml").write_text(
+        f"""
+estate: alpha
+roads:
+  main: {{port: {a_port}, acceptance: always}}
+policy:
+  - {{allow: write, estate: beta}}
+houses:
+  - {{name: manor, flow: flows/idle_a.flo, manor: true}}
+  - {{name: w1, flow: flows/send.flo}}
+  - {{name: w2, flow: flows/rec_w2.flo}}
+"""
+    )
+    (tmp_path / "beta.yaml").write_text(
+        f"""
+estate: beta
+roads:
+  main:
+    port: {b_port}
+    acceptance: always
+    remotes: [{{estate: alpha, host: 127.0.0.1, port: {a_port}}}]
+policy:
+  - {{deny: write, share: "secret*"}}
+  - {{allow: write, estate: alpha}}
+houses:
+  - {{name: manor, flow: flows/rec_bm.flo, manor: true}}
+  - {{name: w1, flow: flows/rec_bw.flo}}
+"""
+    )
+    return tmp_path, out
+
+
+def test_layout_wiring_in_process(estates):
+    tmp_path, _out = estates
+    layout = load_layout(tmp_path / "beta.yaml")
+    house = open_house(layout, "manor", houses=2)
+    try:
+        router = house.router
+        assert router.is_manor and router.estate == "beta" and router.yard == "manor"
+        assert router.lane.yards == ["w1"]
+        assert list(router.roads) == ["main"]
+        assert router.roads["main"].address[1] == layout.roads["main"].port
+        assert [r.effect for r in router.policy.rules] == ["deny", "allow"]
+        assert (layout.run / "lane" / "manor").exists()
+    finally:
+        house.stop()
+        house.run()  # runs the closers: sockets closed
+
+
+def test_routed_across_yards_and_estates(estates):
+    tmp_path, out = estates
+    beta = start_estate(tmp_path / "beta.yaml", houses=2)
+    alpha = start_estate(tmp_path / "alpha.yaml", houses=3)
+    try:
+        wait_for(
+            lambda: len(lines(out / "beta-w1.jsonl")) >= N and len(lines(out / "beta-manor.jsonl")) >= N
+            and len(lines(out / "alpha-w2.jsonl")) >= N and len(lines(out / "alpha-w1-errors.jsonl")) >= 2 * N,
+            what="all messages and errors",
+        )
+        beta_w1 = lines(out / "beta-w1.jsonl")
+        # lane -> road -> lane, exactly once and in order
+        assert [m["data"]["n"] for m in beta_w1] == list(range(N))
+        assert beta_w1[0]["src"] == ["play.out", "w1", "alpha", "main"]
+        assert beta_w1[0]["dst"] == ["inbox", "w1", "beta", "main"]
+        # relative addresses: "@.beta" is beta's manor; "@w2" is alpha's own w2
+        assert [m["data"]["n"] for m in lines(out / "beta-manor.jsonl")] == list(range(N))
+        assert [m["data"]["n"] for m in lines(out / "alpha-w2.jsonl")] == list(range(N))
+        # denials and undeliverables come back to the source share, with the reason
+        errors = lines(out / "alpha-w1-errors.jsonl")
+        kinds = {}
+        for e in errors:
+            kinds.setdefault(e["error"]["kind"], []).append(e)
+        assert sorted(kinds) == ["denied", "no_share"] and len(kinds["denied"]) == N and len(kinds["no_share"]) == N
+        assert "denied by policy" in kinds["denied"][0]["error"]["reason"]
+        assert kinds["denied"][0]["src"] == ["secret", "manor", "beta", "main"]
+        assert kinds["no_share"][0]["error"]["dst"] == "nothere@w1.beta/main"
+        # beta's manor counted and logged the denials with their routes
+        beta_status = wait_for(lambda: (s := status(tmp_path / "run" / "beta", "manor")).get("counts", {}).get("denied", 0) >= N and s)
+        assert beta_status["denials"][-1]["src"] == "play.out@w1.alpha/main"
+        assert beta_status["roads"]["main"]["alpha"] in ("allowed", "alive")
+    finally:
+        a_code, a_out = stop_estate(alpha)
+        b_code, b_out = stop_estate(beta)
+    assert a_code == 0, a_out
+    assert b_code == 0, b_out
