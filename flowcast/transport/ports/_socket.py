@@ -118,8 +118,11 @@ class SocketPort:
         self._poll_delay = _POLL_FIRST
         self._closed = False
         self.send_buffer, self.receive_buffer = size_buffers(sock, buffer_size)
-        self._sent = 0  # a plain int on the hot path; see counts
+        self._sent = 0  # plain ints on the hot path; see counts
+        self._received = 0
         self._events: Counter[str] = Counter()
+        # Subclasses that refuse nothing leave _accept alone: no call per datagram.
+        self._filters = type(self)._accept is not SocketPort._accept
 
     # -- the port interface ------------------------------------------------
 
@@ -139,6 +142,8 @@ class SocketPort:
         counts = Counter(self._events)
         if self._sent:
             counts["sent"] = self._sent
+        if self._received:
+            counts["received"] = self._received
         return counts
 
     def fileno(self) -> int:
@@ -179,10 +184,29 @@ class SocketPort:
         return got[0] if got else None
 
     def receive_many(self, limit: int) -> list[tuple[bytes, Address]]:
-        out: list[tuple[bytes, Address]] = []
         recvfrom = self._sock.recvfrom
         size = self._bufsize
         top = self._max
+        if limit == 1:  # a sparse read (Stack.service): one datagram, no list building
+            try:
+                item = recvfrom(size)
+            except BlockingIOError:
+                return []
+            except InterruptedError:
+                item = None
+            except OSError as error:
+                if self._closed or error.errno == errno.EBADF:
+                    raise
+                self._events["receive_errors"] += 1  # as below: it belongs to no datagram
+                item = None
+            if item is not None:
+                if len(item[0]) <= top and (not self._filters or self._accept(item)):
+                    self._received += 1
+                    return [item]
+                if len(item[0]) > top:
+                    self._events["oversized"] += 1
+            # refused, or an error: look further as the general path does
+        out: list[tuple[bytes, Address]] = []
         dropped = 0
         while len(out) < limit:
             try:
@@ -208,8 +232,7 @@ class SocketPort:
             dropped += 1
             if dropped > limit:  # bounded: a flood of junk cannot pin us here
                 break
-        if out:
-            self._events["received"] += len(out)
+        self._received += len(out)
         return out
 
     def on_readable(self, callback: Callable[[], None] | None) -> None:

@@ -77,6 +77,9 @@ class UdpPort(SocketPort):
         self._gso_cmsg: dict[int, list[tuple[int, int, bytes]]] = {}
         self._backlog: deque[tuple[bytes, Address]] = deque()
         self._cmsg_space = socket.CMSG_SPACE(4)
+        if not self._gro:
+            # the plain socket path, without a dispatch through this class per read
+            self.receive_many = super().receive_many  # type: ignore[method-assign]
 
     @property
     def gso(self) -> bool:
@@ -161,8 +164,7 @@ class UdpPort(SocketPort):
                 out.append((data, source))
             else:
                 self._events["oversized"] += 1
-        if out:
-            self._events["received"] += len(out)
+        self._received += len(out)
         return out
 
     def kernel_drops(self) -> int | None:
