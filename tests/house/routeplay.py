@@ -62,3 +62,46 @@ class Record:
         while queue:
             message = queue.popleft()
             _append(out, {"src": message["route"]["src"], "dst": message["route"]["dst"], "tag": message["tag"], "data": message["data"]})
+
+
+@behaviour("routeplay.stream")
+class Stream:
+    """``count`` messages ``{"n": i}`` to ``dst``, ``per_tick`` at a time; each the road acknowledged goes to ``acked``.
+
+    Runs in a manor: it watches the road's completions (chained before the
+    router's own) to learn which messages the remote estate acknowledged --
+    the promise the kill -9 test holds the receiving estate to.
+    """
+
+    def __init__(self, io: Io, dst: str, count: int, per_tick: int, acked: str) -> None:
+        self.io = io
+        self.dst = dst
+        self.count = count
+        self.per_tick = per_tick
+        self.acked = acked
+        self.next = 0
+        self.hooked = False
+
+    def _hook(self) -> None:
+        import msgpack
+
+        road = self.io.house.router.roads["main"]
+        previous = road.on_done
+        path = self.acked
+
+        def on_done(msg) -> None:
+            if msg.state == "delivered":
+                _append(path, {"n": msgpack.unpackb(msg.data)["data"]["n"]})
+            previous(msg)
+
+        road.on_done = on_done
+        self.hooked = True
+
+    def __call__(self) -> None:
+        if not self.hooked:
+            self._hook()
+        router = self.io.house.router
+        end = min(self.count, self.next + self.per_tick)
+        for n in range(self.next, end):
+            router.send(self.dst, {"n": n}, src="play.out")
+        self.next = end
