@@ -304,16 +304,11 @@ class LaneStack(Stack):
         """Messages not yet final.
 
         Raw lane: not yet handed to the kernel (queued, or in a waiting
-        datagram).  Acknowledged lane: not yet reported delivered (or failed).
+        datagram).  Acknowledged lane: reliable messages not yet reported
+        delivered (or failed) -- fire-and-forget ones are not counted.
         """
         if self.acks:
-            total = 0
-            for yard in self._yards.values():
-                channel = yard.channel
-                total += channel.pending_count  # type: ignore[union-attr]
-                if channel.fresh:  # type: ignore[union-attr]
-                    total += sum(1 for m in channel.fresh if m.flags & F_UNRELIABLE and m._state == QUEUED)  # type: ignore[union-attr]
-            return total
+            return sum(yard.channel.pending_count for yard in self._yards.values())  # type: ignore[union-attr]
         waiting = sum(len(carried) for _, _, carried in self._outq if carried)
         return waiting + sum(len(y.tx.fresh) for y in self._yards.values())  # type: ignore[union-attr]
 

@@ -213,6 +213,37 @@ def test_raw_and_acknowledged_yards_do_not_mix(tmp_path):
         b.close()
 
 
+def test_events_of_an_acknowledged_lane_match_across_a_restart(tmp_path):
+    from tests.transport.test_events import ListSink
+
+    run = tmp_path / "run"
+    a_sink, b_sink = ListSink(), ListSink()
+    a = _lane(run, "house1", "house2", events=a_sink)
+    b = _lane(run, "house2", "house1", events=b_sink)
+    try:
+        outs = [a.send({"n": i}, "house2", flow=i % 2) for i in range(40)]
+        outs.append(a.send_bytes(bytes(300_000), "house2", flow=2))  # paged
+        assert serve([a, b], until=lambda: all(o.done for o in outs), timeout=10)
+        b.receive_many()
+        assert a_sink.kinds() == {"sent": 41, "acknowledged": 41}
+        assert b_sink.kinds() == {"received": 41, "delivered": 41}
+        assert sorted(a_sink.ids("sent")) == sorted(b_sink.ids("delivered"))
+        tag = f"house1:{a.boot:08x}{b.boot:08x}:"
+        assert all(i.startswith(tag) for i in a_sink.ids("sent"))
+        b.close()
+        b_sink2 = ListSink()
+        b = _lane(run, "house2", "house1", events=b_sink2)
+        later = [a.send({"later": i}, "house2") for i in range(5)]
+        assert serve([a, b], until=lambda: all(o.done for o in later), timeout=10)
+        assert b_sink2.kinds() == {"received": 5, "delivered": 5}
+        new_tag = f"house1:{a.boot:08x}{b.boot:08x}:"
+        assert sorted(i for i in a_sink.ids("sent") if i.startswith(new_tag)) == sorted(b_sink2.ids("delivered"))
+        assert not a._born
+    finally:
+        a.close()
+        b.close()
+
+
 # -- a real receiver process, killed with SIGKILL and restarted ---------------------------------
 
 _CHILD = r"""
