@@ -466,6 +466,8 @@ class Channel:
         newest = -1
         newest_rec = None
         for first, last in ranges:
+            if not inflight:
+                break
             if last - first <= 2 * len(inflight) + 8:
                 for counter in range(first, last + 1):
                     rec = inflight.pop(counter, None)
@@ -474,11 +476,16 @@ class Channel:
                         if counter > newest:
                             newest, newest_rec = counter, rec
             else:
-                for counter in [c for c in inflight if first <= c <= last]:
-                    rec = inflight.pop(counter)
-                    self._packet_acked(rec)
-                    if counter > newest:
-                        newest, newest_rec = counter, rec
+                # a wide range (in-order traffic acknowledges everything so
+                # far): walk what is in flight instead, oldest first
+                for counter in tuple(inflight):
+                    if counter > last:
+                        break
+                    if counter >= first:
+                        rec = inflight.pop(counter)
+                        self._packet_acked(rec)
+                        if counter > newest:
+                            newest, newest_rec = counter, rec
         if newest_rec is not None:
             self.backoff = 0
             self.last_progress = now

@@ -6,7 +6,7 @@ COOKIE (initiator); nothing unauthenticated creates or changes one.
 
 from __future__ import annotations
 
-from flowcast.transport.crypto import ReplayWindow, Scratch, open_sealed, seal
+from flowcast.transport.crypto import NONCE_PAD, SCRATCH_SIZE, CryptoError, ReplayWindow, Scratch, _c_open, _c_seal, open_sealed, seal
 from flowcast.transport.reliable import Channel
 from flowcast.transport.wire import HEADER, MAGIC, PacketKind
 
@@ -14,6 +14,7 @@ __all__ = ["Session"]
 
 _SEALED = PacketKind.SEALED
 _pack = HEADER.pack
+_SCRATCH_SIZE = SCRATCH_SIZE
 
 
 class Session:
@@ -48,6 +49,8 @@ class Session:
     ) -> None:
         self.local_index = local_index
         self.remote_index = remote_index
+        if len(tx_key) != 32 or len(rx_key) != 32:
+            raise ValueError("session keys are 32 bytes")
         self.tx_key = tx_key
         self.rx_key = rx_key
         self.counter = 0
@@ -65,7 +68,15 @@ class Session:
         """(counter, datagram) for ``body``; every call uses a new counter."""
         counter = self.counter
         self.counter = counter + 1
-        return counter, seal(self.tx_key, _pack(MAGIC, _SEALED, 0, self.remote_index, counter), body, self.scratch)
+        header = _pack(MAGIC, _SEALED, 0, self.remote_index, counter)
+        size = len(body) + 16
+        if size <= _SCRATCH_SIZE and _c_seal is not None and type(body) is bytes:
+            # the per-packet path: keys are 32 bytes and the nonce 24 by construction
+            scratch = self.scratch
+            if _c_seal(scratch.out, body, size - 16, header + NONCE_PAD, self.tx_key) != 0:
+                raise CryptoError("Encryption failed")
+            return counter, header + scratch.view[:size]
+        return counter, seal(self.tx_key, header, body, self.scratch)
 
     def open(self, datagram: bytes, counter: int) -> bytes | None:
         """The body if authentic and not a replay (then the counter is used up)."""
@@ -75,6 +86,13 @@ class Session:
 
     def open_fresh(self, datagram: bytes, counter: int) -> bytes | None:
         """:meth:`open` for a counter the caller has just checked against the window."""
+        size = len(datagram) - 32
+        if 0 <= size and size + 16 <= _SCRATCH_SIZE and _c_open is not None and type(datagram) is bytes:
+            scratch = self.scratch
+            if _c_open(scratch.out, datagram[16:], size + 16, datagram[:16] + NONCE_PAD, self.rx_key) != 0:
+                return None
+            self.window.accept(counter)
+            return scratch.view[:size]
         try:
             body = open_sealed(self.rx_key, datagram[:16], datagram[16:], self.scratch)
         except Exception:  # noqa: BLE001 - CryptoError, or ValueError on short input
