@@ -668,6 +668,19 @@ def cross_check(sizes: list[int], idle: float) -> dict[int, dict[str, float]]:
 # -- the script ----------------------------------------------------------------------------
 
 
+def _commit() -> str | None:
+    """The checkout measured (``+`` if flowcast/ has changes not committed): figures move with the code."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "flowcast"], cwd=root, capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head + ("+" if dirty else "")) or None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0])
     p.set_defaults(repeats=1)
@@ -690,7 +703,7 @@ def main(argv: list[str] | None = None) -> int:
     check_sizes = [int(x) for x in (args.check or ("5,10" if quick else "50,150")).split(",") if int(x) > 0]
     idle = args.idle
     route_remotes = 5 if quick else 20
-    figures = Figures("routes", quick=quick, repeats=args.repeats, count=count, window=args.window, credit_every=args.credit_every, remotes=sizes, routes=routes)
+    figures = Figures("routes", commit=_commit(), quick=quick, repeats=args.repeats, count=count, window=args.window, credit_every=args.credit_every, remotes=sizes, routes=routes)
 
     if args.only != "memory":
         from _stackbench import best, measure
