@@ -26,9 +26,21 @@ def _house(io: Io) -> Any:
 
 
 @behaviour("router.setup")
-def router_setup(io: Io, estate: str, yard: str, manor: str = "", channel: str = "main") -> None:
-    """Give the house its router; ``manor`` defaults to this yard."""
-    wire_router(_house(io), estate=estate, yard=yard, manor=manor or yard, default_channel=channel)
+def router_setup(io: Io, estate: str, yard: str, manor: str = "", channel: str = "main", policy: str = "") -> None:
+    """Give the house its router; ``manor`` defaults to this yard.
+
+    ``policy`` is a YAML file holding a list of rules (docs/routing.md);
+    without one the router lets no road traffic in.
+    """
+    rules: list = []
+    if policy:
+        import yaml
+
+        with open(policy, encoding="utf-8") as handle:
+            rules = yaml.safe_load(handle) or []
+        if not isinstance(rules, list):
+            raise ValueError(f"{policy}: a policy file holds a list of rules")
+    wire_router(_house(io), estate=estate, yard=yard, manor=manor or yard, default_channel=channel, policy=rules)
 
 
 @behaviour("lane.setup")
