@@ -53,15 +53,27 @@ class Send:
 
 @behaviour("routeplay.record")
 class Record:
-    def __init__(self, io: Io, out: str) -> None:
-        self.queue = io.store.queue(io.input.name).queue  # routed messages land here whole
-        self.out = out
+    """Write every message to ``out`` the moment it lands in the input queue share.
 
-    def __call__(self) -> None:
-        queue, out = self.queue, self.out
+    A watcher, not the act's tick: landing in the share is what the lane
+    acknowledges, so the file shows exactly what was delivered to this
+    house -- a kill -9 between landing and the next tick loses nothing the
+    file does not show.
+    """
+
+    def __init__(self, io: Io, out: str) -> None:
+        self.share = io.store.queue(io.input.name)  # routed messages land here whole
+        self.out = out
+        self.share.watchers.append(self._landed)
+
+    def _landed(self, share) -> None:
+        queue = share.queue
         while queue:
             message = queue.popleft()
-            _append(out, {"src": message["route"]["src"], "dst": message["route"]["dst"], "tag": message["tag"], "data": message["data"]})
+            _append(self.out, {"src": message["route"]["src"], "dst": message["route"]["dst"], "tag": message["tag"], "data": message["data"]})
+
+    def __call__(self) -> None:
+        return None
 
 
 @behaviour("routeplay.stream")
