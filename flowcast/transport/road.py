@@ -391,8 +391,10 @@ class RoadStack(Stack):
                 remote.session.channel.window_opened()
 
     def _flush(self, now: float) -> None:
-        if self._outq and not self._drain_outq():
+        outq = self._outq
+        if outq and not self._drain_outq():
             return
+        send = self.port.send
         for remote in self.remotes.values():
             session = remote.session
             if session is None or session.remote_index is None or remote.address is None:
@@ -414,7 +416,9 @@ class RoadStack(Stack):
                 counter, datagram = session.seal(body)
                 channel.sent(counter, len(body), frames, now)
                 remote.last_sent = now
-                if not self._emit(datagram, address):
+                if outq or not send(datagram, address):  # (Stack._emit, inlined)
+                    outq.append((datagram, address, None))
+                    self._arm_writable()
                     return
 
     # -- receiving -------------------------------------------------------------------
