@@ -346,9 +346,13 @@ class LaneStack(Stack):
         if self.acks:
             channel = yard.channel
             if not yard.peer and not _waiting(channel):  # type: ignore[arg-type]
-                # the first message waiting for a yard not heard from: probe now, back-off afresh
-                yard.next_probe = 0.0
+                # The first message waiting for a yard not heard from: probe
+                # soon (not twice at once), back-off afresh.
                 yard.probe_every = PROBE_FIRST
+                if yard.last_hello >= 0:
+                    yard.next_probe = max(self.clock.now(), yard.last_hello + PROBE_FIRST)
+                else:
+                    yard.next_probe = 0.0  # the first HELLO is still to go: it goes with the next flush anyway
             channel.submit(msg, 0.0 if msg.timeout is None else self.clock.now())  # type: ignore[union-attr]
             return
         msg.timeout = None  # a raw lane has no acks to time out on

@@ -244,6 +244,39 @@ def test_events_of_an_acknowledged_lane_match_across_a_restart(tmp_path):
         b.close()
 
 
+def test_acknowledged_lane_runs_as_scheduler_micro_threads(tmp_path):
+    from flowcast.runtime import RealClock, Scheduler
+
+    scheduler = Scheduler(RealClock())
+    run = tmp_path / "run"
+    a = LaneStack(UxdPort(run, "house1", scheduler=scheduler), "house1", {"house2": os.path.join(run, "house2")}, scheduler=scheduler, acks=True)
+    b = LaneStack(UxdPort(run, "house2", scheduler=scheduler), "house2", {"house1": os.path.join(run, "house1")}, scheduler=scheduler, acks=True)
+    got = []
+    b.on_message = got.append
+    outs = []
+
+    def producer():
+        for i in range(2000):
+            outs.append(a.send({"n": i}, "house2"))
+            if i % 100 == 0:
+                yield
+
+    def stopper():
+        while not (len(outs) == 2000 and outs[-1].done) and scheduler.clock.now() < 10:  # one flow: done in order
+            yield
+        scheduler.stop()
+
+    scheduler.enable_wakeup()
+    scheduler.spawn(producer())
+    scheduler.spawn(stopper())
+    scheduler.run(until=10)
+    a.close()
+    b.close()
+    scheduler.close()
+    assert [m.data["n"] for m in got] == list(range(2000))
+    assert {o.state for o in outs} == {"delivered"}
+
+
 # -- a real receiver process, killed with SIGKILL and restarted ---------------------------------
 
 _CHILD = r"""
