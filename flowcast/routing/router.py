@@ -14,40 +14,49 @@ What the router trusts, and why:
   that remote as their source estate (no relaying through a third estate),
   must be addressed to this estate, and must pass the policy; their source
   channel is set to the road they came in on, so replies and errors go back
-  the same way.
+  the same way.  A reply (``error``, ``value``) to a share that sent to that
+  estate needs no rule: a sender must hear about its own messages.
 
 Anything refused or undeliverable is counted, and -- unless it was itself an
 error report -- answered with an ``error`` message routed back to its
-source share, carrying the reason.  A router never raises for what arrives.
+source share, where it lands in ``SHARE.error``.  A router never raises for
+what arrives.
+
+On the hot path a message is a frame (flowcast.routing.frame): a manor
+reads its header and forwards the bytes it got; each route pair is
+validated once and cached with everything derived from it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import msgpack
+
+from flowcast.routing.frame import FrameError, encode, open_data, open_header, route_bytes
 from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
 from flowcast.store.share import QueueShare
+from flowcast.transport.reliable import FAILED as _FAILED
 
-__all__ = ["Router", "envelope", "POLICY_SHARE", "presence_share"]
+__all__ = ["Router", "envelope", "POLICY_SHARE", "presence_share", "ERROR_QUEUE_BOUND", "REPLY_TAGS"]
 
 log = logging.getLogger("flowcast.routing")
 
 #: A value share whose ``rules`` field, when written, replaces the policy.
 POLICY_SHARE = "flowcast.policy"
-#: How long an estate may answer a message it was sent (error or read reply), policy or not.
-REPLY_WINDOW = 300.0
-_EXPECT_LIMIT = 10_000
-_REPLIES = ("error", "value")
 #: Errors for share S land in the queue share ``S.error``, at most this many kept.
 ERROR_QUEUE_BOUND = 1000
-_ROUTE_CACHE = 4096
-_ROUTE_STATS = 4096
+#: Tags of replies: let in from an estate to a share that sent to it, policy or not.
+REPLY_TAGS = ("error", "value")
+_PAIRS = 16_384  # route pairs cached (and counted) per router
 _LOG_PER_SECOND = 10.0
+_UNSET = object()
 
 
 def presence_share(channel: str) -> str:
@@ -56,7 +65,7 @@ def presence_share(channel: str) -> str:
 
 
 def envelope(src: Route, dst: Route, tag: str, stamp: float, data: Any) -> dict[str, Any]:
-    """A routed message as it travels: ``{route: {src, dst}, tag, stamp, data}``."""
+    """A routed message as a flow sees it: ``{route: {src, dst}, tag, stamp, data}``."""
     return {"route": {"src": list(src), "dst": list(dst)}, "tag": tag, "stamp": stamp, "data": data}
 
 
@@ -67,6 +76,21 @@ class _Refused(Exception):
         super().__init__(reason)
         self.reason = reason
         self.counter = counter
+
+
+class _Pair:
+    """A validated (src, dst) route pair and what is derived from it once."""
+
+    __slots__ = ("src", "dst", "flow", "count", "packed", "expecting")
+
+    def __init__(self, src: Route, dst: Route) -> None:
+        self.src = src
+        self.dst = dst
+        # In order per pair of shares; the same number in every process.
+        self.flow = zlib.crc32(f"{src.share}>{dst.share}".encode()) & 0xFFFF
+        self.count = 0
+        self.packed = route_bytes(src) + route_bytes(dst)
+        self.expecting = False
 
 
 class Router:
@@ -110,20 +134,18 @@ class Router:
         self.scheduler = scheduler
         self.hold_timeout = hold_timeout if scheduler is not None else 0.0
         self.hold_limit = hold_limit
-        self._held: dict[tuple[str, str], deque[tuple[float, dict, Route, Route, str, bool]]] = {}
-        self._held_count = 0
-        self._hold_timer: Any = None
-        self._expect: dict[tuple[str, str, str], float] = {}  # (estate, yard, share) -> replies accepted until
-        self._clock = scheduler.clock.now if scheduler is not None else time.monotonic
         self.lane: Any = None
         self.roads: dict[str, Any] = {}
         self.keeps: dict[Any, Any] = {}  # keep directory -> Keep, shared by the roads
         self.counts: Counter[str] = Counter()
-        self.routes: Counter[tuple[Route, Route]] = Counter()  # (src, dst) -> messages
         self.denials: deque[dict[str, Any]] = deque(maxlen=100)
-        self._route_cache: dict[tuple, Route] = {}
-        self._resolved: dict[tuple[Any, str], tuple[Route, Route]] = {}
-        self._pending: dict[Any, tuple[Route, Route, str]] = {}  # Outgoing -> (src, dst, tag)
+        self._pack = msgpack.Packer(use_bin_type=True).pack  # one per router: a house is one thread
+        self._pairs: dict[tuple, _Pair] = {}  # (src, dst) as tuples -> pair
+        self._sends: dict[tuple[Any, str], _Pair] = {}  # (dst as given, src share) -> pair
+        self._expect: set[tuple[str, str, str]] = set()  # (estate, yard, share) that sent by road
+        self._held: dict[tuple[str, str], deque[tuple[float, _Pair, str, bytes, bool]]] = {}
+        self._held_count = 0
+        self._hold_timer: Any = None
         self._log_tokens = _LOG_PER_SECOND
         self._log_at = time.monotonic()
         policy_share = store.share(POLICY_SHARE)
@@ -157,6 +179,22 @@ class Router:
 
         road.on_presence = on_presence
 
+    # -- route pairs ---------------------------------------------------------------
+
+    def _pair(self, src: Route, dst: Route, key: tuple | None = None) -> _Pair:
+        pairs = self._pairs
+        found = pairs.get((src, dst) if key is None else key)
+        if found is not None:
+            return found
+        pair = _Pair(src, dst)
+        if len(pairs) < _PAIRS:
+            pairs[(src, dst)] = pair
+            if key is not None and key != (src, dst):
+                pairs[key] = pair
+        else:
+            self.counts["routes_untracked"] += 1
+        return pair
+
     # -- sending -----------------------------------------------------------------
 
     def send(
@@ -171,39 +209,56 @@ class Router:
         """Route ``data`` from share ``src`` of this house to ``dst``.
 
         Returns False when the router refused it at once (the reason is
-        counted and, when ``src`` names a share, delivered there as an
-        ``error``); True means it is on its way.  Bad arguments raise:
-        they are the caller's mistake, not the network's.
+        counted and, when ``src`` names a share, delivered to ``src.error``);
+        True means it is on its way.  Bad arguments raise: they are the
+        caller's mistake, not the network's.
         """
-        pair = self._resolved.get((dst, src))
+        pair = self._sends.get((dst, src))
         if pair is None:
             pair = self._resolve(dst, src)
         if tag.__class__ is not str or len(tag) > 64:
             raise ValueError("tag must be a string of at most 64 characters")
-        source, target = pair
-        message = {"route": {"src": list(source), "dst": list(target)}, "tag": tag, "stamp": self.now(), "data": data}
         self.counts["sent"] += 1
-        return self._dispatch(message, source, target, tag, reliable)
+        return self._dispatch(pair, tag, self.now(), None, 0, data, reliable)
 
-    def _resolve(self, dst: Route | str, src: str) -> tuple[Route, Route]:
-        """``(source, destination)`` of a send, validated and made absolute; cached.
-
-        A flow sends along the same few routes over and over: parsing and
-        checking them once keeps a send at a dict lookup.
-        """
+    def _resolve(self, dst: Route | str, src: str) -> _Pair:
+        """The pair of a send, validated and made absolute; cached, since a flow
+        sends along the same few routes over and over."""
         route = Route.parse(dst) if isinstance(dst, str) else Route.make(*dst)
         channel = route.channel or self.default_channel
-        pair = (Route.make(src, self.yard, self.estate, channel), route.resolved(self.yard, self.estate, channel))
-        if len(self._resolved) >= _ROUTE_CACHE:
-            self._resolved.clear()
-        self._resolved[(dst, src)] = pair
+        pair = self._pair(Route.make(src, self.yard, self.estate, channel), route.resolved(self.yard, self.estate, channel))
+        if len(self._sends) < _PAIRS:
+            self._sends[(dst, src)] = pair
         return pair
+
+    def _frame(self, pair: _Pair, tag: str, stamp: float, frame: Any, offset: int, data: Any) -> bytes:
+        if frame is not None:
+            return frame if type(frame) is bytes else bytes(frame)
+        return encode(self._pack, pair.packed, tag, stamp, self._pack(data))
 
     # -- arrivals ----------------------------------------------------------------
 
-    def _from_lane(self, message: Any) -> None:
+    def _open(self, frame: Any) -> tuple[_Pair, str, float, int]:
+        """The pair, tag, stamp and data offset of a frame from the wire; _Refused if malformed."""
         try:
-            src, dst, tag = self._open(message.data)
+            src, dst, tag, stamp, offset = open_header(frame)
+            key = (src, dst)
+            pair = self._pairs.get(key)
+            if pair is None:
+                pair = self._pair(Route.from_wire(src), Route.from_wire(dst), key)
+        except (FrameError, RouteError, TypeError) as error:  # TypeError: an unhashable part
+            raise _Refused(f"malformed message ({error})", "malformed") from None
+        if tag.__class__ is not str or len(tag) > 64 or stamp.__class__ not in (float, int):
+            raise _Refused("malformed message (tag or stamp)", "malformed")
+        if not pair.dst.share:
+            raise _Refused("no destination share", "malformed")
+        return pair, tag, stamp, offset
+
+    def _from_lane(self, message: Any) -> None:
+        frame = message.data
+        try:
+            pair, tag, stamp, offset = self._open(frame)
+            src, dst = pair.src, pair.dst
             if src.estate == self.estate and src.yard != message.remote:
                 raise _Refused(f"yard {message.remote!r} sent as {src.yard!r}", "spoofed")
             if dst.estate != self.estate and not self.is_manor:
@@ -211,129 +266,148 @@ class Router:
             if dst.estate == self.estate and dst.yard not in ("", self.yard):
                 raise _Refused(f"yard {self.yard!r} does not relay to yard {dst.yard!r}", "misrouted")
         except _Refused as refused:
-            self._refuse_raw(message.data, refused)
+            self._refuse_raw(frame, refused)
             return
         self.counts["from_lane"] += 1
-        self._dispatch(message.data, src, dst, tag, True)
+        self._dispatch(pair, tag, stamp, frame, offset, _UNSET, True)
 
     def _from_road(self, channel: str, road: Any, message: Any) -> None:
-        data = message.data
+        frame = message.data
         try:
-            src, dst, tag = self._open(data)
+            pair, tag, stamp, offset = self._open(frame)
+            src, dst = pair.src, pair.dst
             remote = message.remote
             if src.estate != remote:
                 raise _Refused(f"estate {remote!r} sent as {src.estate!r}", "spoofed")
             if dst.estate != self.estate:
                 raise _Refused(f"estate {self.estate!r} does not relay to {dst.estate!r}", "misrouted")
-            if src.channel != channel:
-                src = src._replace(channel=channel)
-                data["route"]["src"] = list(src)
-            try:
-                role = road.remote(remote).record.role
-            except KeyError:
-                role = ""
-            access = "read" if tag == "read" else "write"
-            if tag in _REPLIES and self._awaits(remote, dst):
+            if src.channel != channel:  # replies go back the way it came
+                pair = self._pair(src._replace(channel=channel), dst)
+                frame = encode(self._pack, pair.packed, tag, stamp, bytes(memoryview(frame)[offset:]))
+                offset = len(frame) - (len(message.data) - offset)
+            if tag in REPLY_TAGS and (remote, dst.yard or self.manor, dst.share) in self._expect:
                 self.counts["replies"] += 1
-            elif not self.policy.decide(access, remote, role, dst.share, tag, channel).allowed:
-                raise _Refused(f"{access} of {dst.share!r} by {remote!r} ({role}) on {channel!r} denied by policy", "denied")
+            else:
+                try:
+                    role = road.remote(remote).record.role
+                except KeyError:
+                    role = ""
+                access = "read" if tag == "read" else "write"
+                if not self.policy.decide(access, remote, role, dst.share, tag, channel).allowed:
+                    raise _Refused(f"{access} of {dst.share!r} by {remote!r} ({role}) on {channel!r} denied by policy", "denied")
         except _Refused as refused:
-            self._refuse_raw(data, refused)
+            self._refuse_raw(frame, refused, channel)
             return
         self.counts["from_road"] += 1
-        self._dispatch(data, src, dst, tag, True)
-
-    def _open(self, data: Any) -> tuple[Route, Route, str]:
-        """``(src, dst, tag)`` of a message from the wire; _Refused if malformed."""
-        try:
-            route = data["route"]
-            src = self._wire_route(route["src"])
-            dst = self._wire_route(route["dst"])
-            tag = data["tag"]
-            data["stamp"], data["data"]
-        except (TypeError, KeyError, RouteError) as error:
-            raise _Refused(f"malformed message ({error})", "malformed") from None
-        if type(tag) is not str or len(tag) > 64:
-            raise _Refused("malformed message (tag)", "malformed")
-        if not dst.share:
-            raise _Refused("no destination share", "malformed")
-        return src, dst, tag
-
-    def _wire_route(self, value: Any) -> Route:
-        key = tuple(value) if type(value) is list else None
-        if key is not None:
-            found = self._route_cache.get(key)
-            if found is not None:
-                return found
-        route = Route.from_wire(value)
-        if key is not None:
-            if len(self._route_cache) >= _ROUTE_CACHE:
-                self._route_cache.clear()
-            self._route_cache[key] = route
-        return route
+        self._dispatch(pair, tag, stamp, frame, offset, _UNSET, True)
 
     # -- the one path every message takes --------------------------------------
 
-    def _dispatch(self, message: dict, src: Route, dst: Route, tag: str, reliable: bool) -> bool:
+    def _dispatch(self, pair: _Pair, tag: str, stamp: float, frame: Any, offset: int, data: Any, reliable: bool) -> bool:
+        dst = pair.dst
         try:
             if dst.estate == self.estate:
                 if dst.yard == self.yard or (not dst.yard and self.is_manor):
-                    self._land(message, src, dst, tag)
+                    self._land(pair, tag, stamp, frame, offset, data)
                     self.counts["delivered"] += 1
                 else:
-                    self._lane_send(message, src, dst, tag, dst.yard or self.manor, reliable)
+                    self._lane_send(pair, tag, stamp, frame, offset, data, dst.yard or self.manor, reliable)
             elif self.is_manor:
                 road = self.roads.get(dst.channel)
                 if road is None:
                     raise _Refused(f"no road on channel {dst.channel!r} at estate {self.estate!r}", "no_road")
+                frame = self._frame(pair, tag, stamp, frame, offset, data)
+                if not pair.expecting:
+                    self._expect_replies(pair)
                 try:
-                    outgoing = road.send(message, dst.estate, flow=hash((src.share, dst.share)) & 0xFFFF, reliable=reliable)
+                    road.send_bytes(frame, dst.estate, flow=pair.flow, reliable=reliable)
                 except KeyError:
-                    self._hold(message, src, dst, tag, reliable)
+                    self._hold(pair, tag, frame, reliable)
                     return True
-                if reliable:
-                    self._pending[outgoing] = (src, dst, tag)
-                self._expect_reply(dst.estate, src)
                 self.counts["to_road"] += 1
             else:
-                self._lane_send(message, src, dst, tag, self.manor, reliable)
+                self._lane_send(pair, tag, stamp, frame, offset, data, self.manor, reliable)
         except _Refused as refused:
-            self._refuse(src, dst, tag, refused)
+            self._refuse(pair, tag, refused)
             return False
-        routes = self.routes
-        key = (src, dst)
-        if key in routes or len(routes) < _ROUTE_STATS:
-            routes[key] += 1
-        else:
-            self.counts["routes_untracked"] += 1
+        pair.count += 1
         return True
+
+    def _lane_send(self, pair: _Pair, tag: str, stamp: float, frame: Any, offset: int, data: Any, yard: str, reliable: bool) -> None:
+        lane = self.lane
+        if lane is None:
+            raise _Refused(f"yard {self.yard!r} has no lane to reach {yard!r}", "no_lane")
+        frame = self._frame(pair, tag, stamp, frame, offset, data)
+        try:
+            lane.send_bytes(frame, yard, flow=pair.flow, reliable=reliable)
+        except KeyError:
+            raise _Refused(f"no yard {yard!r} in estate {self.estate!r}", "no_yard") from None
+        self.counts["to_lane"] += 1
+
+    def _land(self, pair: _Pair, tag: str, stamp: float, frame: Any, offset: int, data: Any) -> None:
+        src, dst = pair.src, pair.dst
+        try:
+            share = self.store.get(dst.share)
+        except ValueError:
+            share = None
+        if share is None:
+            raise _Refused(f"no share {dst.share!r} in yard {self.yard!r} of {self.estate!r}", "no_share")
+        if data is _UNSET:
+            try:
+                data = open_data(frame, offset)
+            except FrameError as error:
+                raise _Refused(f"malformed message ({error})", "malformed") from None
+        if tag == "error":
+            # Beside the share, never into it: a value share that changed
+            # would be sent again by 'route send', fail again, for ever.
+            try:
+                errors = self.store.queue(dst.share + ".error", ERROR_QUEUE_BOUND)
+            except (TypeError, ValueError):
+                raise _Refused(f"share {dst.share + '.error'!r} exists and is not a queue", "no_share") from None
+            if not errors.push(envelope(src, dst, tag, stamp, data)):
+                self.counts["errors_overflowed"] += 1
+            return
+        if tag == "read":
+            if isinstance(share, QueueShare):
+                raise _Refused(f"share {dst.share!r} is a queue and cannot be read", "unreadable")
+            here = Route(dst.share, self.yard, self.estate, src.channel)
+            self.counts["reads"] += 1
+            self._dispatch(self._pair(here, src), "value", self.now(), None, 0, share.fields(), True)
+            return
+        if isinstance(share, QueueShare):
+            if not share.push(envelope(src, dst, tag, stamp, data)):
+                raise _Refused(f"queue {dst.share!r} is full", "queue_full")
+            return
+        try:
+            if isinstance(data, Mapping):
+                share.update(data)
+            else:
+                share.update(value=data)
+        except Exception as error:  # noqa: BLE001 - a share's watcher is user code
+            raise _Refused(f"share {dst.share!r} refused the update: {error}", "update_failed") from None
 
     # -- replies ---------------------------------------------------------------
 
-    def _expect_reply(self, estate: str, src: Route) -> None:
-        """``estate`` may answer (``error``/``value``) to ``src`` for a while, policy or not.
+    def _expect_replies(self, pair: _Pair) -> None:
+        """Let the destination estate answer (``error``/``value``) the source share.
 
-        Without this a sender whose policy does not let the remote write
-        never learns that its own message was denied or failed there.
+        Without this a sender whose policy lets nobody in would never hear
+        that its own message was denied or failed there.  Bounded by the
+        pair cache: a pair that is not cached is not remembered.
         """
-        expect = self._expect
-        key = (estate, src.yard, src.share)
-        if key not in expect and len(expect) >= _EXPECT_LIMIT:
-            del expect[next(iter(expect))]  # the oldest route: bounded memory
-        expect[key] = self._clock() + REPLY_WINDOW
-
-    def _awaits(self, remote: str, dst: Route) -> bool:
-        until = self._expect.get((remote, dst.yard or self.manor, dst.share))
-        return until is not None and until >= self._clock()
+        if len(self._expect) < _PAIRS:
+            self._expect.add((pair.dst.estate, pair.src.yard, pair.src.share))
+            pair.expecting = True
 
     # -- holding messages for estates that have not joined yet ---------------
 
-    def _hold(self, message: dict, src: Route, dst: Route, tag: str, reliable: bool) -> None:
+    def _hold(self, pair: _Pair, tag: str, frame: bytes, reliable: bool) -> None:
+        dst = pair.dst
         if self.hold_timeout <= 0 or self._held_count >= self.hold_limit:
             why = "" if self.hold_timeout <= 0 else f" (and {self._held_count} messages already wait for estates to join)"
             raise _Refused(f"estate {dst.estate!r} is not known on channel {dst.channel!r}{why}", "no_remote")
         deadline = self.scheduler.clock.now() + self.hold_timeout
-        self._held.setdefault((dst.channel, dst.estate), deque()).append((deadline, message, src, dst, tag, reliable))
+        self._held.setdefault((dst.channel, dst.estate), deque()).append((deadline, pair, tag, frame, reliable))
         self._held_count += 1
         self.counts["held"] += 1
         if self._hold_timer is None:
@@ -346,17 +420,15 @@ class Router:
         if road is None or not held:
             return
         while held:
-            _deadline, message, src, dst, tag, reliable = held[0]
+            _deadline, pair, _tag, frame, reliable = held[0]
             try:
-                outgoing = road.send(message, estate, flow=hash((src.share, dst.share)) & 0xFFFF, reliable=reliable)
+                road.send_bytes(frame, estate, flow=pair.flow, reliable=reliable)
             except KeyError:  # not known yet after all (a presence change of another kind)
                 self._held[(channel, estate)] = held
                 return
             held.popleft()
             self._held_count -= 1
-            if reliable:
-                self._pending[outgoing] = (src, dst, tag)
-            self._expect_reply(estate, src)
+            pair.count += 1
             self.counts["to_road"] += 1
             self.counts["released"] += 1
 
@@ -367,9 +439,10 @@ class Router:
         for key in list(self._held):
             held = self._held[key]
             while held and held[0][0] <= now:
-                _deadline, _message, src, dst, tag, _reliable = held.popleft()
+                _deadline, pair, tag, _frame, _reliable = held.popleft()
                 self._held_count -= 1
-                self._refuse(src, dst, tag, _Refused(
+                dst = pair.dst
+                self._refuse(pair, tag, _Refused(
                     f"estate {dst.estate!r} did not join channel {dst.channel!r} within {self.hold_timeout:g} s", "no_remote"
                 ))
             if held:
@@ -379,81 +452,33 @@ class Router:
         if first is not None:
             self._hold_timer = self.scheduler.call_at(first, self._expire_held)
 
-    def _lane_send(self, message: dict, src: Route, dst: Route, tag: str, yard: str, reliable: bool) -> None:
-        lane = self.lane
-        if lane is None:
-            raise _Refused(f"yard {self.yard!r} has no lane to reach {yard!r}", "no_lane")
-        try:
-            outgoing = lane.send(message, yard, flow=hash((src.share, dst.share)) & 0xFFFF, reliable=reliable)
-        except KeyError:
-            raise _Refused(f"no yard {yard!r} in estate {self.estate!r}", "no_yard") from None
-        if reliable:
-            self._pending[outgoing] = (src, dst, tag)
-        self.counts["to_lane"] += 1
-
-    def _land(self, message: dict, src: Route, dst: Route, tag: str) -> None:
-        try:
-            share = self.store.get(dst.share)
-        except ValueError:
-            share = None
-        if share is None:
-            raise _Refused(f"no share {dst.share!r} in yard {self.yard!r} of {self.estate!r}", "no_share")
-        if tag == "error":
-            # Errors go beside the share, never into it: a value share that
-            # changed would be sent again, and fail again, for ever.
-            try:
-                errors = self.store.queue(dst.share + ".error", ERROR_QUEUE_BOUND)
-            except (TypeError, ValueError):
-                raise _Refused(f"share {dst.share + '.error'!r} exists and is not a queue", "no_share") from None
-            if not errors.push(message):
-                self.counts["errors_overflowed"] += 1
-            return
-        if tag == "read":
-            if isinstance(share, QueueShare):
-                raise _Refused(f"share {dst.share!r} is a queue and cannot be read", "unreadable")
-            reply = envelope(dst, src, "value", self.now(), share.fields())
-            self.counts["reads"] += 1
-            self._dispatch(reply, dst, src, "value", True)
-            return
-        if isinstance(share, QueueShare):
-            if not share.push(message):
-                raise _Refused(f"queue {dst.share!r} is full", "queue_full")
-            return
-        data = message["data"]
-        try:
-            if isinstance(data, Mapping):
-                share.update(data)
-            else:
-                share.update(value=data)
-        except Exception as error:  # noqa: BLE001 - a share's watcher is user code
-            raise _Refused(f"share {dst.share!r} refused the update: {error}", "update_failed") from None
-
     # -- refusals and errors ---------------------------------------------------
 
-    def _refuse_raw(self, data: Any, refused: _Refused) -> None:
-        """A refusal of a message as it arrived: reply only if its source is readable."""
+    def _refuse_raw(self, frame: Any, refused: _Refused, channel: str = "") -> None:
+        """A refusal of a message as it arrived: answer only if its source can be read."""
         try:
-            src = Route.from_wire(data["route"]["src"])
-            dst = Route.from_wire(data["route"]["dst"])
-            tag = data["tag"] if type(data["tag"]) is str else ""
+            src, dst, tag, _stamp, _offset = open_header(frame)
+            pair = _Pair(Route.from_wire(src), Route.from_wire(dst))
+            if channel and pair.src.channel != channel:
+                pair = _Pair(pair.src._replace(channel=channel), pair.dst)
+            tag = tag if tag.__class__ is str and len(tag) <= 64 else ""
         except Exception:  # noqa: BLE001 - malformed beyond an answer
             self.counts[refused.counter] += 1
             self._note(refused, None, None, "")
             return
-        self._refuse(src, dst, tag, refused)
+        self._refuse(pair, tag, refused)
 
-    def _refuse(self, src: Route, dst: Route, tag: str, refused: _Refused) -> None:
+    def _refuse(self, pair: _Pair, tag: str, refused: _Refused) -> None:
+        src, dst = pair.src, pair.dst
         self.counts[refused.counter] += 1
         self._note(refused, src, dst, tag)
         if tag == "error" or not src.share:
             self.counts["errors_dropped"] += 1
             return
         here = Route(dst.share, self.yard, self.estate, src.channel)
-        report = envelope(
-            here, src, "error", self.now(), {"reason": refused.reason, "tag": tag, "dst": str(dst), "kind": refused.counter}
-        )
+        report = {"reason": refused.reason, "tag": tag, "dst": str(dst), "kind": refused.counter}
         self.counts["errors_sent"] += 1
-        self._dispatch(report, here, src, "error", True)
+        self._dispatch(self._pair(here, src), "error", self.now(), None, 0, report, True)
 
     def _note(self, refused: _Refused, src: Route | None, dst: Route | None, tag: str) -> None:
         entry = {
@@ -475,11 +500,10 @@ class Router:
             self.counts["notes_unlogged"] += 1
 
     def _done(self, outgoing: Any) -> None:
-        entry = self._pending.pop(outgoing, None)
-        if entry is None or outgoing.state != "failed":
+        """A stack finished a message: only a failure matters (it came from a frame)."""
+        if outgoing._state != _FAILED:
             return
-        src, dst, tag = entry
-        self._refuse(src, dst, tag, _Refused(f"transport: {outgoing.reason or 'failed'}", "undelivered"))
+        self._refuse_raw(outgoing.data, _Refused(f"transport: {outgoing.reason or 'failed'}", "undelivered"))
 
     # -- control -------------------------------------------------------------------
 
@@ -497,6 +521,11 @@ class Router:
         self.counts["policy_replaced"] += 1
         log.info("policy replaced: %d rules", len(self.policy))
 
+    @property
+    def routes(self) -> dict[tuple[Route, Route], int]:
+        """Messages per (src, dst) route pair this router has handled."""
+        return {(pair.src, pair.dst): pair.count for pair in set(self._pairs.values()) if pair.count}
+
     def status(self) -> dict[str, Any]:
         """A plain snapshot for ``flowcast status``."""
         roads = {}
@@ -505,6 +534,7 @@ class Router:
                 name: getattr(remote.presence, "value", str(remote.presence))
                 for name, remote in getattr(road, "_by_name", {}).items()
             }
+        top = sorted(self.routes.items(), key=lambda item: -item[1])[:50]
         return {
             "estate": self.estate,
             "yard": self.yard,
@@ -514,6 +544,6 @@ class Router:
             "roads": roads,
             "counts": dict(self.counts),
             "policy": dict(self.policy.counts),
-            "routes": [[str(src), str(dst), n] for (src, dst), n in self.routes.most_common(50)],
+            "routes": [[str(src), str(dst), n] for (src, dst), n in top],
             "denials": list(self.denials)[-20:],
         }

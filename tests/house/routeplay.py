@@ -95,7 +95,7 @@ class Stream:
         self.hooked = False
 
     def _hook(self) -> None:
-        import msgpack
+        from flowcast.routing.frame import open_data, open_header
 
         road = self.io.house.router.roads["main"]
         previous = road.on_done
@@ -103,7 +103,7 @@ class Stream:
 
         def on_done(msg) -> None:
             if msg.state == "delivered":
-                _append(path, {"n": msgpack.unpackb(msg.data)["data"]["n"]})
+                _append(path, {"n": open_data(msg.data, open_header(msg.data)[4])["n"]})
             previous(msg)
 
         road.on_done = on_done

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgpack
 import pytest
 
 from flowcast.routing import POLICY_SHARE, Route, presence_share
@@ -9,6 +10,13 @@ from tests.routing.kit import World
 
 ALLOW_BETA = [{"allow": "write", "estate": "beta"}]
 ALLOW_ALPHA = [{"allow": "any", "estate": "alpha"}]
+
+
+def forge(src, dst, tag="", stamp=0.0, data=1, header=None) -> bytes:
+    """A frame as a hostile or buggy peer might build it (``header`` replaces the packed header)."""
+    if header is None:
+        header = msgpack.packb([list(src), list(dst), tag, stamp])
+    return len(header).to_bytes(4, "big") + header + msgpack.packb(data)
 
 
 def errors_of(estate, yard: str, share: str = "out"):
@@ -184,13 +192,8 @@ def test_read_needs_read_access(world, pair):
 def test_spoofed_source_estate_is_refused(world, pair):
     alpha, beta = pair
     beta.store("manor").share("target")
-    forged = {
-        "route": {"src": ["x", "manor", "gamma", "main"], "dst": ["target", "manor", "beta", "main"]},
-        "tag": "",
-        "stamp": 0.0,
-        "data": {"evil": True},
-    }
-    alpha.roads["main"].send(forged, "beta")
+    forged = forge(["x", "manor", "gamma", "main"], ["target", "manor", "beta", "main"], data={"evil": True})
+    alpha.roads["main"].send_bytes(forged, "beta")
     assert world.run_until(lambda: beta["manor"].counts["spoofed"] == 1, 5)
     assert beta.store("manor").get("target").fields() == {}
 
@@ -198,31 +201,43 @@ def test_spoofed_source_estate_is_refused(world, pair):
 def test_yard_cannot_claim_to_be_another_yard(world):
     alpha = world.routed_estate("alpha", ["manor", "w1", "w2"])
     alpha.store("w2").share("target")
-    forged = {"route": {"src": ["x", "w9", "alpha", "main"], "dst": ["target", "w2", "alpha", "main"]}, "tag": "", "stamp": 0, "data": 1}
-    alpha["w1"].lane.send(forged, "w2")
+    forged = forge(["x", "w9", "alpha", "main"], ["target", "w2", "alpha", "main"])
+    alpha["w1"].lane.send_bytes(forged, "w2")
     assert world.run_until(lambda: alpha["w2"].counts["spoofed"] == 1, 5)
     assert alpha.store("w2").get("target").fields() == {}
+
+
+_OK_SRC, _OK_DST = ["a", "manor", "alpha", "main"], ["b", "manor", "beta", "main"]
 
 
 @pytest.mark.parametrize(
     "junk",
     [
+        b"",
+        b"\x00\x00",
+        b"\xff\xff\xff\xff" + b"x" * 10,  # header longer than the frame
+        b"\x00\x00\x00\x03abc",  # header that does not decode
+        forge(None, None, header=msgpack.packb([1, 2, 3])),
+        forge(None, None, header=msgpack.packb({"route": 1})),
+        forge(["a"], ["b"]),
+        forge(_OK_SRC, ["../x", "", "", ""]),
+        forge(_OK_SRC, [{"x": 1}, "", "", ""]),  # unhashable
+        forge(_OK_SRC, _OK_DST, tag=7),
+        forge(_OK_SRC, _OK_DST, tag="t" * 65),
+        forge(_OK_SRC, _OK_DST, stamp="now"),
+        forge(_OK_SRC, ["", "", "beta", "main"]),
+        forge(_OK_SRC, _OK_DST)[:-1] + b"\xc1",  # data that does not decode (0xc1 is never used)
+        {"route": {"src": _OK_SRC, "dst": _OK_DST}, "tag": "", "stamp": 0, "data": 1},  # a dict, not a frame
         None,
-        5,
-        "route",
-        [],
-        {"route": None},
-        {"route": {"src": ["a"], "dst": ["b"]}, "tag": "", "stamp": 0, "data": 1},
-        {"route": {"src": ["a", "", "", ""], "dst": ["../x", "", "", ""]}, "tag": "", "stamp": 0, "data": 1},
-        {"route": {"src": ["a", "", "", ""], "dst": ["b", "", "", ""]}, "tag": 7, "stamp": 0, "data": 1},
-        {"route": {"src": ["a", "", "", ""], "dst": ["b", "", "", ""]}, "tag": ""},
-        {"route": {"src": ["a", "manor", "alpha", "main"], "dst": ["", "", "beta", "main"]}, "tag": "", "stamp": 0, "data": 1},
     ],
 )
 def test_malformed_messages_are_counted_drops(world, pair, junk):
     alpha, beta = pair
     beta.store("manor").share("b")
-    alpha.roads["main"].send(junk, "beta")
+    if isinstance(junk, bytes):
+        alpha.roads["main"].send_bytes(junk, "beta")
+    else:
+        alpha.roads["main"].send(junk, "beta")
     assert world.run_until(lambda: beta["manor"].counts["malformed"] + beta["manor"].counts["spoofed"] == 1, 5)
     assert beta.store("manor").get("b").fields() == {}
     # and the stack still works afterwards
@@ -237,8 +252,8 @@ def test_no_relaying_through_an_estate(world):
     world.connect(alpha, beta)
     world.connect(beta, gamma)
     gamma.store("manor").share("t")
-    via_beta = {"route": {"src": ["x", "manor", "alpha", "main"], "dst": ["t", "manor", "gamma", "main"]}, "tag": "", "stamp": 0, "data": 1}
-    alpha.roads["main"].send(via_beta, "beta")
+    via_beta = forge(["x", "manor", "alpha", "main"], ["t", "manor", "gamma", "main"])
+    alpha.roads["main"].send_bytes(via_beta, "beta")
     assert world.run_until(lambda: beta["manor"].counts["misrouted"] == 1, 5)
     world.run_for(1)
     assert gamma.store("manor").get("t").fields() == {}
