@@ -465,6 +465,7 @@ class Channel:
         inflight = self.inflight
         newest = -1
         newest_rec = None
+        acked: list = []
         for first, last in ranges:
             if not inflight:
                 break
@@ -472,7 +473,7 @@ class Channel:
                 for counter in range(first, last + 1):
                     rec = inflight.pop(counter, None)
                     if rec is not None:
-                        self._packet_acked(rec)
+                        acked.append(rec)
                         if counter > newest:
                             newest, newest_rec = counter, rec
             else:
@@ -483,10 +484,25 @@ class Channel:
                         break
                     if counter >= first:
                         rec = inflight.pop(counter)
-                        self._packet_acked(rec)
+                        acked.append(rec)
                         if counter > newest:
                             newest, newest_rec = counter, rec
         if newest_rec is not None:
+            # the packets' segments are acknowledged (_packet_acked, inlined)
+            max_cwnd = self.max_cwnd
+            for rec in acked:
+                nbytes = rec[1]
+                self.inflight_bytes -= nbytes
+                frames = rec[2]
+                it = iter(frames)
+                for msg, sn in zip(it, it):
+                    marks = msg.marks
+                    if marks[sn] != _ACKED:
+                        marks[sn] = _ACKED
+                        msg.inflight -= 1
+                cwnd = self.cwnd
+                if cwnd < max_cwnd:
+                    self.cwnd = cwnd + nbytes if cwnd < (max_cwnd >> 1) else cwnd + (nbytes * self.max_body) // cwnd
             self.backoff = 0
             self.last_progress = now
             if newest > self.largest_acked:
@@ -501,6 +517,7 @@ class Channel:
                 self._lost(counter, inflight.pop(counter))
         if flows:
             unfinished = self.unfinished
+            completed = self.completed
             for flow, expected in flows:
                 queue = unfinished.get(flow)
                 if not queue:
@@ -511,7 +528,11 @@ class Channel:
                 while queue and queue[0].seq < expected:
                     msg = queue.popleft()
                     if msg._state == QUEUED:
-                        self._finish(msg, DELIVERED, dequeue=False)
+                        # _finish(msg, DELIVERED), inlined: queued here means reliable
+                        msg._state = DELIVERED
+                        self.pending_count -= 1
+                        if completed is not None and not msg.skip:
+                            completed(msg)
                 self.last_progress = now
 
     def _packet_acked(self, rec: list) -> None:

@@ -513,10 +513,15 @@ class Stack:
         now = self.clock.now()
         if got:
             self._last_read = now
+            # What reading produced (acks, answers sent from on_message) goes
+            # before the timer check: it is on someone's round trip.
+            self._flush(now)
         deadline = self.next_deadline()
         if deadline is not None and deadline <= now:
             self._timers(now)
-        self._flush(now)
+            self._flush(now)
+        elif not got:
+            self._flush(now)  # what callers queued since the last flush
 
     def flush(self) -> None:
         """Send what is queued now, without reading or running timers.
