@@ -42,7 +42,8 @@ Two modes, chosen per stack (both ends of a lane must agree):
   unless given a ``timeout``.
 
 Raw stays the default: acknowledged costs the sender about 1 us more per
-small message (the channel's books; two thirds of the raw message rate),
+small message (the channel's books; at best two thirds of the raw message
+rate, see docs/protocol.md section 9),
 and the two ends must agree on the mode, so it is asked for where a
 restart must lose nothing -- the routing layer's lanes.
 """
