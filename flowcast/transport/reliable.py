@@ -85,6 +85,7 @@ _ACK_ONE_STRUCT = struct.Struct("!" + ACK.format.lstrip("!") + ACK_RANGE.format.
 _ACK_ONE = _ACK_ONE_STRUCT.pack
 _ack_one_unpack = _ACK_ONE_STRUCT.unpack_from
 _ACK_ONE_SIZE = _ACK_ONE_STRUCT.size
+_ACK_MAX_SIZE = ACK.size + MAX_ACK_RANGES * ACK_RANGE.size + MAX_ACK_FLOWS * ACK_FLOW.size
 assert _ACK_ONE_SIZE == ACK.size + ACK_RANGE.size + ACK_FLOW.size
 _PATH_CHALLENGE, _PATH_RESPONSE = FrameKind.PATH_CHALLENGE, FrameKind.PATH_RESPONSE
 
@@ -347,6 +348,20 @@ class Channel:
         ``extra`` (control frames from the stack) goes first.  The second
         item is None when nothing in the body needs acknowledging.
         """
+        fresh = self.fresh
+        if len(fresh) == 1 and not extra and not self.resend and not self.ping_owed and self.acks:
+            # The latency path (one small reliable message, perhaps an ACK
+            # to carry): the general loop below, unrolled.
+            msg = fresh[0]
+            if msg.nseg == 1 and msg._state == QUEUED and not msg.flags & F_UNRELIABLE and not msg.skip:
+                frame = msg.frame
+                if len(frame) <= self.max_body - _ACK_MAX_SIZE and self.can_send():
+                    fresh.popleft()
+                    msg.marks[0] = 1
+                    msg.inflight = 1
+                    if self.ack_owed or self.ack_pending:
+                        return self._ack_frame() + frame, [msg, 0]  # type: ignore[operator]
+                    return frame, [msg, 0]  # type: ignore[return-value]
         parts: list[bytes] = []
         size = 0
         if extra:
@@ -469,7 +484,15 @@ class Channel:
         for first, last in ranges:
             if not inflight:
                 break
-            if last - first <= 2 * len(inflight) + 8:
+            if len(inflight) == 1:  # one packet in flight (request/reply): one look
+                for counter in inflight:
+                    break
+                if first <= counter <= last:
+                    rec = inflight.pop(counter)
+                    acked.append(rec)
+                    if counter > newest:
+                        newest, newest_rec = counter, rec
+            elif last - first <= 2 * len(inflight) + 8:
                 for counter in range(first, last + 1):
                     rec = inflight.pop(counter, None)
                     if rec is not None:
@@ -508,13 +531,14 @@ class Channel:
             if newest > self.largest_acked:
                 self.largest_acked = newest
                 self._rtt_sample(now - newest_rec[0])
-            # packet-threshold loss: older packets overtaken by REORDER_THRESHOLD
-            limit = self.largest_acked - REORDER_THRESHOLD
-            while inflight:
-                counter = next(iter(inflight))
-                if counter > limit:
-                    break
-                self._lost(counter, inflight.pop(counter))
+            if inflight:
+                # packet-threshold loss: older packets overtaken by REORDER_THRESHOLD
+                limit = self.largest_acked - REORDER_THRESHOLD
+                while inflight:
+                    counter = next(iter(inflight))
+                    if counter > limit:
+                        break
+                    self._lost(counter, inflight.pop(counter))
         if flows:
             unfinished = self.unfinished
             completed = self.completed

@@ -397,9 +397,13 @@ class RoadStack(Stack):
         send = self.port.send
         for remote in self.remotes.values():
             session = remote.session
-            if session is None or session.remote_index is None or remote.address is None:
+            if session is None:
                 continue
             channel = session.channel
+            if not (channel.ack_owed or channel.fresh or channel.ping_owed or channel.resend or channel.path_answers):
+                continue  # nothing to send (the usual case for most remotes)
+            if session.remote_index is None or remote.address is None:
+                continue
             extra = b""
             if not session.initiator and not session.confirmed:
                 extra = ALLOW_ACK.pack(_ALLOW_ACK_KIND, 0, session.local_index)
