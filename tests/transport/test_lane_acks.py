@@ -401,3 +401,33 @@ def test_simulated_lane_survives_a_receiver_restart(conditions):
     _check_restart(outs, delivered_by, first_got, second_got, old_boot, b.boot, flow_of=lambda n: n % 2)
     a.close()
     b.close()
+
+
+def test_simulated_timeouts_while_a_known_yard_is_down_leave_no_gap():
+    world = World(seed=5)
+    sched = world.scheduler
+
+    def lane(name: str, peer: str) -> LaneStack:
+        return LaneStack(world.net.port(f"run/{name}"), name, {peer: f"run/{peer}"}, scheduler=sched, acks=True)
+
+    a = lane("house1", "house2")
+    b = lane("house2", "house1")
+    first = [a.send({"n": i}, "house2") for i in range(10)]
+    assert world.run_until(lambda: all(o.done for o in first), 5)
+    b.close()
+    waiting = [a.send({"n": 10 + i}, "house2") for i in range(5)]
+    doomed = a.send({"doomed": 1}, "house2", timeout=1.0)
+    after = [a.send({"n": 15 + i}, "house2") for i in range(5)]
+    assert world.run_until(lambda: doomed.done, 5)
+    assert doomed.state == "failed" and doomed.reason == "timeout"
+    world.run_for(20)  # down a long while: resends back off (200 ms doubling to 8 s), nothing else fails
+    assert all(o.state == "queued" for o in waiting + after)
+    sent = world.net.counts["sent"]
+    assert sent < 30, sent  # no busy loop towards a yard that is gone
+    b = lane("house2", "house1")
+    got = []
+    b.on_message = got.append
+    assert world.run_until(lambda: all(o.done for o in waiting + after), 5)
+    assert [m.data["n"] for m in got] == list(range(10, 20))
+    a.close()
+    b.close()
