@@ -62,12 +62,14 @@ def test_delivered_only_once_the_receiving_application_has_it(tmp_path):
     b = _lane(run, "house2", "house1")
     try:
         assert a.default_timeout is None  # a message waits for its yard unless told otherwise
+        assert serve([a, b], until=lambda: a.peer_boot("house2") and b.peer_boot("house1"), timeout=5)
         outs = [a.send({"n": i}, "house2", flow=i % 3) for i in range(3000)]
         big = a.send_bytes(os.urandom(2_000_003), "house2", flow=7)
         loose = a.send({"loose": 1}, "house2", reliable=False)
-        # The sender alone: its datagrams wait in the receiver's socket, unacknowledged.
-        serve([a], until=lambda: a.port.counts["sent"] >= 3, timeout=5)
-        serve([a], timeout=0.05)
+        # The sender alone: its data waits in the receiver's socket, unacknowledged.
+        sent_before = a.port.counts["sent"]
+        serve([a], until=lambda: a.port.counts["sent"] > sent_before and a.queued_datagrams, timeout=5)
+        assert a.port.counts["sent"] > sent_before
         assert all(o.state == "queued" for o in outs) and big.state == "queued"
         seen_at_handover = []
 
