@@ -21,7 +21,7 @@ from typing import Any
 
 from flowcast.house.house import House, load_house
 from flowcast.house.layout import EstateLayout, HousePlan, load_layout, plan_houses
-from flowcast.routing.wiring import join_remote, wire_lane, wire_road, wire_router
+from flowcast.routing.wiring import wire_lane, wire_road, wire_router
 from flowcast.runtime import sleep
 from flowcast.runtime.durable import atomic_write
 
@@ -76,8 +76,37 @@ def open_house(
             )
             log.info("road %s on %s:%d", road.channel, *stack.address[:2])
             for remote in road.remotes:
-                join_remote(house, road.channel, remote.host, remote.port)
+                house.scheduler.spawn(
+                    _keep_joined(stack, remote.estate, (remote.host, remote.port)), name=f"join:{road.channel}:{remote.estate}"
+                )
     return house
+
+
+def _keep_joined(road: Any, estate: str, address: tuple[str, int]):  # type: ignore[no-untyped-def]
+    """A micro-thread: join ``estate`` at ``address``, and again whenever it is not allowed.
+
+    Estates start in any order and restart: one join at start that times
+    out would leave the road unjoined for good.  Tries back off from 1 s to
+    30 s; a refusal (a pinned key that changed, a ``never`` policy) is
+    logged each time, not hidden.
+    """
+    delay = 1.0
+    while not road.closed:
+        if road.is_allowed(estate):
+            delay = 1.0
+            yield sleep(5.0)
+            continue
+        attempt = road.join(address, timeout=min(delay * 2, 10.0))
+        for _ in range(200):  # at most 10 s of 50 ms looks
+            if attempt.result is not None or road.is_allowed(estate):
+                break
+            yield sleep(0.05)
+        if attempt.result in ("refused", "pending"):
+            log.warning("join %s at %s:%d: %s %s", estate, *address, attempt.result, attempt.reason)
+        if not road.is_allowed(estate):
+            log.info("join %s at %s:%d: %s; again in %g s", estate, *address, attempt.result or "waiting", delay)
+            yield sleep(delay)
+            delay = min(delay * 2, 30.0)
 
 
 def _rule(rule: Any) -> dict[str, str]:
@@ -118,7 +147,11 @@ def run_house(layout_path: str | Path, yard: str, *, houses: int | None = None) 
     """Run one house of an estate in this process until SIGINT/SIGTERM."""
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {yard} %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     layout = load_layout(layout_path)
-    house = open_house(layout, yard, houses=houses, freeze=True)
+    try:
+        house = open_house(layout, yard, houses=houses, freeze=True)
+    except OSError as error:  # a road port in use, an unwritable run dir: say so, not a traceback
+        log.error("house %s cannot start: %s", yard, error)
+        return 1
     plan = plan_houses(layout, houses)
     status = status_dir(layout)
     status.mkdir(parents=True, exist_ok=True, mode=0o700)

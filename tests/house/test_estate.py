@@ -129,3 +129,48 @@ def test_routed_across_yards_and_estates(estates):
         b_code, b_out = stop_estate(beta)
     assert a_code == 0, a_out
     assert b_code == 0, b_out
+
+
+def test_a_manor_keeps_joining_an_estate_that_starts_later(tmp_path):
+    """alpha names beta as a remote and starts first; beta comes up only after
+    alpha's first join has timed out -- alpha tries again and they connect."""
+    from tests.house.estates import ROOT  # noqa: F401 - the flows below are generated
+
+    a_port, b_port = free_udp_port(), free_udp_port()
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    out = tmp_path / "landed.jsonl"
+    write_flow(flows / "send.flo", "sender",
+               "framer fire be active first go\n  frame go\n    do routeplay send with dsts \"inbox@.beta\" count 3\n")
+    _recorder(flows / "rec.flo", "rec", out)
+    (tmp_path / "alpha.yaml").write_text(f"""
+estate: alpha
+roads:
+  main:
+    port: {a_port}
+    acceptance: always
+    remotes: [{{estate: beta, host: 127.0.0.1, port: {b_port}}}]
+houses:
+  - {{name: manor, flow: flows/send.flo, manor: true}}
+""")
+    (tmp_path / "beta.yaml").write_text(f"""
+estate: beta
+roads:
+  main: {{port: {b_port}, acceptance: always}}
+policy:
+  - {{allow: write, estate: alpha, share: inbox}}
+houses:
+  - {{name: manor, flow: flows/rec.flo, manor: true}}
+""")
+    alpha = start_estate(tmp_path / "alpha.yaml", houses=1)
+    beta = None
+    try:
+        log = tmp_path / "run" / "alpha" / "logs" / "manor.log"
+        wait_for(lambda: log.exists() and "join beta at" in log.read_text(), what="alpha's first join to fail")
+        beta = start_estate(tmp_path / "beta.yaml", houses=1)
+        # alpha's three messages were held for beta and are delivered once it joins
+        wait_for(lambda: len(lines(out)) == 3, timeout=40, what="messages after the late join")
+        assert sorted(m["data"]["n"] for m in lines(out)) == [0, 1, 2]
+    finally:
+        codes = [stop_estate(p) for p in (alpha, beta) if p is not None]
+    assert all(code == 0 for code, _ in codes), codes
