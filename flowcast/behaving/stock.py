@@ -56,11 +56,13 @@ class Queue:
     """Declare the ``to`` shares queue shares: ``do queue to inbox with bound 1000 at enter``.
 
     Routed messages land in a queue share as whole messages, one item each
-    (a value share would keep only the last).  The work happens when the
+    (a value share would keep only the last).  ``bound`` (default 10,000;
+    0 for none) turns a flood into counted drops and ``queue_full`` errors
+    back to the senders.  The work happens when the
     flow is built; running the act does nothing.
     """
 
-    def __init__(self, io: Io, bound: int = 0) -> None:
+    def __init__(self, io: Io, bound: int = 10_000) -> None:
         if not io.outputs:
             raise ValueError("queue needs 'to SHARE'")
         for share in io.outputs:

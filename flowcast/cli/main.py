@@ -69,6 +69,11 @@ def cmd_run(argv: Sequence[str]) -> int:
         if args.houses is not None and args.houses < 1:
             print("flowcast run: --houses must be at least 1", file=sys.stderr)
             return 2
+        flow_only = [name for name, given in (("--house", args.house), ("--until", args.until), ("--virtual", args.virtual),
+                     ("--trace", args.trace), ("--export", args.export)) if given]
+        if flow_only:
+            print(f"flowcast run: {', '.join(flow_only)} apply to a flow script, not an estate layout", file=sys.stderr)
+            return 2
         return launch(args.flow, houses=args.houses)
     house = load_house(
         args.flow,

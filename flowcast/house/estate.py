@@ -23,7 +23,6 @@ from flowcast.house.house import House, load_house
 from flowcast.house.layout import EstateLayout, HousePlan, load_layout, plan_houses
 from flowcast.routing.wiring import wire_lane, wire_road, wire_router
 from flowcast.runtime import sleep
-from flowcast.runtime.durable import atomic_write
 
 __all__ = ["launch", "open_house", "run_house", "status_dir", "lane_dir", "STATUS_PERIOD"]
 
@@ -137,8 +136,13 @@ def _status_writer(house: House, path: Path, yard: str, manor: bool):  # type: i
         if router is not None:
             status["ports"] = {ch: list(road.address[:2]) for ch, road in router.roads.items()}
         try:
-            atomic_write(path, json.dumps(status, default=str).encode())
-        except OSError as error:
+            # Replaced whole (readers never see half a file) but not fsynced:
+            # a status is worth nothing after a crash, and a house must not
+            # stall on the disk once a second.
+            temporary = path.with_name(f".{path.name}.{os.getpid()}")
+            temporary.write_bytes(json.dumps(status, default=str).encode())
+            os.replace(temporary, path)
+        except (OSError, TypeError, ValueError) as error:
             log.warning("status file %s: %s", path, error)
         yield sleep(STATUS_PERIOD)
 
@@ -149,7 +153,7 @@ def run_house(layout_path: str | Path, yard: str, *, houses: int | None = None) 
     layout = load_layout(layout_path)
     try:
         house = open_house(layout, yard, houses=houses, freeze=True)
-    except OSError as error:  # a road port in use, an unwritable run dir: say so, not a traceback
+    except (OSError, ValueError) as error:  # a port in use, an unwritable run dir, a bad keep: say so, not a traceback
         log.error("house %s cannot start: %s", yard, error)
         return 1
     plan = plan_houses(layout, houses)

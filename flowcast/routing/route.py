@@ -42,7 +42,7 @@ def valid_estate(name: str) -> bool:
 
 
 def _check(share: str, yard: str, estate: str, channel: str) -> None:
-    if share and not valid_share_name(share[1:] if share.startswith(".") else share):
+    if share and not valid_share_name(share):  # callers strip one leading dot, never more
         raise RouteError(f"bad share name in route: {share[:80]!r}")
     if yard and not valid_yard(yard):
         raise RouteError(f"bad yard name in route: {yard[:80]!r} (letters, digits, '_', '-'; no dots)")

@@ -45,17 +45,24 @@ from flowcast.routing.route import Route, RouteError
 from flowcast.store.share import QueueShare
 from flowcast.transport.reliable import FAILED as _FAILED
 
-__all__ = ["Router", "envelope", "POLICY_SHARE", "presence_share", "ERROR_QUEUE_BOUND", "REPLY_TAGS"]
+__all__ = ["Router", "envelope", "POLICY_SHARE", "POLICY_PROBLEM_SHARE", "presence_share", "ERROR_QUEUE_BOUND", "REPLY_TAGS"]
 
 log = logging.getLogger("flowcast.routing")
 
 #: A value share whose ``rules`` field, when written, replaces the policy.
 POLICY_SHARE = "flowcast.policy"
+#: Where a policy written to POLICY_SHARE that does not parse is explained.
+POLICY_PROBLEM_SHARE = "flowcast.policy_problem"
 #: Errors for share S land in the queue share ``S.error``, at most this many kept.
 ERROR_QUEUE_BOUND = 1000
 #: Tags of replies: let in from an estate to a share that sent to it, policy or not.
 REPLY_TAGS = ("error", "value")
-_PAIRS = 16_384  # route pairs cached (and counted) per router
+#: How long after a message went by road its sender accepts error reports for it.
+REPLY_WINDOW = 300.0
+#: Error data larger than this is not kept (reports are a few hundred bytes).
+MAX_ERROR_FRAME = 16 << 10
+_PAIRS = 4096  # route pairs cached (and counted) per router; full: the cache starts again
+_SILENT = ("spoofed", "malformed")  # never answered: the source they name is not who sent them
 _LOG_PER_SECOND = 10.0
 _UNSET = object()
 _u32 = struct.Struct(">I").unpack_from
@@ -84,7 +91,7 @@ class _Refused(Exception):
 class _Pair:
     """A validated (src, dst) route pair and what is derived from it once."""
 
-    __slots__ = ("src", "dst", "flow", "count", "packed", "expecting")
+    __slots__ = ("src", "dst", "flow", "count", "packed", "errors_until", "reads")
 
     def __init__(self, src: Route, dst: Route) -> None:
         self.src = src
@@ -93,7 +100,8 @@ class _Pair:
         self.flow = zlib.crc32(f"{src.share}>{dst.share}".encode()) & 0xFFFF
         self.count = 0
         self.packed = route_bytes(src) + route_bytes(dst)
-        self.expecting = False
+        self.errors_until = 0.0  # error reports from dst.estate accepted until then
+        self.reads = 0  # read requests sent on this pair not answered yet
 
 
 class Router:
@@ -145,7 +153,9 @@ class Router:
         self._pack = msgpack.Packer(use_bin_type=True).pack  # one per router: a house is one thread
         self._pairs: dict[tuple, _Pair] = {}  # (src, dst) as tuples -> pair
         self._sends: dict[tuple[Any, str], _Pair] = {}  # (dst as given, src share) -> pair
-        self._expect: set[tuple[str, str, str]] = set()  # (estate, yard, share) that sent by road
+        # (estate, channel, yard, share) of a share here that sent by road -> its pair
+        self._expect: dict[tuple[str, str, str, str], _Pair] = {}
+        self._clock = scheduler.clock.now if scheduler is not None else time.monotonic
         self._held: dict[tuple[str, str], deque[tuple[float, _Pair, str, bytes, bool]]] = {}
         self._held_count = 0
         self._hold_timer: Any = None
@@ -190,12 +200,15 @@ class Router:
         if found is not None:
             return found
         pair = _Pair(src, dst)
-        if len(pairs) < _PAIRS:
-            pairs[(src, dst)] = pair
-            if key is not None and key != (src, dst):
-                pairs[key] = pair
-        else:
-            self.counts["routes_untracked"] += 1
+        if len(pairs) >= _PAIRS:
+            # Bounded whatever a remote sends: start again (route counts and
+            # cached sends go; expectations hold their own pairs).
+            pairs.clear()
+            self._sends.clear()
+            self.counts["route_cache_resets"] += 1
+        pairs[(src, dst)] = pair
+        if key is not None and key != (src, dst):
+            pairs[key] = pair
         return pair
 
     # -- sending -----------------------------------------------------------------
@@ -230,8 +243,7 @@ class Router:
         route = Route.parse(dst) if isinstance(dst, str) else Route.make(*dst)
         channel = route.channel or self.default_channel
         pair = self._pair(Route.make(src, self.yard, self.estate, channel), route.resolved(self.yard, self.estate, channel))
-        if len(self._sends) < _PAIRS:
-            self._sends[(dst, src)] = pair
+        self._sends[(dst, src)] = pair
         return pair
 
     def _frame(self, pair: _Pair, tag: str, stamp: float, frame: Any, offset: int, data: Any) -> bytes:
@@ -271,6 +283,8 @@ class Router:
             src, dst = pair.src, pair.dst
             if src.estate == self.estate and src.yard != message.remote:
                 raise _Refused(f"yard {message.remote!r} sent as {src.yard!r}", "spoofed")
+            if src.estate != self.estate and message.remote != self.manor:
+                raise _Refused(f"yard {message.remote!r} sent as estate {src.estate!r}", "spoofed")
             if dst.estate != self.estate and not self.is_manor:
                 raise _Refused("only the manor sends to other estates", "misrouted")
             if dst.estate == self.estate and dst.yard not in ("", self.yard):
@@ -295,7 +309,7 @@ class Router:
                 pair = self._pair(src._replace(channel=channel), dst)
                 frame = encode(self._pack, pair.packed, tag, stamp, bytes(memoryview(frame)[offset:]))
                 offset = len(frame) - (len(message.data) - offset)
-            if tag in REPLY_TAGS and (remote, dst.yard or self.manor, dst.share) in self._expect:
+            if tag in REPLY_TAGS and self._is_reply(remote, channel, dst, tag, len(frame)):
                 self.counts["replies"] += 1
             else:
                 try:
@@ -303,7 +317,11 @@ class Router:
                 except KeyError:
                     role = ""
                 access = "read" if tag == "read" else "write"
-                if not self.policy.decide(access, remote, role, dst.share, tag, channel).allowed:
+                decision = self.policy.decide(access, remote, role, dst.share, tag, channel)
+                allowed = decision.allowed
+                if allowed and dst.share.startswith("flowcast.") and not self.policy.rules[decision.rule].share.startswith("flowcast."):
+                    allowed = False  # the router's own shares (policy, presence) only by a rule that names them
+                if not allowed:
                     raise _Refused(f"{access} of {dst.share!r} by {remote!r} ({role}) on {channel!r} denied by policy", "denied")
         except _Refused as refused:
             self._refuse_raw(frame, refused, channel)
@@ -327,13 +345,15 @@ class Router:
                 if road is None:
                     raise _Refused(f"no road on channel {dst.channel!r} at estate {self.estate!r}", "no_road")
                 frame = self._frame(pair, tag, stamp, frame, offset, data)
-                if not pair.expecting:
-                    self._expect_replies(pair)
+                if tag not in REPLY_TAGS:  # the router's own reports and answers expect nothing back
+                    self._expect_replies(pair, tag)
                 try:
                     road.send_bytes(frame, dst.estate, flow=pair.flow, reliable=reliable)
                 except KeyError:
                     self._hold(pair, tag, frame, reliable)
                     return True
+                except ValueError as error:  # too large for the road
+                    raise _Refused(f"cannot send: {error}", "too_large") from None
                 self.counts["to_road"] += 1
             else:
                 self._lane_send(pair, tag, stamp, frame, offset, data, self.manor, reliable)
@@ -352,6 +372,8 @@ class Router:
             lane.send_bytes(frame, yard, flow=pair.flow, reliable=reliable)
         except KeyError:
             raise _Refused(f"no yard {yard!r} in estate {self.estate!r}", "no_yard") from None
+        except ValueError as error:  # too large for the lane
+            raise _Refused(f"cannot send: {error}", "too_large") from None
         self.counts["to_lane"] += 1
 
     def _land(self, pair: _Pair, tag: str, stamp: float, frame: Any, offset: int, data: Any) -> None:
@@ -374,8 +396,11 @@ class Router:
                 errors = self.store.queue(dst.share + ".error", ERROR_QUEUE_BOUND)
             except (TypeError, ValueError):
                 raise _Refused(f"share {dst.share + '.error'!r} exists and is not a queue", "no_share") from None
-            if not errors.push(envelope(src, dst, tag, stamp, data)):
-                self.counts["errors_overflowed"] += 1
+            try:
+                if not errors.push(envelope(src, dst, tag, stamp, data)):
+                    self.counts["errors_overflowed"] += 1
+            except Exception as error:  # noqa: BLE001 - a watcher is user code
+                raise _Refused(f"share {dst.share + '.error'!r} refused the report: {error!r}", "update_failed") from None
             return
         if tag == "read":
             if isinstance(share, QueueShare):
@@ -385,7 +410,11 @@ class Router:
             self._dispatch(self._pair(here, src), "value", self.now(), None, 0, share.fields(), True)
             return
         if isinstance(share, QueueShare):
-            if not share.push(envelope(src, dst, tag, stamp, data)):
+            try:
+                pushed = share.push(envelope(src, dst, tag, stamp, data))
+            except Exception as error:  # noqa: BLE001 - a watcher is user code
+                raise _Refused(f"share {dst.share!r} refused the message: {error!r}", "update_failed") from None
+            if not pushed:
                 raise _Refused(f"queue {dst.share!r} is full", "queue_full")
             return
         try:
@@ -398,16 +427,38 @@ class Router:
 
     # -- replies ---------------------------------------------------------------
 
-    def _expect_replies(self, pair: _Pair) -> None:
-        """Let the destination estate answer (``error``/``value``) the source share.
+    def _expect_replies(self, pair: _Pair, tag: str) -> None:
+        """Let the destination estate answer the source share: error reports for
+        ``REPLY_WINDOW`` seconds, and one ``value`` per ``read``.
 
         Without this a sender whose policy lets nobody in would never hear
-        that its own message was denied or failed there.  Bounded by the
-        pair cache: a pair that is not cached is not remembered.
+        that its own message was denied or failed there.  Only messages a
+        flow sent are remembered (the router's own reports and answers carry
+        reply tags and expect nothing), so a remote cannot earn itself a way
+        in by provoking an error.
         """
-        if len(self._expect) < _PAIRS:
-            self._expect.add((pair.dst.estate, pair.src.yard, pair.src.share))
-            pair.expecting = True
+        now = self._clock()
+        if pair.errors_until - now < REPLY_WINDOW / 2:
+            pair.errors_until = now + REPLY_WINDOW
+        if tag == "read":
+            pair.reads += 1
+        key = (pair.dst.estate, pair.dst.channel, pair.src.yard, pair.src.share)
+        if self._expect.get(key) is not pair:
+            if len(self._expect) >= _PAIRS:
+                self._expect.clear()  # bounded; senders re-register on their next message
+                self.counts["expect_resets"] += 1
+            self._expect[key] = pair
+
+    def _is_reply(self, remote: str, channel: str, dst: Route, tag: str, size: int) -> bool:
+        pair = self._expect.get((remote, channel, dst.yard or self.manor, dst.share))
+        if pair is None:
+            return False
+        if tag == "value":
+            if pair.reads <= 0:
+                return False
+            pair.reads -= 1
+            return True
+        return size <= MAX_ERROR_FRAME and pair.errors_until >= self._clock()
 
     # -- holding messages for estates that have not joined yet ---------------
 
@@ -482,7 +533,7 @@ class Router:
         src, dst = pair.src, pair.dst
         self.counts[refused.counter] += 1
         self._note(refused, src, dst, tag)
-        if tag == "error" or not src.share:
+        if tag == "error" or not src.share or refused.counter in _SILENT:
             self.counts["errors_dropped"] += 1
             return
         here = Route(dst.share, self.yard, self.estate, src.channel)
@@ -522,11 +573,13 @@ class Router:
         if rules is None:
             return
         try:
+            if not isinstance(rules, (list, tuple)):
+                raise PolicyError(f"rules must be a list of rules, not {type(rules).__name__}")
             self.policy.replace(rules)
         except PolicyError as error:
             self.counts["policy_rejected"] += 1
             log.warning("policy update refused: %s", error)
-            self.store.share(POLICY_SHARE + ".error").update(value=str(error))
+            self.store.share(POLICY_PROBLEM_SHARE).update(value=str(error))
             return
         self.counts["policy_replaced"] += 1
         log.info("policy replaced: %d rules", len(self.policy))

@@ -27,9 +27,14 @@ def wire_router(
     policy: Iterable[Any] = (),
     default_channel: str = "main",
 ) -> Router:
-    """Give ``house`` its Router (once; a second call returns the first)."""
+    """Give ``house`` its Router (once; the same call again returns the first)."""
     if house.router is not None:
-        return house.router
+        router = house.router
+        if (router.estate, router.yard) != (estate, yard):
+            raise ValueError(
+                f"this house already routes as yard {router.yard!r} of estate {router.estate!r}, not {yard!r} of {estate!r}"
+            )
+        return router
     router = Router(
         house.store,
         estate=estate,

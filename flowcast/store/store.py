@@ -76,6 +76,8 @@ class Store:
                 raise TypeError(f"share {key!r} already holds values and cannot become a queue")
             share.__class__ = QueueShare
             share._become_queue(bound)
+        elif bound and (not share.bound or bound < share.bound):
+            share.bound = bound  # declared twice: the tighter bound holds
         return share  # type: ignore[return-value]
 
     def _stamp_now(self) -> float:

@@ -174,3 +174,39 @@ houses:
     finally:
         codes = [stop_estate(p) for p in (alpha, beta) if p is not None]
     assert all(code == 0 for code, _ in codes), codes
+
+
+def test_is_layout_tells_layouts_from_yaml_flows(tmp_path):
+    from flowcast.house.layout import is_layout
+
+    (tmp_path / "e.yaml").write_text("estate: alpha\nhouses: []\n")
+    (tmp_path / "f.yaml").write_text("house: {name: h, framers: []}\n")
+    (tmp_path / "bad.yaml").write_text("estate: [unclosed\n")
+    (tmp_path / "x.flo").write_text("estate: alpha\n")
+    assert is_layout(tmp_path / "e.yaml")
+    assert not is_layout(tmp_path / "f.yaml")
+    assert not is_layout(tmp_path / "bad.yaml")  # the flow loader reports it, with its position
+    assert not is_layout(tmp_path / "x.flo")
+    assert not is_layout(tmp_path / "missing.yaml")
+
+
+def test_flow_options_are_refused_for_a_layout(estates, capsys):
+    from flowcast.cli.main import main
+
+    tmp_path, _ = estates
+    assert main(["run", str(tmp_path / "alpha.yaml"), "--virtual", "--until", "3"]) == 2
+    assert "--until, --virtual apply to a flow script" in capsys.readouterr().err
+
+
+def test_a_house_routes_as_one_yard_only(estates):
+    from flowcast.routing.wiring import wire_router
+
+    tmp_path, _ = estates
+    house = open_house(load_layout(tmp_path / "beta.yaml"), "w1", houses=2)
+    try:
+        assert wire_router(house, estate="beta", yard="w1") is house.router
+        with pytest.raises(ValueError, match="already routes as yard 'w1'"):
+            wire_router(house, estate="gamma", yard="manor")
+    finally:
+        house.stop()
+        house.run()

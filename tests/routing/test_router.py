@@ -6,6 +6,7 @@ import msgpack
 import pytest
 
 from flowcast.routing import POLICY_SHARE, Route, presence_share
+from flowcast.routing.router import POLICY_PROBLEM_SHARE
 from tests.routing.kit import World
 
 ALLOW_BETA = [{"allow": "write", "estate": "beta"}]
@@ -273,7 +274,7 @@ def test_policy_changes_at_run_time_through_the_control_share(world, pair):
     assert out.pop()["data"]["kind"] == "denied" and alpha.store("manor").get("t").get("n") == 1
     control.update(rules=[{"allow": "nonsense"}])
     assert alpha["manor"].counts["policy_rejected"] == 1
-    assert "must be one of" in alpha.store("manor").get(POLICY_SHARE + ".error").value
+    assert "must be one of" in alpha.store("manor").get(POLICY_PROBLEM_SHARE).value
     assert len(alpha["manor"].policy) == 1  # the previous rules stay
 
 
@@ -346,3 +347,104 @@ def test_unasked_replies_still_need_the_policy(world):
     beta["manor"].send("victim@.alpha", {"fake": "value"}, src="x", tag="value")
     assert world.run_until(lambda: alpha["manor"].policy.counts["denied"] == 2, 5)
     assert not alpha.store("manor").get("victim").queue and alpha["manor"].counts["replies"] == 0
+
+
+# -- attacks found in review ---------------------------------------------------
+
+
+def test_a_provoked_error_earns_no_way_around_the_policy(world, pair):
+    """beta pokes flowcast.policy (denied, so alpha answers with an error), then
+    sends a 'value' as if it were a reply: it must not land."""
+    alpha, beta = pair
+    alpha["manor"].policy.replace([{"allow": "write", "estate": "beta", "share": "public"}])
+    beta["manor"].send("flowcast.policy@.alpha", {"rules": [{"allow": "any"}]}, src="x", tag="poke")
+    assert world.run_until(lambda: alpha["manor"].counts["denied"] == 1, 5)
+    beta["manor"].send("flowcast.policy@.alpha", {"rules": [{"allow": "any"}]}, src="x", tag="value")
+    beta["manor"].send("flowcast.policy@.alpha", {"rules": [{"allow": "any"}]}, src="x", tag="error")
+    assert world.run_until(lambda: alpha["manor"].counts["denied"] == 3, 5)
+    assert [r.share for r in alpha["manor"].policy.rules] == ["public"]
+    assert alpha["manor"].counts["replies"] == 0
+
+
+def test_reading_a_share_does_not_let_the_answer_write_it_twice(world):
+    alpha = world.routed_estate("alpha", ["manor"], policy=[])
+    beta = world.routed_estate("beta", ["manor"], policy=[{"allow": "read", "estate": "alpha", "share": "status"}])
+    world.connect(alpha, beta)
+    beta.store("manor").share("status", {"ok": True})
+    mine = alpha.store("manor").share("status")
+    alpha["manor"].send("status@.beta", None, src="status", tag="read")
+    assert world.run_until(lambda: mine.get("ok") is True, 5)
+    # a second, unasked 'value' from beta is a write, and alpha's policy lets none in
+    beta["manor"].send("status@.alpha", {"ok": "forged"}, src="status", tag="value")
+    assert world.run_until(lambda: alpha["manor"].counts["denied"] == 1, 5)
+    assert mine.get("ok") is True and alpha["manor"].counts["replies"] == 1
+
+
+def test_the_routers_own_shares_need_a_rule_that_names_them(world, pair):
+    alpha, beta = pair  # alpha allows beta to write anything ("*")
+    beta["manor"].send("flowcast.policy@.alpha", {"rules": [{"allow": "any"}]}, src="x")
+    assert world.run_until(lambda: alpha["manor"].counts["denied"] == 1, 5)
+    assert len(alpha["manor"].policy.rules) == 1
+    alpha["manor"].policy.replace([{"allow": "write", "estate": "beta", "share": "flowcast.policy"}])
+    beta["manor"].send("flowcast.policy@.alpha", {"rules": [{"allow": "write", "share": "t"}]}, src="x")
+    assert world.run_until(lambda: alpha["manor"].counts["policy_replaced"] == 1, 5)
+
+
+def test_a_second_leading_dot_does_not_slip_past_a_deny_rule(world):
+    alpha = world.routed_estate("alpha", ["manor"], policy=[{"deny": "write", "share": "secret*"}, {"allow": "write", "estate": "beta"}])
+    beta = world.routed_estate("beta", ["manor"], policy=[])
+    world.connect(alpha, beta)
+    alpha.store("manor").share("secret", {"v": 1})
+    beta.roads["main"].send_bytes(forge(["x", "manor", "beta", "main"], ["..secret", "manor", "alpha", "main"], data={"v": 2}), "alpha")
+    assert world.run_until(lambda: alpha["manor"].counts["malformed"] == 1, 5)
+    assert alpha.store("manor").get("secret").get("v") == 1
+
+
+def test_spoofed_frames_are_not_answered(world, pair):
+    alpha, beta = pair
+    beta.roads["main"].send_bytes(forge(["victim", "manor", "gamma", "main"], ["t", "manor", "alpha", "main"]), "alpha")
+    assert world.run_until(lambda: alpha["manor"].counts["spoofed"] == 1, 5)
+    world.run_for(1)
+    assert alpha["manor"].counts["errors_sent"] == 0 and alpha["manor"].counts["held"] == 0
+
+
+def test_a_worker_cannot_claim_to_be_a_remote_estate(world):
+    alpha = world.routed_estate("alpha", ["manor", "w1", "w2"])
+    alpha.store("w2").share("t")
+    alpha["w1"].lane.send_bytes(forge(["x", "manor", "beta", "main"], ["t", "w2", "alpha", "main"]), "w2")
+    assert world.run_until(lambda: alpha["w2"].counts["spoofed"] == 1, 5)
+    assert alpha.store("w2").get("t").fields() == {}
+
+
+def test_a_failing_watcher_is_a_refusal_not_a_crash(world, pair):
+    alpha, beta = pair
+    inbox = beta.store("manor").queue("inbox")
+
+    def broken(share):
+        raise RuntimeError("user code")
+
+    inbox.watchers.append(broken)
+    errors = errors_of(alpha, "manor")
+    alpha["manor"].send("inbox@.beta", 1, src="out")
+    assert world.run_until(lambda: len(errors.queue) == 1, 5)
+    assert errors.pop()["data"]["kind"] == "update_failed"
+    inbox.watchers.remove(broken)
+    alpha["manor"].send("inbox@.beta", 2, src="out")
+    assert world.run_until(lambda: any(m["data"] == 2 for m in inbox.queue), 5)
+
+
+def test_policy_rules_that_are_not_a_list_are_refused(world):
+    alpha = world.routed_estate("alpha", ["manor"], policy=[{"allow": "write"}])
+    alpha.store("manor").share(POLICY_SHARE).update(rules=5)
+    assert alpha["manor"].counts["policy_rejected"] == 1 and len(alpha["manor"].policy) == 1
+    assert "list" in alpha.store("manor").get(POLICY_PROBLEM_SHARE).value
+
+
+def test_route_cache_stays_bounded(world, pair):
+    from flowcast.routing import router as router_module
+
+    alpha, beta = pair
+    manor = beta["manor"]
+    for i in range(router_module._PAIRS + 10):
+        manor._pair(Route(f"s{i}", "manor", "beta", "main"), Route("t", "", "alpha", "main"))
+    assert len(manor._pairs) <= router_module._PAIRS and manor.counts["route_cache_resets"] == 1

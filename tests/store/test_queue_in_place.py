@@ -45,3 +45,12 @@ def test_stock_queue_behaviour_declares_queues():
     act = registry.find("queue").target(io, bound=5)
     assert act() is None
     assert isinstance(store.get("a"), QueueShare) and store.get("b").bound == 5
+
+
+def test_declaring_a_queue_again_keeps_the_tighter_bound():
+    store = Store()
+    queue = store.queue("q", bound=100)
+    assert store.queue("q", bound=1000).bound == 100
+    assert store.queue("q", bound=10).bound == 10
+    assert store.queue("q").bound == 10
+    assert queue.bound == 10
