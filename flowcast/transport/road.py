@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flowcast.transport import handshake as hs
-from flowcast.transport.crypto import derive_session_keys, fingerprint
+from flowcast.transport.crypto import Scratch, derive_session_keys, fingerprint
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.presence import Presence, PresenceListener
@@ -178,6 +178,7 @@ class RoadStack(Stack):
         self._joining: dict[int, JoinAttempt] = {}
         self._long_shared: dict[bytes, bytes] = {}
         self._jar = hs.CookieJar()
+        self._scratch = Scratch()  # one small-packet buffer for all sessions (2 KB each otherwise)
         self.handshake_rate = float(handshake_rate)
         self._tokens = self.handshake_rate
         self._tokens_at = self.clock.now()
@@ -671,7 +672,15 @@ class RoadStack(Stack):
         shared = hs.session_shared(attempt.short.secret, server_short)
         forward, backward = derive_session_keys(shared, attempt.short.public, server_short)
         attempt.session = Session(
-            index, None, forward, backward, self._new_channel(remote), initiator=True, client_short=attempt.short.public, created=now
+            index,
+            None,
+            forward,
+            backward,
+            self._new_channel(remote),
+            initiator=True,
+            client_short=attempt.short.public,
+            created=now,
+            scratch=self._scratch,
         )
         attempt.short.secret = b""  # forward secrecy: the short-term secret is done
         self._sessions[index] = (remote, attempt.session)  # can open the responder's packets
@@ -785,6 +794,7 @@ class RoadStack(Stack):
             initiator=False,
             client_short=initiate.client_short,
             created=now,
+            scratch=self._scratch,
         )
         remote.address = address  # authenticated by the vouch
         self._established(remote, session, now)
