@@ -205,6 +205,57 @@ class Channel:
     acknowledged, and a message counts as delivered once it is handed over.
     """
 
+    # One per session: slots, not a ~1.6 KB instance dict per remote.  An
+    # attribute added to the class must be named here too.
+    __slots__ = (
+        "_early",
+        "_flow_cursor",
+        "_hold_limit",
+        "_latest_deadline",
+        "_small",
+        "ack_due",
+        "ack_owed",
+        "ack_pending",
+        "acks",
+        "adopt",
+        "advertised",
+        "backoff",
+        "buffered",
+        "completed",
+        "counts",
+        "cwnd",
+        "deliver",
+        "flows_in",
+        "fresh",
+        "held",
+        "inflight",
+        "inflight_bytes",
+        "largest_acked",
+        "last_counter",
+        "last_progress",
+        "max_body",
+        "max_cwnd",
+        "max_message",
+        "next_seq",
+        "on_path",
+        "partials_unreliable",
+        "path_answers",
+        "peer_window",
+        "pending_count",
+        "ping_owed",
+        "receive_window",
+        "recovery_point",
+        "recv_ranges",
+        "resend",
+        "rto",
+        "rttvar",
+        "segsize",
+        "srtt",
+        "unfinished",
+        "unreliable_seq",
+        "watch",
+    )
+
     def __init__(
         self,
         max_body: int,
@@ -557,6 +608,9 @@ class Channel:
                         self.pending_count -= 1
                         if completed is not None and not msg.skip:
                             completed(msg)
+                if not queue:  # all delivered: an idle flow keeps no queue (760 B) per remote
+                    del unfinished[flow]
+                    self._latest_deadline.pop(flow, None)
                 self.last_progress = now
 
     def _packet_acked(self, rec: list) -> None:
