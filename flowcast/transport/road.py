@@ -978,6 +978,7 @@ class RoadStack(Stack):
                 if now >= max(min(remote.last_sent, remote.last_heard), remote.last_ping) + self.alive_interval:
                     channel.ping_owed = True
                     remote.last_ping = now
+                    channel.shrink()  # quiet for a heartbeat: empty send queues go
             elif remote.backlog and remote.allowing is None and now >= remote.next_allow:
                 self._start_allow(remote, now)
             if remote.backlog:

@@ -142,3 +142,26 @@ def test_idle_remote_state_is_small_flow_queues_go_once_delivered_and_sequence_n
     got = [m.data["n"] for m in beta.receive_many()]
     assert got == [1, 2]
     assert channel.unfinished == {}
+
+
+def test_send_queues_are_made_when_needed_and_let_go_when_quiet():
+    world = World(seed=6)
+    alpha, beta = world.pair()
+    channel = alpha.remote("beta").session.channel
+    world.run_for(1.5)
+    assert not channel.fresh and not channel.resend
+    assert channel.fresh == () and channel.resend == ()  # no deque held while idle
+    msg = alpha.send({"n": 1}, "beta")
+    assert len(channel.fresh) == 1
+    assert world.run_until(lambda: msg.delivered, 5)
+    world.run_for(2.5)  # a heartbeat or two with nothing to send
+    assert channel.fresh == () and channel.resend == ()
+    # losses and failures make the resend queue again when they need it
+    world.net.partition(["alpha"], ["beta"])
+    lost = alpha.send({"n": 2}, "beta", timeout=0.5, retries=1)
+    assert world.run_until(lambda: lost.done, 5)
+    assert lost.state == "failed"
+    world.net.heal()
+    again = alpha.send({"n": 3}, "beta")
+    assert world.run_until(lambda: again.delivered, 10)
+    assert [m.data["n"] for m in beta.receive_many()] == [1, 3]
