@@ -191,6 +191,7 @@ class RoadStack(Stack):
         self._due_n = itertools.count()
         self._dirty: dict[Remote, None] = {}
         self._flushq: dict[Remote, None] = {}
+        self._starved: dict[Remote, None] = {}  # advertised a window under a quarter (see _consumed)
         self.handshake_rate = float(handshake_rate)
         self._tokens = self.handshake_rate
         self._tokens_at = self.clock.now()
@@ -301,6 +302,7 @@ class RoadStack(Stack):
         remote.due = None  # its heap entries are stale now
         self._dirty.pop(remote, None)
         self._flushq.pop(remote, None)
+        self._starved.pop(remote, None)
 
     def _touch(self, remote: Remote) -> None:
         """``remote``'s deadline may have moved and it may have something to send."""
@@ -410,12 +412,22 @@ class RoadStack(Stack):
             self.on_done(msg)
 
     def _consumed(self) -> None:
-        for remote in self.remotes.values():
-            if remote.session is not None:
-                channel = remote.session.channel
-                channel.window_opened()
-                if channel.ack_owed:
-                    self._flushq[remote] = None
+        # Only a channel that advertised a small window may owe news of a
+        # bigger one (Channel.window_opened): _flush notes those, so taking
+        # messages costs nothing per idle remote.
+        starved = self._starved
+        if not starved:
+            return
+        for remote in list(starved):
+            session = remote.session
+            if session is None:
+                del starved[remote]
+                continue
+            channel = session.channel
+            channel.window_opened()
+            if channel.ack_owed:
+                del starved[remote]  # the ACK going out advertises afresh (_flush notes it again if still small)
+                self._flushq[remote] = None
 
     def _flush(self, now: float) -> None:
         outq = self._outq
@@ -457,9 +469,13 @@ class RoadStack(Stack):
                 if outq or not send(datagram, address):  # (Stack._emit, inlined)
                     outq.append((datagram, address, None))
                     self._arm_writable()
+                    if channel.advertised < channel.receive_window >> 2:
+                        self._starved[remote] = None
                     for rest in todo[position:]:  # their turn comes when the port is writable
                         flushq[rest] = None
                     return
+            if channel.advertised < channel.receive_window >> 2:
+                self._starved[remote] = None
 
     # -- receiving -------------------------------------------------------------------
 

@@ -165,3 +165,25 @@ def test_send_queues_are_made_when_needed_and_let_go_when_quiet():
     again = alpha.send({"n": 3}, "beta")
     assert world.run_until(lambda: again.delivered, 10)
     assert [m.data["n"] for m in beta.receive_many()] == [1, 3]
+
+
+def test_a_starved_sender_resumes_when_the_application_takes_its_messages():
+    """Only remotes that advertised a small window are told it opened (not a loop over all)."""
+    world = World(seed=7)
+    alpha = world.estate("alpha")
+    beta = world.estate("beta", receive_window=64 * 1024)
+    bystanders = [world.estate(f"b{i}") for i in range(5)]
+    alpha.join("beta")
+    for b in bystanders:
+        b.join("beta")
+    assert world.run_until(lambda: alpha.is_allowed("beta") and all(b.is_allowed("beta") for b in bystanders), 20)
+    sent = [alpha.send_bytes(bytes([i]) * 16000, "beta") for i in range(24)]
+    world.run_for(2.0)
+    assert not all(m.delivered for m in sent)  # beta's application reads nothing: alpha is held back
+    assert beta.remote("alpha") in beta._starved  # (and whoever else got an ACK meanwhile: the window is the stack's)
+    got = []
+    assert world.run_until(lambda: got.extend(beta.receive_many()) or all(m.delivered for m in sent), 30, 0.05)
+    got.extend(beta.receive_many())
+    assert [m.data[0] for m in got] == list(range(24))
+    world.run_for(1.5)
+    assert not beta._starved  # told, and what they advertise since is the whole window
