@@ -303,6 +303,7 @@ class RoadStack(Stack):
         self._dirty.pop(remote, None)
         self._flushq.pop(remote, None)
         self._starved.pop(remote, None)
+        self._long_shared.pop(remote.record.pubkey, None)  # cached only for accepted remotes
 
     def _touch(self, remote: Remote) -> None:
         """``remote``'s deadline may have moved and it may have something to send."""
@@ -965,7 +966,7 @@ class RoadStack(Stack):
 
     def _remote_timers(self, remote: Remote, now: float) -> None:
         """Run what is due of ``remote``'s: allow resends and timeout, channel timers, presence, heartbeat."""
-        if True:  # (the body of the loop over all remotes this replaced)
+        if True:  # the body of the former loop over all remotes, at its indentation (so edits to it merge)
             allowing = remote.allowing
             if allowing is not None:
                 if now >= allowing.deadline:

@@ -67,6 +67,7 @@ def test_a_remote_whose_deadline_moves_earlier_is_served_then_not_before_it_is_d
 def test_a_dropped_remote_leaves_no_live_entry_behind():
     world, hub, remotes = _hub(3)
     remote = hub.remote("r1")
+    assert remote.record.pubkey in hub._long_shared  # r1 initiated: the hub cached its key agreement
     hub.next_deadline()
     assert remote.due is not None
     session = remote.session
@@ -75,6 +76,7 @@ def test_a_dropped_remote_leaves_no_live_entry_behind():
     remote.session = session
     assert remote.due is None
     assert remote not in hub._dirty and remote not in hub._flushq
+    assert remote.record.pubkey not in hub._long_shared  # its cached key agreement goes too
     assert all(entry[2] is not remote for entry in hub._due_heap if entry[2].due == entry[0])
     hub._timers(world.scheduler.clock.now() + 10)  # nothing runs for it
     assert remote.due is None
