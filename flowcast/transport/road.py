@@ -281,9 +281,12 @@ class RoadStack(Stack):
             self.remotes[record.fingerprint] = remote
         elif address is not None and remote.session is None:
             remote.address = address
-        for name, held in list(self._by_name.items()):
-            if held is remote and name != record.name:
-                del self._by_name[name]  # a name given up by a rename is free again
+        # A remote holds at most one name (this keeps it so): one that holds
+        # its record's name holds no other, and needs no look through them all.
+        if self._by_name.get(record.name) is not remote:
+            for name, held in list(self._by_name.items()):
+                if held is remote and name != record.name:
+                    del self._by_name[name]  # a name given up by a rename is free again
         holder = self._by_name.get(record.name)
         if holder is None or holder is remote or holder.record.status is not Status.ACCEPTED or holder.record.name != record.name:
             self._by_name[record.name] = remote
