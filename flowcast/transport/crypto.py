@@ -110,11 +110,12 @@ SCRATCH_SIZE = 2048
 
 
 class Scratch:
-    """An output buffer one session reuses for every small packet.
+    """An output buffer a stack's sessions reuse for every small packet.
 
-    Per session, never shared: libsodium runs without the GIL, so two
-    threads must never write one buffer (a session belongs to one stack,
-    and a stack to one thread).
+    Per stack, never shared between stacks: libsodium runs without the GIL,
+    so two threads must never write one buffer (a session belongs to one
+    stack, and a stack to one thread).  Its contents never outlive a call:
+    slicing the view copies them out as bytes.
     """
 
     __slots__ = ("out", "view")
@@ -193,17 +194,21 @@ class ReplayWindow:
     what is too old (rather than trusting it) is what makes the guarantee
     "forever": an old datagram can never be accepted again, at the price of
     dropping packets reordered by more than ``size`` (they are resent).
+
+    The bitmap is a ring of ``size`` bits (512 bytes for 4,096 counters, not
+    a byte per counter):
+    bit ``c % size`` is set once counter ``c`` was accepted, for ``c``
+    within ``size`` of ``highest``.  An in-order packet costs one bit store.
     """
 
     __slots__ = ("size", "highest", "seen")
 
     def __init__(self, size: int = 4096) -> None:
+        if size <= 0:
+            raise ValueError("the replay window size must be positive")
         self.size = size
         self.highest = -1
-        # seen[c % size]: counter c was accepted, for c within size of highest
-        # (a ring: an in-order packet costs one store, not a shift of a
-        # 4,096-bit integer)
-        self.seen = bytearray(size)
+        self.seen = bytearray((size + 7) >> 3)
 
     def check(self, counter: int) -> bool:
         """True if ``counter`` has not been seen and is not too old (does not record)."""
@@ -212,7 +217,23 @@ class ReplayWindow:
             return True
         if offset >= self.size:
             return False
-        return not self.seen[counter % self.size]
+        slot = counter % self.size
+        return not self.seen[slot >> 3] & (1 << (slot & 7))
+
+    def _clear(self, first: int, count: int) -> None:
+        """Clear ``count`` bits from ring slot ``first`` on (no wrap: first + count <= size)."""
+        seen = self.seen
+        stop = first + count
+        while first < stop and first & 7:
+            seen[first >> 3] &= ~(1 << (first & 7)) & 0xFF
+            first += 1
+        whole = (stop - first) >> 3
+        if whole:
+            seen[first >> 3 : (first >> 3) + whole] = bytes(whole)
+            first += whole << 3
+        while first < stop:
+            seen[first >> 3] &= ~(1 << (first & 7)) & 0xFF
+            first += 1
 
     def accept(self, counter: int) -> bool:
         """Record ``counter``; False (and nothing recorded) if it is a replay."""
@@ -225,22 +246,24 @@ class ReplayWindow:
                 # forget the slots of counters now too old (they are reused
                 # by highest+1 .. counter-1, none of them seen yet)
                 if shift >= size:
-                    seen[:] = bytes(size)
+                    seen[:] = bytes(len(seen))
                 else:
                     first = (highest + 1) % size
                     stop = first + shift - 1
                     if stop <= size:
-                        seen[first:stop] = bytes(shift - 1)
+                        self._clear(first, shift - 1)
                     else:
-                        seen[first:] = bytes(size - first)
-                        seen[: stop - size] = bytes(stop - size)
-            seen[counter % size] = 1
+                        self._clear(first, size - first)
+                        self._clear(0, stop - size)
+            slot = counter % size
+            seen[slot >> 3] |= 1 << (slot & 7)
             self.highest = counter
             return True
         if highest - counter >= size:
             return False
         slot = counter % size
-        if seen[slot]:
+        bit = 1 << (slot & 7)
+        if seen[slot >> 3] & bit:
             return False
-        seen[slot] = 1
+        seen[slot >> 3] |= bit
         return True

@@ -194,6 +194,9 @@ class _Partial:
 _SKIPPED = (0, None)
 
 
+_NO_QUEUE: Any = ()  # an empty, immutable stand-in for a send queue not made yet
+
+
 class Channel:
     """Sender and receiver halves of message transactions for one session.
 
@@ -204,6 +207,57 @@ class Channel:
     the transport is trusted to be lossless and ordered: nothing is
     acknowledged, and a message counts as delivered once it is handed over.
     """
+
+    # One per session: slots, not a ~1.6 KB instance dict per remote.  An
+    # attribute added to the class must be named here too.
+    __slots__ = (
+        "_early",
+        "_flow_cursor",
+        "_hold_limit",
+        "_latest_deadline",
+        "_small",
+        "ack_due",
+        "ack_owed",
+        "ack_pending",
+        "acks",
+        "adopt",
+        "advertised",
+        "backoff",
+        "buffered",
+        "completed",
+        "counts",
+        "cwnd",
+        "deliver",
+        "flows_in",
+        "fresh",
+        "held",
+        "inflight",
+        "inflight_bytes",
+        "largest_acked",
+        "last_counter",
+        "last_progress",
+        "max_body",
+        "max_cwnd",
+        "max_message",
+        "next_seq",
+        "on_path",
+        "partials_unreliable",
+        "path_answers",
+        "peer_window",
+        "pending_count",
+        "ping_owed",
+        "receive_window",
+        "recovery_point",
+        "recv_ranges",
+        "resend",
+        "rto",
+        "rttvar",
+        "segsize",
+        "srtt",
+        "unfinished",
+        "unreliable_seq",
+        "watch",
+    )
 
     def __init__(
         self,
@@ -235,8 +289,10 @@ class Channel:
         self.next_seq: dict[int, int] = {}
         self.unreliable_seq = 0
         self.unfinished: dict[int, deque[Outgoing]] = {}
-        self.fresh: deque[Outgoing] = deque()
-        self.resend: deque[tuple[Outgoing, int]] = deque()
+        # Made when first needed and let go when empty again (see shrink):
+        # an empty deque is ~760 B, and most remotes are idle most of the time.
+        self.fresh: deque[Outgoing] = _NO_QUEUE  # type: ignore[assignment]
+        self.resend: deque[tuple[Outgoing, int]] = _NO_QUEUE  # type: ignore[assignment]
         self.inflight: dict[int, list] = {}  # counter -> [sent_at, nbytes, [msg, sn, msg, sn, ...]]
         self.inflight_bytes = 0
         self.cwnd = min(1 << 20, max_cwnd)
@@ -318,7 +374,10 @@ class Channel:
             msg.nseg = -(-size // segsize)
             msg.marks = bytearray(msg.nseg)
             msg.frame = memoryview(data)  # type: ignore[assignment]  # segments are cut from it
-        self.fresh.append(msg)
+        fresh = self.fresh
+        if fresh is _NO_QUEUE:
+            fresh = self.fresh = deque()
+        fresh.append(msg)
         return msg
 
     def _segment(self, msg: Outgoing, sn: int) -> bytes:
@@ -557,6 +616,9 @@ class Channel:
                         self.pending_count -= 1
                         if completed is not None and not msg.skip:
                             completed(msg)
+                if not queue:  # all delivered: an idle flow keeps no queue (760 B) per remote
+                    del unfinished[flow]
+                    self._latest_deadline.pop(flow, None)
                 self.last_progress = now
 
     def _packet_acked(self, rec: list) -> None:
@@ -582,6 +644,8 @@ class Channel:
         frames = rec[2]
         it = iter(frames)
         resend = self.resend
+        if resend is _NO_QUEUE:
+            resend = self.resend = deque()
         for msg, sn in zip(it, it):
             if msg._state != QUEUED or msg.marks[sn] == _ACKED:
                 continue
@@ -632,6 +696,8 @@ class Channel:
                     queue[position] = skip
                     break
             self.pending_count += 1  # the skip is pending until delivered past
+            if self.resend is _NO_QUEUE:
+                self.resend = deque()
             self.resend.appendleft((skip, 0))
             skip.marks = bytearray(1)
         self._finish(msg, FAILED)
@@ -703,6 +769,13 @@ class Channel:
             if msg._state == QUEUED:
                 self.fail(msg, "timeout")
 
+    def shrink(self) -> None:
+        """Let go of empty send queues (an idle remote's channel keeps none)."""
+        if self.fresh is not _NO_QUEUE and not self.fresh:
+            self.fresh = _NO_QUEUE  # type: ignore[assignment]
+        if self.resend is not _NO_QUEUE and not self.resend:
+            self.resend = _NO_QUEUE  # type: ignore[assignment]
+
     def take_unfinished(self) -> list[Outgoing]:
         """Every reliable message not yet final, in flow order (for a new session)."""
         out = []
@@ -711,8 +784,8 @@ class Channel:
         self.unfinished.clear()
         self._early.clear()
         self._latest_deadline.clear()
-        self.fresh.clear()
-        self.resend.clear()
+        self.fresh = _NO_QUEUE  # type: ignore[assignment]
+        self.resend = _NO_QUEUE  # type: ignore[assignment]
         self.inflight.clear()
         self.inflight_bytes = 0
         self.pending_count = 0

@@ -16,6 +16,8 @@ Rules that hold everywhere below:
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import os
 import struct
 import time
@@ -23,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flowcast.transport import handshake as hs
-from flowcast.transport.crypto import derive_session_keys, fingerprint
+from flowcast.transport.crypto import Scratch, derive_session_keys, fingerprint
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.presence import Presence, PresenceListener
@@ -98,6 +100,7 @@ class Remote:
         "next_allow",
         "last_ping",
         "probes",
+        "due",
     )
 
     def __init__(self, record: RemoteRecord, address: Address | None) -> None:
@@ -112,6 +115,7 @@ class Remote:
         self.next_allow = 0.0
         self.last_ping = 0.0
         self.probes: dict[Address, tuple[int, float]] = {}  # candidate address -> (token, until)
+        self.due: float | None = None  # its deadline as the stack's heap has it (None: none there)
 
     @property
     def name(self) -> str:
@@ -178,6 +182,16 @@ class RoadStack(Stack):
         self._joining: dict[int, JoinAttempt] = {}
         self._long_shared: dict[bytes, bytes] = {}
         self._jar = hs.CookieJar()
+        self._scratch = Scratch()  # one small-packet buffer for all sessions (2 KB each otherwise)
+        # Per-remote deadlines in a heap of (when, n, remote), stale entries
+        # (when != remote.due) dropped lazily; remotes whose deadline may have
+        # moved wait in _dirty, those that may have something to send in
+        # _flushq.  A wake costs what it touches, not the number of remotes.
+        self._due_heap: list[tuple[float, int, Remote]] = []
+        self._due_n = itertools.count()
+        self._dirty: dict[Remote, None] = {}
+        self._flushq: dict[Remote, None] = {}
+        self._starved: dict[Remote, None] = {}  # advertised a window under a quarter (see _consumed)
         self.handshake_rate = float(handshake_rate)
         self._tokens = self.handshake_rate
         self._tokens_at = self.clock.now()
@@ -267,12 +281,16 @@ class RoadStack(Stack):
             self.remotes[record.fingerprint] = remote
         elif address is not None and remote.session is None:
             remote.address = address
-        for name, held in list(self._by_name.items()):
-            if held is remote and name != record.name:
-                del self._by_name[name]  # a name given up by a rename is free again
+        # A remote holds at most one name (this keeps it so): one that holds
+        # its record's name holds no other, and needs no look through them all.
+        if self._by_name.get(record.name) is not remote:
+            for name, held in list(self._by_name.items()):
+                if held is remote and name != record.name:
+                    del self._by_name[name]  # a name given up by a rename is free again
         holder = self._by_name.get(record.name)
         if holder is None or holder is remote or holder.record.status is not Status.ACCEPTED or holder.record.name != record.name:
             self._by_name[record.name] = remote
+        self._touch(remote)
         return remote
 
     def _drop_remote(self, fp: str) -> None:
@@ -284,6 +302,16 @@ class RoadStack(Stack):
             del self._by_name[remote.name]
         if remote.allowing is not None:
             self._allowing.pop(remote.allowing.tag, None)
+        remote.due = None  # its heap entries are stale now
+        self._dirty.pop(remote, None)
+        self._flushq.pop(remote, None)
+        self._starved.pop(remote, None)
+        self._long_shared.pop(remote.record.pubkey, None)  # cached only for accepted remotes
+
+    def _touch(self, remote: Remote) -> None:
+        """``remote``'s deadline may have moved and it may have something to send."""
+        self._dirty[remote] = None
+        self._flushq[remote] = None
 
     def _event_note(self, text: str) -> None:
         self.events.append(text)
@@ -311,6 +339,8 @@ class RoadStack(Stack):
     def _submit(self, msg: Outgoing, to: str) -> None:
         remote = self.remotes.get(to) or self._by_name.get(to) or self._find(to)
         now = self.clock.now()
+        self._dirty[remote] = None
+        self._flushq[remote] = None
         if msg.timeout is not None and not msg.flags & 0x01:
             msg.deadline = now + msg.timeout
         session = remote.session
@@ -386,24 +416,44 @@ class RoadStack(Stack):
             self.on_done(msg)
 
     def _consumed(self) -> None:
-        for remote in self.remotes.values():
-            if remote.session is not None:
-                remote.session.channel.window_opened()
+        # Only a channel that advertised a small window may owe news of a
+        # bigger one (Channel.window_opened): _flush notes those, so taking
+        # messages costs nothing per idle remote.
+        starved = self._starved
+        if not starved:
+            return
+        for remote in list(starved):
+            session = remote.session
+            if session is None:
+                del starved[remote]
+                continue
+            channel = session.channel
+            channel.window_opened()
+            if channel.ack_owed:
+                del starved[remote]  # the ACK going out advertises afresh (_flush notes it again if still small)
+                self._flushq[remote] = None
 
     def _flush(self, now: float) -> None:
         outq = self._outq
         if outq and not self._drain_outq():
             return
+        flushq = self._flushq
+        if not flushq:
+            return
+        todo = list(flushq)  # the remotes that may have something to send
+        flushq.clear()
+        dirty = self._dirty
         send = self.port.send
-        for remote in self.remotes.values():
+        for position, remote in enumerate(todo):
             session = remote.session
             if session is None:
                 continue
             channel = session.channel
             if not (channel.ack_owed or channel.fresh or channel.ping_owed or channel.resend or channel.path_answers):
-                continue  # nothing to send (the usual case for most remotes)
+                continue  # nothing to send
             if session.remote_index is None or remote.address is None:
                 continue
+            dirty[remote] = None  # what goes out moves its deadlines
             extra = b""
             if not session.initiator and not session.confirmed:
                 extra = ALLOW_ACK.pack(_ALLOW_ACK_KIND, 0, session.local_index)
@@ -423,7 +473,13 @@ class RoadStack(Stack):
                 if outq or not send(datagram, address):  # (Stack._emit, inlined)
                     outq.append((datagram, address, None))
                     self._arm_writable()
+                    if channel.advertised < channel.receive_window >> 2:
+                        self._starved[remote] = None
+                    for rest in todo[position:]:  # their turn comes when the port is writable
+                        flushq[rest] = None
                     return
+            if channel.advertised < channel.receive_window >> 2:
+                self._starved[remote] = None
 
     # -- receiving -------------------------------------------------------------------
 
@@ -499,6 +555,8 @@ class RoadStack(Stack):
 
     def _authentic(self, remote: Remote, session: Session, body: bytes, counter: int, address: Address, now: float) -> None:
         remote.last_heard = now
+        self._dirty[remote] = None
+        self._flushq[remote] = None
         if remote.address != address:
             if remote.address is None or (not session.confirmed and not session.initiator):
                 # First authentic packet of a session we accepted: it comes
@@ -547,6 +605,7 @@ class RoadStack(Stack):
         body = PATH.pack(FrameKind.PATH_CHALLENGE, 0, token)
         counter, datagram = session.seal(body)
         session.channel.sent(counter, len(body), None, now)
+        self._dirty[remote] = None
         self.counts["path_challenges"] += 1
         self._emit(datagram, address)
 
@@ -653,6 +712,7 @@ class RoadStack(Stack):
         attempt.packet = hs.build_hello(attempt.short, remote.record.pubkey, attempt.tag)
         remote.allowing = attempt
         self._allowing[attempt.tag] = remote
+        self._dirty[remote] = None
 
     def _on_cookie(self, data: bytes, address: Address, now: float) -> None:
         tag = struct.unpack_from("!I", data, 4)[0]
@@ -671,13 +731,22 @@ class RoadStack(Stack):
         shared = hs.session_shared(attempt.short.secret, server_short)
         forward, backward = derive_session_keys(shared, attempt.short.public, server_short)
         attempt.session = Session(
-            index, None, forward, backward, self._new_channel(remote), initiator=True, client_short=attempt.short.public, created=now
+            index,
+            None,
+            forward,
+            backward,
+            self._new_channel(remote),
+            initiator=True,
+            client_short=attempt.short.public,
+            created=now,
+            scratch=self._scratch,
         )
         attempt.short.secret = b""  # forward secrecy: the short-term secret is done
         self._sessions[index] = (remote, attempt.session)  # can open the responder's packets
         attempt.stage = "initiate"
         attempt.next_send = now
         attempt.interval = 0.1
+        self._dirty[remote] = None
 
     def _new_index(self) -> int:
         while True:
@@ -699,6 +768,7 @@ class RoadStack(Stack):
             remote.allowing = None
         remote.session = session
         remote.last_heard = now
+        self._touch(remote)
         self._sessions[session.local_index] = (remote, session)
         channel = session.channel
         channel.completed = self._completed  # the recording variant if events were set since it was made
@@ -759,6 +829,7 @@ class RoadStack(Stack):
                     body = ALLOW_ACK.pack(_ALLOW_ACK_KIND, 0, current.local_index) + _PING
                     counter, datagram = current.seal(body)
                     current.channel.sent(counter, len(body), [], now)
+                    self._dirty[remote] = None
                     self._emit(datagram, address)
             else:
                 self.counts["replayed"] += 1
@@ -785,10 +856,12 @@ class RoadStack(Stack):
             initiator=False,
             client_short=initiate.client_short,
             created=now,
+            scratch=self._scratch,
         )
         remote.address = address  # authenticated by the vouch
         self._established(remote, session, now)
         session.channel.ack_owed = True  # carries the ALLOW_ACK out now
+        self._flushq[remote] = None
 
     # -- timers -------------------------------------------------------------------
 
@@ -799,39 +872,71 @@ class RoadStack(Stack):
                 when = min(attempt.next_send, attempt.deadline)
                 if deadline is None or when < deadline:
                     deadline = when
+        if self._dirty:
+            self._settle()
+        heap = self._due_heap
+        while heap:
+            when, _, remote = heap[0]
+            if remote.due == when:
+                if deadline is None or when < deadline:
+                    deadline = when
+                break
+            heapq.heappop(heap)  # stale: that remote's deadline moved (or it went)
+        return deadline
+
+    def _settle(self) -> None:
+        """Recompute the deadlines of the remotes touched since; the heap gets the new ones."""
+        heap = self._due_heap
+        count = self._due_n
+        push = heapq.heappush
+        for remote in self._dirty:
+            when = self._remote_deadline(remote)
+            if when != remote.due:
+                remote.due = when
+                if when is not None:
+                    push(heap, (when, next(count), remote))
+        self._dirty.clear()
+        if len(heap) > 2 * len(self.remotes) + 64:
+            # Stale entries pile up under traffic (deadlines moving earlier):
+            # rebuild from the live ones, O(n) once per O(n) pushes.
+            heap[:] = [(r.due, next(count), r) for r in self.remotes.values() if r.due is not None]
+            heapq.heapify(heap)
+
+    def _remote_deadline(self, remote: Remote) -> float | None:
+        """The earliest time anything of ``remote``'s is due (what ``_remote_timers`` runs)."""
+        deadline: float | None = None
         alive_interval = self.alive_interval
-        for remote in self.remotes.values():
-            allowing = remote.allowing
-            if allowing is not None:
-                when = min(allowing.next_send, allowing.deadline)
-                if deadline is None or when < deadline:
-                    deadline = when
-            session = remote.session
-            if session is not None and session.remote_index is not None:
-                when = session.channel.next_deadline()
-                if when is not None and (deadline is None or when < deadline):
-                    deadline = when
-                last_heard = remote.last_heard
-                last_sent = remote.last_sent
-                quiet = last_sent if last_sent < last_heard else last_heard
-                last_ping = remote.last_ping
-                when = (quiet if quiet > last_ping else last_ping) + alive_interval
-                if remote.presence is not _DEAD:
-                    dead = last_heard + self.dead_after
-                    if dead < when:
-                        when = dead
-                elif session.channel.pending_count and allowing is None:
-                    when = min(when, remote.next_allow)
-                if deadline is None or when < deadline:
-                    deadline = when
-            elif remote.backlog and allowing is None and remote.address is not None:
-                when = remote.next_allow
-                if deadline is None or when < deadline:
-                    deadline = when
-            if remote.backlog:
-                for msg in remote.backlog:
-                    if msg.deadline is not None and (deadline is None or msg.deadline < deadline):
-                        deadline = msg.deadline
+        allowing = remote.allowing
+        if allowing is not None:
+            when = min(allowing.next_send, allowing.deadline)
+            if deadline is None or when < deadline:
+                deadline = when
+        session = remote.session
+        if session is not None and session.remote_index is not None:
+            when = session.channel.next_deadline()
+            if when is not None and (deadline is None or when < deadline):
+                deadline = when
+            last_heard = remote.last_heard
+            last_sent = remote.last_sent
+            quiet = last_sent if last_sent < last_heard else last_heard
+            last_ping = remote.last_ping
+            when = (quiet if quiet > last_ping else last_ping) + alive_interval
+            if remote.presence is not _DEAD:
+                dead = last_heard + self.dead_after
+                if dead < when:
+                    when = dead
+            elif session.channel.pending_count and allowing is None:
+                when = min(when, remote.next_allow)
+            if deadline is None or when < deadline:
+                deadline = when
+        elif remote.backlog and allowing is None and remote.address is not None:
+            when = remote.next_allow
+            if deadline is None or when < deadline:
+                deadline = when
+        if remote.backlog:
+            for msg in remote.backlog:
+                if msg.deadline is not None and (deadline is None or msg.deadline < deadline):
+                    deadline = msg.deadline
         return deadline
 
     def _timers(self, now: float) -> None:
@@ -844,7 +949,27 @@ class RoadStack(Stack):
                 self._emit(attempt.packet, attempt.address)
                 attempt.next_send = now + attempt.interval
                 attempt.interval = min(attempt.interval * 2, 1.0)
-        for remote in list(self.remotes.values()):
+        if self._dirty:
+            self._settle()
+        heap = self._due_heap
+        due = []
+        while heap and heap[0][0] <= now:
+            when, _, remote = heapq.heappop(heap)
+            if remote.due == when:  # else stale, or a copy of an entry taken already
+                remote.due = None
+                due.append(remote)
+        dirty = self._dirty
+        flushq = self._flushq
+        for remote in due:
+            if self.remotes.get(remote.record.fingerprint) is not remote:
+                continue
+            self._remote_timers(remote, now)
+            dirty[remote] = None
+            flushq[remote] = None
+
+    def _remote_timers(self, remote: Remote, now: float) -> None:
+        """Run what is due of ``remote``'s: allow resends and timeout, channel timers, presence, heartbeat."""
+        if True:  # the body of the former loop over all remotes, at its indentation (so edits to it merge)
             allowing = remote.allowing
             if allowing is not None:
                 if now >= allowing.deadline:
@@ -869,10 +994,11 @@ class RoadStack(Stack):
                     and now >= remote.next_allow
                 ):
                     self._start_allow(remote, now)  # the peer may have restarted
-                # same expression as next_deadline(): a due timer must always make progress
+                # same expression as _remote_deadline(): a due timer must always make progress
                 if now >= max(min(remote.last_sent, remote.last_heard), remote.last_ping) + self.alive_interval:
                     channel.ping_owed = True
                     remote.last_ping = now
+                    channel.shrink()  # quiet for a heartbeat: empty send queues go
             elif remote.backlog and remote.allowing is None and now >= remote.next_allow:
                 self._start_allow(remote, now)
             if remote.backlog:

@@ -46,6 +46,7 @@ class Session:
         initiator: bool,
         client_short: bytes,
         created: float,
+        scratch: Scratch | None = None,
     ) -> None:
         self.local_index = local_index
         self.remote_index = remote_index
@@ -62,7 +63,10 @@ class Session:
         #: Initiator: the responder's session id is known.
         self.confirmed = False
         self.created = created
-        self.scratch = Scratch()  # this session's output buffer for small packets
+        # The output buffer for small packets: the stack's, shared by its
+        # sessions (a stack runs in one thread, and every use copies out at
+        # once: seal and open return bytes), else one of its own.
+        self.scratch = scratch if scratch is not None else Scratch()
 
     def seal(self, body: bytes) -> tuple[int, bytes]:
         """(counter, datagram) for ``body``; every call uses a new counter."""

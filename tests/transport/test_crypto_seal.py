@@ -84,3 +84,35 @@ def test_replay_window_ring_agrees_with_the_bitmap_definition(size):
             probe = max(0, counter - rng.randint(0, 2 * size)) if rng.random() < 0.3 else counter
             assert ring.check(probe) == reference.check(probe)
             assert ring.accept(probe) == reference.accept(probe)
+
+
+def test_replay_window_is_a_bitmap_of_one_bit_per_counter():
+    assert len(crypto.ReplayWindow(4096).seen) == 512
+    assert len(crypto.ReplayWindow(7).seen) == 1
+
+
+def test_replay_window_edges_far_ahead_slide_and_old_counters_refused_forever():
+    window = crypto.ReplayWindow(64)
+    for counter in range(10):
+        assert window.accept(counter)
+    # a counter far ahead slides the whole window: everything before it is too old
+    far = 10**12
+    assert window.check(far) and window.accept(far)
+    assert not window.check(far) and not window.accept(far)
+    for old in (0, 9, far - 64, far - 1000):
+        assert not window.check(old) and not window.accept(old)
+    # within the window: each counter once, in any order
+    for counter in (far - 63, far - 1, far - 30):
+        assert window.accept(counter)
+        assert not window.accept(counter)
+    assert not window.accept(far - 64)  # just below the window: refused, never seen
+    # slide by less than the window, across the ring's end, clearing only the new slots
+    assert window.accept(far + 40)
+    assert not window.accept(far - 1) and not window.accept(far - 30)  # still remembered (or too old)
+    for counter in range(far + 1, far + 40):
+        assert window.check(counter)
+    assert window.accept(far + 20) and not window.accept(far + 20)
+    # once slid past, a counter stays refused whatever comes later
+    assert window.accept(far + 40 + 64)
+    for counter in (far + 20, far + 40, far + 39):
+        assert not window.accept(counter)
