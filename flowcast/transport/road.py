@@ -969,40 +969,39 @@ class RoadStack(Stack):
 
     def _remote_timers(self, remote: Remote, now: float) -> None:
         """Run what is due of ``remote``'s: allow resends and timeout, channel timers, presence, heartbeat."""
-        if True:  # the body of the former loop over all remotes, at its indentation (so edits to it merge)
-            allowing = remote.allowing
-            if allowing is not None:
-                if now >= allowing.deadline:
-                    self._allow_failed(remote, now)
-                elif now >= allowing.next_send and remote.address is not None:
-                    self._emit(allowing.packet, remote.address)
-                    allowing.next_send = now + allowing.interval
-                    allowing.interval = min(allowing.interval * 2, 1.0)
-            session = remote.session
-            if session is not None and session.remote_index is not None:
-                channel = session.channel
-                when = channel.next_deadline()
-                if when is not None and when <= now:
-                    channel.poll(now)
-                if remote.presence is not Presence.DEAD and now >= remote.last_heard + self.dead_after:
-                    self._set_presence(remote, Presence.DEAD)
-                    remote.next_allow = now
-                if (
-                    remote.presence is Presence.DEAD
-                    and channel.pending_count
-                    and remote.allowing is None
-                    and now >= remote.next_allow
-                ):
-                    self._start_allow(remote, now)  # the peer may have restarted
-                # same expression as _remote_deadline(): a due timer must always make progress
-                if now >= max(min(remote.last_sent, remote.last_heard), remote.last_ping) + self.alive_interval:
-                    channel.ping_owed = True
-                    remote.last_ping = now
-                    channel.shrink()  # quiet for a heartbeat: empty send queues go
-            elif remote.backlog and remote.allowing is None and now >= remote.next_allow:
-                self._start_allow(remote, now)
-            if remote.backlog:
-                self._expire_backlog(remote, now, "no session (timeout before allow)")
+        allowing = remote.allowing
+        if allowing is not None:
+            if now >= allowing.deadline:
+                self._allow_failed(remote, now)
+            elif now >= allowing.next_send and remote.address is not None:
+                self._emit(allowing.packet, remote.address)
+                allowing.next_send = now + allowing.interval
+                allowing.interval = min(allowing.interval * 2, 1.0)
+        session = remote.session
+        if session is not None and session.remote_index is not None:
+            channel = session.channel
+            when = channel.next_deadline()
+            if when is not None and when <= now:
+                channel.poll(now)
+            if remote.presence is not Presence.DEAD and now >= remote.last_heard + self.dead_after:
+                self._set_presence(remote, Presence.DEAD)
+                remote.next_allow = now
+            if (
+                remote.presence is Presence.DEAD
+                and channel.pending_count
+                and remote.allowing is None
+                and now >= remote.next_allow
+            ):
+                self._start_allow(remote, now)  # the peer may have restarted
+            # same expression as _remote_deadline(): a due timer must always make progress
+            if now >= max(min(remote.last_sent, remote.last_heard), remote.last_ping) + self.alive_interval:
+                channel.ping_owed = True
+                remote.last_ping = now
+                channel.shrink()  # quiet for a heartbeat: empty send queues go
+        elif remote.backlog and remote.allowing is None and now >= remote.next_allow:
+            self._start_allow(remote, now)
+        if remote.backlog:
+            self._expire_backlog(remote, now, "no session (timeout before allow)")
 
     def _expire_backlog(self, remote: Remote, now: float, reason: str) -> None:
         expired = [m for m in remote.backlog if m.deadline is not None and m.deadline <= now]
