@@ -80,7 +80,7 @@ class RouteSend:
         if not self.to.share:
             raise ValueError(f"route {dst!r} names no share")
         self.tag = tag
-        self.sent_stamp: float | None = None
+        self.sent_version = 0
 
     def __call__(self) -> None:
         share = self.io.input
@@ -92,9 +92,9 @@ class RouteSend:
             while queue:
                 router.send(self.to, queue.popleft(), src=share.name, tag=self.tag)
             return
-        if share.stamp is None or share.stamp == self.sent_stamp:
+        if share.version == self.sent_version:  # not the stamp: two updates in one tick share it
             return
-        self.sent_stamp = share.stamp
+        self.sent_version = share.version
         router.send(self.to, share.fields(), src=share.name, tag=self.tag)
 
 

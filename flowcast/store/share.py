@@ -26,7 +26,7 @@ class Share:
     # A QueueShare's slots live here too, so a pristine share can become a
     # queue in place (see Store.queue): a flow names a share before the
     # behaviour that declares it a queue is built.
-    __slots__ = ("name", "_fields", "stamp", "history", "_now", "watchers", "queue", "bound", "dropped")
+    __slots__ = ("name", "_fields", "stamp", "version", "history", "_now", "watchers", "queue", "bound", "dropped")
 
     def __init__(
         self,
@@ -39,6 +39,8 @@ class Share:
         self._now = now
         self._fields: dict[str, Any] = dict(fields) if fields else {}
         self.stamp: float | None = now() if fields else None
+        #: Counts updates: two in one tick share a stamp, never a version.
+        self.version = 1 if fields else 0
         self.history: deque[tuple[float, dict[str, Any]]] | None = deque(maxlen=history) if history else None
         self.watchers: list[Callable[[Share], None]] = []
 
@@ -89,6 +91,7 @@ class Share:
         self._fields.update(changes)
         stamp = self._now()
         self.stamp = stamp
+        self.version += 1
         if self.history is not None:
             self.history.append((stamp, dict(self._fields)))
         for watcher in self.watchers:
@@ -153,6 +156,7 @@ class QueueShare(Share):
         self.queue.append(message)
         stamp = self._now()
         self.stamp = stamp
+        self.version += 1
         if self.history is not None:
             self.history.append((stamp, {"value": message}))
         for watcher in self.watchers:

@@ -83,3 +83,32 @@ framer f be active first a
     house = load_house(flo, period=0.01)
     with pytest.raises(Exception, match="no router"):
         house.run(until=1.0)
+
+
+def test_route_send_sends_every_update_even_two_in_one_tick():
+    from flowcast.behaving import Registry
+    from flowcast.behaving.registry import Io
+    from flowcast.store import Store
+
+    class FakeHouse:
+        def __init__(self):
+            self.sent = []
+            self.router = self
+
+        def send(self, dst, data, *, src="", tag=""):
+            self.sent.append(dict(data))
+
+    registry = Registry()
+    registry.load_entry_points()
+    store = Store(lambda: 5.0)  # frozen clock: every update has the same stamp
+    share = store.share("out")
+    house = FakeHouse()
+    act = registry.find("route.send").target(Io(store, inputs=[share], house=house), dst="in@.beta")
+    act()
+    assert house.sent == []  # nothing written yet
+    share.update(v=1)
+    act()
+    share.update(v=2)  # same stamp as v=1
+    act()
+    act()
+    assert house.sent == [{"v": 1}, {"v": 2}]
