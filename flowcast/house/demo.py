@@ -15,17 +15,19 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ESTATES = ("pingpong-beta", "pingpong-alpha")
 
 
-def _root() -> Path:
-    here = Path(__file__).resolve().parents[2]
-    if (here / "houses" / "pingpong-alpha.yaml").is_file():
-        return here
-    return Path.cwd()
+def _root() -> Path | None:
+    """The checkout (or folder) holding houses/pingpong-*.yaml, or None."""
+    for place in (Path(__file__).resolve().parents[2], Path.cwd()):
+        if (place / "houses" / "pingpong-alpha.yaml").is_file() and (place / "flows" / "ping.flo").is_file():
+            return place
+    return None
 
 
 def _flow_lines(log: Path) -> list[str]:
@@ -42,15 +44,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=30.0, help="give up after this many seconds (default 30)")
     args = parser.parse_args(argv)
     root = _root()
+    if root is None:
+        print("flowcast demo: run it from a flowcast checkout (it needs houses/pingpong-*.yaml and flows/ping.flo)", file=sys.stderr)
+        return 2
     houses = root / "houses"
     for estate in ("alpha", "beta"):
         shutil.rmtree(houses / "run" / estate, ignore_errors=True)  # this run's logs only
     print("flowcast demo: ping-pong between estates alpha and beta on 127.0.0.1 (UDP 7530, 7531)")
     print("  alpha runs flows/ping.flo, beta runs flows/pong.flo; the ball is a share routed over the road\n")
     command = [sys.executable, "-m", "flowcast.cli.main", "run"]
+    outputs = {name: tempfile.TemporaryFile() for name in ESTATES}  # not a pipe: nobody reads it while it runs
     processes = {
         name: subprocess.Popen([*command, str(houses / f"{name}.yaml")], cwd=root, start_new_session=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                               stdout=outputs[name], stderr=subprocess.STDOUT)
         for name in ESTATES
     }
     alpha_log = houses / "run" / "alpha" / "logs" / "manor.log"
@@ -82,10 +88,12 @@ def main(argv: list[str] | None = None) -> int:
                 os.killpg(process.pid, signal.SIGTERM)
         for name, process in processes.items():
             try:
-                out, _ = process.communicate(timeout=15)
+                process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
-                out, _ = process.communicate()
+                process.wait()
+            outputs[name].seek(0)
+            out = outputs[name].read()
             if process.returncode not in (0, -signal.SIGTERM) or not over:
                 print(f"\n{name} exited {process.returncode}:\n{out.decode(errors='replace')}", file=sys.stderr)
     if not over:
