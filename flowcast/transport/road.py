@@ -192,6 +192,7 @@ class RoadStack(Stack):
         self._dirty: dict[Remote, None] = {}
         self._flushq: dict[Remote, None] = {}
         self._starved: dict[Remote, None] = {}  # advertised a window under a quarter (see _consumed)
+        self._urgent = True  # a deadline may have moved to now or before (see _maybe_due)
         self.handshake_rate = float(handshake_rate)
         self._tokens = self.handshake_rate
         self._tokens_at = self.clock.now()
@@ -343,6 +344,8 @@ class RoadStack(Stack):
         self._flushq[remote] = None
         if msg.timeout is not None and not msg.flags & 0x01:
             msg.deadline = now + msg.timeout
+            if msg.timeout <= 0:
+                self._urgent = True
         session = remote.session
         if session is not None and (session.remote_index is not None):
             session.channel.submit(msg, now)
@@ -503,7 +506,10 @@ class RoadStack(Stack):
                 self.counts["unauthentic"] += 1
                 return
             self._authentic(remote, session, body, counter, address, now)
-        elif kind == PacketKind.HELLO:
+            return
+        # Handshakes can make something due at once (see _maybe_due).
+        self._urgent = True
+        if kind == PacketKind.HELLO:
             if self._afford(now, address):
                 self._on_hello(data, address, now)
         elif kind == PacketKind.INITIATE:
@@ -713,6 +719,7 @@ class RoadStack(Stack):
         remote.allowing = attempt
         self._allowing[attempt.tag] = remote
         self._dirty[remote] = None
+        self._urgent = True  # its HELLO is due now
 
     def _on_cookie(self, data: bytes, address: Address, now: float) -> None:
         tag = struct.unpack_from("!I", data, 4)[0]
@@ -769,6 +776,7 @@ class RoadStack(Stack):
         remote.session = session
         remote.last_heard = now
         self._touch(remote)
+        self._urgent = True  # a new session's heartbeat may be due at once
         self._sessions[session.local_index] = (remote, session)
         channel = session.channel
         channel.completed = self._completed  # the recording variant if events were set since it was made
@@ -883,6 +891,23 @@ class RoadStack(Stack):
                 break
             heapq.heappop(heap)  # stale: that remote's deadline moved (or it went)
         return deadline
+
+    def _maybe_due(self, now: float) -> bool:
+        """Stack.service after reading: may a timer be due at ``now``?
+
+        Without settling the remotes touched since (the round trip's reply
+        is waiting): what reading sealed packets changes moves deadlines
+        later or to a moment still ahead (a delayed ACK, a timeout), and
+        the heap holds every remote's earlier deadline, stale or not.  What
+        can make something due at once (a handshake packet, a new allow or
+        session, a zero timeout) sets ``_urgent``: then all is settled.
+        """
+        if self._urgent or self._joining:
+            self._urgent = False
+            deadline = self.next_deadline()
+            return deadline is not None and deadline <= now
+        heap = self._due_heap
+        return bool(heap) and heap[0][0] <= now
 
     def _settle(self) -> None:
         """Recompute the deadlines of the remotes touched since; the heap gets the new ones."""

@@ -427,6 +427,15 @@ class Stack:
     def next_deadline(self) -> float | None:
         raise NotImplementedError
 
+    def _maybe_due(self, now: float) -> bool:
+        """Whether a timer may be due at ``now`` (never False when one is).
+
+        Subclasses may answer cheaply, without settling deadlines that can
+        only have moved later than ``now``.
+        """
+        deadline = self.next_deadline()
+        return deadline is not None and deadline <= now
+
     # -- output queue: a datagram stays queued until the port takes it ------------
 
     def _emit(self, datagram: bytes, address: Any, carried: list | None = None) -> bool:
@@ -516,12 +525,18 @@ class Stack:
             # What reading produced (acks, answers sent from on_message) goes
             # before the timer check: it is on someone's round trip.
             self._flush(now)
+        if got:
+            # On the round trip (the application is about to take what was
+            # read): only look for due timers if one may be due -- working
+            # out every moved deadline waits for the next next_deadline().
+            if self._maybe_due(now):
+                self._timers(now)
+                self._flush(now)
+            return
         deadline = self.next_deadline()
         if deadline is not None and deadline <= now:
             self._timers(now)
-            self._flush(now)
-        elif not got:
-            self._flush(now)  # what callers queued since the last flush
+        self._flush(now)  # what callers queued since the last flush, and what timers made
 
     def flush(self) -> None:
         """Send what is queued now, without reading or running timers.
