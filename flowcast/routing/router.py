@@ -347,6 +347,13 @@ class Router:
                 frame = self._frame(pair, tag, stamp, frame, offset, data)
                 if tag not in REPLY_TAGS:  # the router's own reports and answers expect nothing back
                     self._expect_replies(pair, tag)
+                if self._held and (dst.channel, dst.estate) in self._held:
+                    # Earlier messages still wait for this estate: they go first,
+                    # or this one waits behind them (order per flow).
+                    self._release(dst.channel, dst.estate)
+                    if (dst.channel, dst.estate) in self._held:
+                        self._hold(pair, tag, frame, reliable)
+                        return True
                 try:
                     road.send_bytes(frame, dst.estate, flow=pair.flow, reliable=reliable)
                 except KeyError:

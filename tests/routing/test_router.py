@@ -448,3 +448,24 @@ def test_route_cache_stays_bounded(world, pair):
     for i in range(router_module._PAIRS + 10):
         manor._pair(Route(f"s{i}", "manor", "beta", "main"), Route("t", "", "alpha", "main"))
     assert len(manor._pairs) <= router_module._PAIRS and manor.counts["route_cache_resets"] == 1
+
+
+def test_a_message_never_overtakes_those_held_before_it(world):
+    """The road can know an estate a moment before the presence change that
+    releases held messages: a new message must not go first."""
+    alpha = world.routed_estate("alpha", ["manor"], policy=[])
+    beta = world.routed_estate("beta", ["manor"], policy=[{"allow": "write", "estate": "alpha"}])
+    inbox = beta.store("manor").queue("inbox")
+    for i in range(2):
+        alpha["manor"].send("inbox@.beta", i, src="out")
+    assert alpha["manor"].counts["held"] == 2
+    # alpha's road learns beta without a presence change (as mid-join)
+    from flowcast.transport.keep import RemoteRecord, Status
+
+    me = beta.keep.local()
+    record = RemoteRecord(me.name, me.role, me.mode, me.keys.verkey, me.keys.pubkey, Status.ACCEPTED)
+    alpha.roads["main"].add_remote(record, "beta:main")
+    alpha["manor"].send("inbox@.beta", 2, src="out")
+    world.connect(alpha, beta)
+    assert world.run_until(lambda: len(inbox.queue) == 3, 10)
+    assert [m["data"] for m in inbox.drain()] == [0, 1, 2]
