@@ -145,7 +145,7 @@ class _Reader:
     def value(self, node: yaml.Node, what: str) -> Any:
         """A scalar's Python value (int, float, bool, None or str)."""
         if not isinstance(node, yaml.ScalarNode):
-            raise self.error(f"{what} must be a single value, not a {_kind(node)}", node)
+            raise self.error(f"{what} must be a single value, not a {node_kind(node)}", node)
         assert self.loader is not None
         try:
             value = self.loader.construct_object(node, deep=True)
@@ -157,7 +157,7 @@ class _Reader:
 
     def text_of(self, node: yaml.Node, what: str) -> str:
         if not isinstance(node, yaml.ScalarNode):
-            raise self.error(f"{what} must be text, not a {_kind(node)}", node)
+            raise self.error(f"{what} must be text, not a {node_kind(node)}", node)
         return str(node.value)
 
     def name(self, node: yaml.Node, what: str) -> str:
@@ -168,7 +168,7 @@ class _Reader:
 
     def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> dict[str, tuple[yaml.Node, yaml.Node]]:
         if not isinstance(node, yaml.MappingNode):
-            raise self.error(f"{what} must be a mapping, not a {_kind(node)}", node)
+            raise self.error(f"{what} must be a mapping, not a {node_kind(node)}", node)
         self.count(node)
         out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
         for key_node, val_node in node.value:
@@ -185,7 +185,7 @@ class _Reader:
         if isinstance(node, yaml.SequenceNode):
             self.count(node)
             return list(node.value)
-        raise self.error(f"{what} must be a list, not a {_kind(node)}", node)
+        raise self.error(f"{what} must be a list, not a {node_kind(node)}", node)
 
     def list_or_one(self, node: yaml.Node) -> list[yaml.Node]:
         if isinstance(node, yaml.SequenceNode):
@@ -226,7 +226,7 @@ class _Reader:
         if isinstance(node, yaml.ScalarNode):
             return {"value": self.value(node, what)}
         if not isinstance(node, yaml.MappingNode):
-            raise self.error(f"{what} must be a value or a mapping of fields, not a {_kind(node)}", node)
+            raise self.error(f"{what} must be a value or a mapping of fields, not a {node_kind(node)}", node)
         self.count(node)
         data: dict[str, Any] = {}
         for key_node, val_node in node.value:
@@ -544,7 +544,8 @@ def go_human(far: str, conditions: list[str]) -> str:
     return f"go {far} if {' and '.join(conditions)}" if conditions else f"go {far}"
 
 
-def _kind(node: yaml.Node) -> str:
+def node_kind(node: yaml.Node) -> str:
+    """What a YAML node is, in an error message's words: mapping, list or value."""
     if isinstance(node, yaml.MappingNode):
         return "mapping"
     if isinstance(node, yaml.SequenceNode):

@@ -39,6 +39,7 @@ from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
 from flowcast.flow.flolex import split_lines
 from flowcast.flow.loader import FLO_SUFFIXES, YAML_SUFFIXES
 from flowcast.flow.spec import Where
+from flowcast.flow.yamlflow import node_kind
 from flowcast.transport.keep import Acceptance, KeepError, validate_name
 
 __all__ = [
@@ -244,14 +245,6 @@ def _show(text: str, limit: int = 40) -> str:
     return repr(text)
 
 
-def _kind(node: yaml.Node) -> str:
-    if isinstance(node, yaml.MappingNode):
-        return "mapping"
-    if isinstance(node, yaml.SequenceNode):
-        return "list"
-    return "value"
-
-
 def _is_wildcard(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_unspecified
@@ -320,12 +313,12 @@ class _Reader:
                 required: tuple[str, ...] = ()) -> _Pairs | None:
         """The keys of a mapping node; unknown, repeated and missing keys are errors."""
         if not isinstance(node, yaml.MappingNode):
-            self.error(f"{what} must be a mapping, not a {_kind(node)}", node)
+            self.error(f"{what} must be a mapping, not a {node_kind(node)}", node)
             return None
         out: _Pairs = {}
         for key_node, val_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                self.error(f"a key of {what} must be a name, not a {_kind(key_node)}", key_node)
+                self.error(f"a key of {what} must be a name, not a {node_kind(key_node)}", key_node)
                 continue
             key = str(key_node.value)
             if key_node.tag == _T + "merge":
@@ -348,7 +341,7 @@ class _Reader:
     def items(self, node: yaml.Node, what: str) -> list[yaml.Node] | None:
         if isinstance(node, yaml.SequenceNode):
             return list(node.value)
-        self.error(f"{what} must be a list, not a {_kind(node)}", node)
+        self.error(f"{what} must be a list, not a {node_kind(node)}", node)
         return None
 
     @staticmethod
@@ -358,7 +351,7 @@ class _Reader:
     def text(self, node: yaml.Node, what: str) -> str | None:
         """A scalar's source text (``port`` or ``2024`` as written), or None after an error."""
         if not isinstance(node, yaml.ScalarNode):
-            self.error(f"{what} must be text, not a {_kind(node)}", node)
+            self.error(f"{what} must be text, not a {node_kind(node)}", node)
             return None
         if node.tag == _NULL:
             self.error(f"{what} has no value", node)
@@ -374,7 +367,7 @@ class _Reader:
 
     def integer(self, node: yaml.Node, what: str, low: int, high: int) -> int | None:
         if not isinstance(node, yaml.ScalarNode) or node.tag != _INT:
-            shown = _show(str(node.value)) if isinstance(node, yaml.ScalarNode) else f"a {_kind(node)}"
+            shown = _show(str(node.value)) if isinstance(node, yaml.ScalarNode) else f"a {node_kind(node)}"
             self.error(f"{what} must be a whole number, not {shown}", node)
             return None
         try:
@@ -389,7 +382,7 @@ class _Reader:
 
     def boolean(self, node: yaml.Node, what: str) -> bool | None:
         if not isinstance(node, yaml.ScalarNode) or node.tag != _BOOL:
-            shown = _show(str(node.value)) if isinstance(node, yaml.ScalarNode) else f"a {_kind(node)}"
+            shown = _show(str(node.value)) if isinstance(node, yaml.ScalarNode) else f"a {node_kind(node)}"
             self.error(f"{what} must be true or false, not {shown}", node)
             return None
         return bool(self.loader.construct_object(node, deep=True))
