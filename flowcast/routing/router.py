@@ -246,7 +246,8 @@ class Router:
         self._sends[(dst, src)] = pair
         return pair
 
-    def _frame(self, pair: _Pair, tag: str, stamp: float, frame: Any, offset: int, data: Any) -> bytes:
+    def _frame(self, pair: _Pair, tag: str, stamp: float, frame: Any, data: Any) -> bytes:
+        """The bytes to pass on: the frame as it came, or a new one for a message made here."""
         if frame is not None:
             return frame if type(frame) is bytes else bytes(frame)
         return encode(self._pack, pair.packed, tag, stamp, self._pack(data))
@@ -344,7 +345,7 @@ class Router:
                 road = self.roads.get(dst.channel)
                 if road is None:
                     raise _Refused(f"no road on channel {dst.channel!r} at estate {self.estate!r}", "no_road")
-                frame = self._frame(pair, tag, stamp, frame, offset, data)
+                frame = self._frame(pair, tag, stamp, frame, data)
                 if tag not in REPLY_TAGS:  # the router's own reports and answers expect nothing back
                     self._expect_replies(pair, tag)
                 if self._held and (dst.channel, dst.estate) in self._held:
@@ -374,7 +375,7 @@ class Router:
         lane = self.lane
         if lane is None:
             raise _Refused(f"yard {self.yard!r} has no lane to reach {yard!r}", "no_lane")
-        frame = self._frame(pair, tag, stamp, frame, offset, data)
+        frame = self._frame(pair, tag, stamp, frame, data)
         try:
             lane.send_bytes(frame, yard, flow=pair.flow, reliable=reliable)
         except KeyError:
