@@ -570,7 +570,7 @@ class Channel:
                         if counter > newest:
                             newest, newest_rec = counter, rec
         if newest_rec is not None:
-            # the packets' segments are acknowledged (_packet_acked, inlined)
+            # the packets' segments are acknowledged, and the window grows (inlined: the per-ACK path)
             max_cwnd = self.max_cwnd
             for rec in acked:
                 nbytes = rec[1]
@@ -620,20 +620,6 @@ class Channel:
                     del unfinished[flow]
                     self._latest_deadline.pop(flow, None)
                 self.last_progress = now
-
-    def _packet_acked(self, rec: list) -> None:
-        nbytes = rec[1]
-        self.inflight_bytes -= nbytes
-        frames = rec[2]
-        it = iter(frames)
-        for msg, sn in zip(it, it):
-            marks = msg.marks
-            if marks[sn] != _ACKED:
-                marks[sn] = _ACKED
-                msg.inflight -= 1
-        cwnd = self.cwnd
-        if cwnd < self.max_cwnd:
-            self.cwnd = cwnd + nbytes if cwnd < (self.max_cwnd >> 1) else cwnd + (nbytes * self.max_body) // cwnd
 
     def _lost(self, counter: int, rec: list) -> None:
         self.inflight_bytes -= rec[1]
