@@ -68,3 +68,17 @@ def test_a_frozen_clock_starves_the_handlers() -> None:
 def test_the_stacks_still_carry_messages_afterwards(fuzzed) -> None:
     world, _ = fuzzed
     assert fuzzkit.still_works(world)
+
+
+def test_the_bench_runs_and_prints_one_json_object(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import fuzz_decoder
+
+    assert fuzz_decoder.main(["--quick", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)["figures"]
+    assert figures["escaped"]["value"] == 0 and figures["still_delivers"]["value"] == 1
+    assert figures["reach._on_hello"]["value"] > 0 and "frozen clock" in figures["reach._on_hello"]["note"]
