@@ -173,9 +173,16 @@ def test_spark_all_on_a_standalone_cluster_gives_the_local_tables(
         sys.executable, "-m", "flowcast.cli.main", "spark", "all", "--master", cluster.url,
         "--input", str(demo), "--output", str(cluster_out), "--local-dir", str(tmp_path / "driver-local"),
     ]  # fmt: skip
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT, cwd=tmp_path)
-    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr[-4000:]}\n{cluster.log_tail()}"
-    assert f"all: {EXPECTED['events']} events from 2 file(s), 0 skipped" in proc.stdout
+    # Its own process group: the driver's JVM is its child, and a hung job must not outlive the test.
+    job = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, start_new_session=True)
+    try:
+        stdout, stderr = job.communicate(timeout=JOB_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        stdout, stderr = job.communicate(timeout=30)
+        pytest.fail(f"flowcast spark all took over {JOB_TIMEOUT:.0f} s\n{stderr[-4000:]}\n{cluster.log_tail()}")
+    assert job.returncode == 0, f"{stdout}\n{stderr[-4000:]}\n{cluster.log_tail()}"
+    assert f"all: {EXPECTED['events']} events from 2 file(s), 0 skipped" in stdout
 
     # The job really ran on the cluster: the master lists it as a finished application.
     status = cluster.status()
