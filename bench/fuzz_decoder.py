@@ -8,9 +8,10 @@ Targets (``tests/fuzzkit.py``, shared with the short run in
 * ``road``: mutated datagrams (60% of them handshakes) into a live
   ``RoadStack`` from 32 source addresses;
 * ``session``: hostile plaintext sealed with the live session's keys, so it
-  opens and meets the reliable layer and the message decoder;
-* ``lane``: acknowledged-lane datagrams from the manor's address, with the
-  live boot ids (so they reach the channel);
+  opens and meets the reliable layer and the message decoder (a fifth of
+  them the other way, into the initiator);
+* ``lane``: acknowledged-lane datagrams from the other yard's address (both
+  ways), with the live boot ids (so they reach the channel);
 * ``router``: routed frames, header and data, into both routers from the
   road and the lane.
 

@@ -136,6 +136,7 @@ def _capture(world: World) -> None:
     road_addr, lane_addrs = world.road.address, {"beta/manor", "beta/worker"}
     road = [d for _, _, dst, d in trace if dst == road_addr or (len(d) > 1 and d[1] != PacketKind.LANE and dst not in lane_addrs)]
     lane = [d for _, src, dst, d in trace if dst == "beta/worker" and src == "beta/manor"]
+    lane_back = [d for _, src, dst, d in trace if dst == "beta/manor" and src == "beta/worker"]
     key = beta.roads["main"].remote("alpha").session.rx_key
     bodies = []
     for d in road:
@@ -150,8 +151,8 @@ def _capture(world: World) -> None:
         pack_message(("", "manor", "beta", ""), ("fuzz.queue", "worker", "beta", ""), "read", 3.0, None),
     ]
     handshakes = [d for d in road if len(d) > 1 and d[1] in _HANDSHAKE_KINDS]
-    assert road and lane and bodies and handshakes, "capture found no traffic: the world did not run"
-    world.samples = {"road": road, "handshakes": handshakes, "lane": lane, "bodies": bodies, "frames": frames}
+    assert road and lane and lane_back and bodies and handshakes, "capture found no traffic: the world did not run"
+    world.samples = {"road": road, "handshakes": handshakes, "lane": lane, "lane_back": lane_back, "bodies": bodies, "frames": frames}
 
 
 # -- inputs ---------------------------------------------------------------------------------
@@ -367,23 +368,32 @@ class Fuzzer:
             session = self._session()
             if session is None:
                 return (lambda now: None), body
+            if rng.random() < 0.2:
+                # The other way: beta's keys, into alpha, the initiator (ALLOW_ACK is read there).
+                back = w.road.remote("alpha").session
+                if back is not None and back.remote_index is not None:
+                    _, datagram = back.seal(body)
+                    return (lambda now: w.peer_road._receive(datagram, w.road.address, now)), body
             _, datagram = session.seal(body)
             source = w.peer_road.address if rng.random() < 0.95 else rng.choice(self.sources)
             return (lambda now: w.road._receive(datagram, source, now)), body
         if target == "lane":
-            lane = w.beta["worker"].lane
+            if rng.random() < 0.2:  # the other way: worker -> manor
+                lane, sender, samples = w.beta["manor"].lane, w.beta["worker"].lane, s["lane_back"]
+            else:
+                lane, sender, samples = w.beta["worker"].lane, w.beta["manor"].lane, s["lane"]
             if rng.random() < 0.5:
-                sample = rng.choice(s["lane"])
+                sample = rng.choice(samples)
                 data = sample[: _lane_header(sample)] + b"".join(hostile_frame(rng) for _ in range(rng.randint(1, 3)))
             else:
-                data = mutate(rng, s["lane"])
+                data = mutate(rng, samples)
             if len(data) >= _LANE_IDS.stop:
                 # The real boot ids stay: a datagram naming a new boot from the manor's
                 # address replaces the manor for good (a lane finding, reported; it is
                 # what per-datagram lane authentication closes), and every later input
                 # would then only meet the stale-boot check.
-                data = data[:4] + w.beta["manor"].lane.boot.to_bytes(4, "big") + data[8:16] + lane.boot.to_bytes(4, "big") + data[20:]
-            source = "beta/manor" if rng.random() < 0.95 else rng.choice(self.sources)
+                data = data[:4] + sender.boot.to_bytes(4, "big") + data[8:16] + lane.boot.to_bytes(4, "big") + data[20:]
+            source = sender.address if rng.random() < 0.95 else rng.choice(self.sources)
             return (lambda now: lane._receive(data, source, now)), data
         frame = hostile_router_frame(rng, s["frames"])
         where = rng.randrange(3)

@@ -49,7 +49,7 @@ def test_handlers_and_the_session_are_reached(fuzzed) -> None:
     for handler in ("_on_join", "_on_hello", "_on_initiate", "_on_cookie", "_on_join_reply"):
         assert report.reach[handler] >= per_target // 20, (handler, report.reach)
     # Hostile plaintext sealed with the live keys opens: it reaches the reliable layer.
-    assert report.reach["_authentic"] >= per_target * 0.9
+    assert report.reach["_authentic"] >= per_target * 0.7  # 80% of session inputs go this way
     assert world.road.counts["bad_frames"] > 0 and world.road.counts["undecodable"] > 0
 
 
