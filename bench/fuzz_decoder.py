@@ -1,154 +1,88 @@
-"""Fuzz every decoder a datagram meets: at least 100,000 generated inputs, no exception escapes.
+"""Fuzz the live stacks: 100,000 inputs round five targets, reach, escapes, time and memory per input.
 
-Targets, fed each input:
+Targets (``tests/fuzzkit.py``, shared with the short run in
+``tests/transport/test_fuzz_live.py``), fed in turn:
 
-* ``wire.unpack_header`` and ``wire.decode_frames`` (may raise only WireError);
-* ``reliable.Channel.handle`` on a live channel, as if the input were an
-  authenticated body (may raise only WireError);
-* ``handshake`` parsers: join, join reply, hello, cookie, initiate (return None);
-* ``RoadStack._receive`` and ``LaneStack._receive`` of live stacks that hold
-  an established session (must never raise; every drop is counted).
+* ``decoders``: ``wire.unpack_header``/``decode_frames``, a bare reliable
+  ``Channel``, the handshake parsers (join, join reply, hello, initiate);
+* ``road``: mutated datagrams (60% of them handshakes) into a live
+  ``RoadStack`` from 32 source addresses;
+* ``session``: hostile plaintext sealed with the live session's keys, so it
+  opens and meets the reliable layer and the message decoder (a fifth of
+  them the other way, into the initiator);
+* ``lane``: acknowledged-lane datagrams from the other yard's address (both
+  ways), with the live boot ids (so they reach the channel);
+* ``router``: routed frames, header and data, into both routers from the
+  road and the lane.
 
-Inputs come from hypothesis: raw binary, and mutations (bit flips,
-truncation, splices, header rewrites keeping valid session ids) of real
-datagrams captured from a run.  Run:
-``.venv/bin/python bench/fuzz_decoder.py [--examples N] [--seed S] [--json]``.
+Virtual time advances 1 ms per input (the scheduler runs the stacks'
+timers and traffic every 50 inputs), so the handshake token buckets
+refill.  The baseline in the same run is the old fuzzer's regime: frozen
+clock, one source address, no memory tracing; the reach figures give the
+ratio to it.  Memory is measured with tracemalloc (peak allocation while
+one input runs, bytes still held after it, growth over the run).  Exit
+status 1 if anything escaped, a stack counted an internal error, or the
+road and lane no longer deliver afterwards.
+
+Run: ``.venv/bin/python bench/fuzz_decoder.py [--inputs N] [--seed S] [--json] [--quick]``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from _common import Figures, parser  # noqa: E402
 
-from flowcast.runtime import Scheduler, VirtualClock  # noqa: E402
-from flowcast.transport import handshake as hs  # noqa: E402
-from flowcast.transport.keep import Keep  # noqa: E402
-from flowcast.transport.lane import LaneStack  # noqa: E402
-from flowcast.transport.ports.sim import SimNetwork  # noqa: E402
-from flowcast.transport.reliable import Channel  # noqa: E402
-from flowcast.transport.road import RoadStack  # noqa: E402
-from flowcast.transport.wire import HEADER_SIZE, WireError, decode_frames, unpack_header  # noqa: E402
-
-
-def _world():
-    scheduler = Scheduler(VirtualClock())
-    net = SimNetwork(scheduler, seed=1, delay=0.001, record=True)
-    stacks = []
-    for name in ("alpha", "beta"):
-        keep = Keep(None)
-        keep.ensure_local(name)
-        stacks.append(RoadStack(net.port(name), keep, policy="always", scheduler=scheduler))
-    alpha, beta = stacks
-    alpha.join("beta")
-    scheduler.run(until=1.0)
-    assert alpha.is_allowed("beta")
-    for i in range(50):
-        alpha.send({"n": i, "pad": "x" * (i * 37)}, "beta")
-    alpha.send_bytes(os.urandom(200_000), "beta")
-    beta.send({"back": 1}, "alpha", reliable=False)
-    scheduler.run(until=3.0)
-    samples = [data for _, _, _, data in net.trace]
-    lane = LaneStack(net.port("lane"), "lane", {"alpha": "fuzzer"})
-    return scheduler, alpha, beta, lane, samples
-
-
-def _mutations(samples):
-    sample = st.sampled_from(samples)
-
-    def flip(args):
-        data, index, bit = args
-        if not data:
-            return data
-        b = bytearray(data)
-        b[index % len(b)] ^= 1 << bit
-        return bytes(b)
-
-    def splice(args):
-        a, b, cut = args
-        return a[: cut % (len(a) + 1)] + b[cut % (len(b) + 1) :]
-
-    def rehead(args):
-        data, kind, flags = args
-        return data[:1] + bytes([kind, flags]) + data[3:]
-
-    return st.one_of(
-        st.binary(max_size=2048),
-        st.tuples(sample, st.integers(0, 1 << 20), st.integers(0, 7)).map(flip),
-        st.tuples(sample, st.integers(0, 1 << 20)).map(lambda t: t[0][: t[1] % (len(t[0]) + 1)]),
-        st.tuples(sample, sample, st.integers(0, 1 << 20)).map(splice),
-        st.tuples(sample, st.integers(0, 255), st.integers(0, 255)).map(rehead),
-        st.tuples(sample, st.binary(min_size=1, max_size=64)).map(lambda t: t[0][:HEADER_SIZE] + t[1]),
-    )
+from tests import fuzzkit  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=100_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    scheduler, alpha, beta, lane, samples = _world()
-    channel = Channel(65000, lambda flow, flags, payload: None, None)
-    escaped: list[str] = []
-    counts = {"inputs": 0}
-    now = scheduler.clock.now()
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--inputs", type=int, default=100_000, help="inputs per regime (default 100,000)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    inputs = 2_000 if args.quick else args.inputs
+    figures = Figures("bench/fuzz_decoder.py", inputs=inputs, seed=args.seed, quick=args.quick)
 
-    def feed(data: bytes) -> None:
-        counts["inputs"] += 1
-        try:
-            for call in (lambda: unpack_header(data), lambda: decode_frames(data), lambda: channel.handle(data, now)):
-                try:
-                    call()
-                except WireError:
-                    pass
-            hs.parse_join(data)
-            hs.parse_join_reply(data)
-            hs.open_hello(data, beta.keys)
-            hs.open_initiate(data, now, beta._jar)
-            alpha._receive(data, "fuzzer", now)
-            beta._receive(data, "fuzzer", now)
-            lane._receive(data, "fuzzer", now)
-        except Exception as error:  # noqa: BLE001 - the point: record what escaped
-            escaped.append(f"{type(error).__name__}: {error} on {data[:40].hex()}")
+    frozen = fuzzkit.Fuzzer(fuzzkit.build_world(), seed=args.seed, advance=0.0, sources=1, memory=False).run(inputs)
+    world = fuzzkit.build_world()
+    report = fuzzkit.Fuzzer(world, seed=args.seed).run(inputs)
+    alive = fuzzkit.still_works(world)
 
-    test = settings(
-        max_examples=args.examples,
-        deadline=None,
-        database=None,
-        derandomize=False,
-        suppress_health_check=list(HealthCheck),
-    )(given(_mutations(samples))(feed))
-    start = time.perf_counter()
-    test()
-    elapsed = time.perf_counter() - start
-    internal = alpha.counts["internal_errors"] + beta.counts["internal_errors"] + lane.counts["internal_errors"]
-    result = {
-        "inputs": counts["inputs"],
-        "seconds": round(elapsed, 1),
-        "escaped": len(escaped),
-        "internal_errors": internal,
-        "alpha_counts": dict(alpha.counts),
-        "beta_counts": dict(beta.counts),
-        "lane_counts": dict(lane.counts),
-    }
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(f"fuzz_inputs: {counts['inputs']} inputs in {elapsed:.1f} s")
-        print(f"escaped_exceptions: {len(escaped)}")
-        print(f"internal_errors: {internal}")
-        print(f"beta drops: {dict(beta.counts)}")
-        for line in escaped[:10]:
-            print("  " + line)
-    ok = not escaped and internal == 0 and counts["inputs"] >= min(args.examples, 100_000)
+    total = sum(report.inputs.values())
+    figures.add("inputs", total, "inputs", note=f"{report.seconds:.1f} s, {report.virtual_seconds:.0f} s virtual")
+    for target in fuzzkit.TARGETS:
+        figures.add(f"inputs.{target}", report.inputs[target], "inputs")
+    for handler in fuzzkit.HANDLERS:
+        after, before = report.reach[handler], frozen.reach[handler]
+        figures.add(f"reach.{handler}", after, "calls", ratios={"x frozen clock": after / before} if before else {}, note=f"frozen clock: {before}")
+    figures.add("escaped", len(report.escaped), "exceptions", note=f"frozen clock: {len(frozen.escaped)}")
+    figures.add("internal_errors", report.internal_errors, "counted")
+    figures.add("sessions_reestablished", report.sessions, "sessions", note="after a hostile CLOSE ended one")
+    for target in fuzzkit.TARGETS:
+        figures.add(f"max_time.{target}", report.max_seconds.get(target, 0.0) * 1e3, "ms/input")
+    for target in fuzzkit.TARGETS:
+        figures.add(f"max_alloc.{target}", report.max_alloc.get(target, 0) / 1024, "KiB/input", note="tracemalloc peak while one input ran")
+    for target in fuzzkit.TARGETS:
+        figures.add(f"max_kept.{target}", report.max_kept.get(target, 0) / 1024, "KiB/input", note="still held after one input")
+    figures.add("growth", report.growth / (1 << 20), "MiB", note="traced memory after the run minus before")
+    figures.add(
+        "rate",
+        total / report.seconds if report.seconds else None,
+        "inputs/s",
+        ratios={"x frozen, untraced": (total / report.seconds) / (sum(frozen.inputs.values()) / frozen.seconds)} if frozen.seconds and report.seconds else {},
+        note="with tracemalloc on",
+    )
+    figures.add("still_delivers", int(alive), "bool", note="road alpha->beta and lane manor->worker after the run")
+    figures.emit(args.json)
+    for line in (report.escaped + frozen.escaped)[:10]:
+        print("  " + line, file=sys.stderr)
+    ok = not report.escaped and not frozen.escaped and report.internal_errors == 0 and alive
     return 0 if ok else 1
 
 
