@@ -206,6 +206,13 @@ class Router:
 
         road.on_presence = on_presence
 
+    def set_events(self, sink: Any) -> None:
+        """Record routed messages (``routed``, ``landed``, ``refused``) into ``sink``, an
+        export Recorder; None stops.  Without a sink nothing is paid: see flowcast.routing.events."""
+        from flowcast.routing.events import record_routes
+
+        record_routes(self, sink)
+
     # -- route pairs ---------------------------------------------------------------
 
     def _pair(self, src: Route, dst: Route, key: tuple | None = None) -> _Pair:

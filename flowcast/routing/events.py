@@ -1,0 +1,133 @@
+"""A router's share-to-share messages as export events (docs/export.md).
+
+The transport records hops (``sent``/``delivered`` per road or lane); what
+a flow cares about is the route, share to share, across every hop.  So the
+router that makes a message records it ``routed``, the router it lands at
+records it ``landed``, and any router that refuses it records ``refused``;
+the Spark ``routed`` job joins them into latency and loss per route.
+
+Recording costs nothing while no sink is set: :func:`record_routes` puts
+recording variants of three router methods on the instance (where
+attribute lookup finds them before the class's) and takes them away again
+with ``None``, so an unrecorded router runs exactly its own code -- the
+transport binds its recording hooks the same way.
+
+**Message ids.**  A frame carries no id, and adding one would change the
+wire.  It does carry the stamp its source router gave it, and frames of
+one (src, dst) pair travel in order.  So both ends name a message
+``STAMP:N``: the stamp, and how many messages of that pair with the same
+stamp this router saw before it (most stamps have one message; a flow
+draining a queue in one tick gives several).  A message refused on the way
+shifts the ``N`` of later ones with the same stamp at the far end; they
+share the stamp, so latency (landed time - routed time) is still exact and
+only which of them matched is not.  Stamps start again when a house
+restarts, so the job matches each landing to the latest ``routed`` event
+of its id at or before it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RouteRecorder", "record_routes"]
+
+_ROUTES = 4096  # per-pair id counters kept; beyond it they start again (ids need only the last stamp)
+_HOOKED = ("_dispatch", "_land", "_refuse")
+
+
+def _text(route: Any) -> str:
+    # The export's route form (segments.route_text), inlined: this runs per message.
+    return "/".join(route)
+
+
+class RouteRecorder:
+    """The recording variants of one router's ``_dispatch``, ``_land`` and ``_refuse``."""
+
+    def __init__(self, router: Any, sink: Any) -> None:
+        self.router = router
+        self.sink = sink
+        cls = type(router)
+        # The router's own code, unbound, so a hook calls it without finding itself again.
+        self._dispatch_base = cls._dispatch.__get__(router)
+        self._land_base = cls._land.__get__(router)
+        self._refuse_base = cls._refuse.__get__(router)
+        self._seen: dict[tuple, list] = {}  # (src, dst) -> [last stamp, messages seen with it]
+        self._current: tuple[Any, str] | None = None  # (pair, id) of the message being routed or landed
+
+    def _id(self, pair: Any, stamp: float) -> str:
+        key = (pair.src, pair.dst)
+        seen = self._seen.get(key)
+        if seen is None:
+            if len(self._seen) >= _ROUTES:
+                self._seen.clear()
+            self._seen[key] = [stamp, 0]
+            return f"{stamp!r}:0"
+        if seen[0] == stamp:
+            seen[1] += 1
+        else:
+            seen[0] = stamp
+            seen[1] = 0
+        return f"{stamp!r}:{seen[1]}"
+
+    def _size(self, frame: Any, offset: int, data: Any) -> int | None:
+        if frame is not None:
+            return len(frame) - offset
+        try:
+            return len(self.router._pack(data))
+        except Exception:  # noqa: BLE001 - data kept within a house need not be packable
+            return None
+
+    # -- the hooks ---------------------------------------------------------
+
+    def dispatch(self, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any, reliable: bool) -> bool:
+        if frame is not None:  # passing through, or arrived: its source recorded it
+            return self._dispatch_base(pair, tag, stamp, frame, offset, data, reliable)
+        msg_id = self._id(pair, stamp)
+        self.sink.message("routed", msg_id, _text(pair.src), _text(pair.dst), self._size(None, 0, data), detail=tag, share=pair.src.share)
+        outer = self._current
+        self._current = (pair, msg_id)
+        try:
+            return self._dispatch_base(pair, tag, stamp, frame, offset, data, reliable)
+        finally:
+            self._current = outer
+
+    def land(self, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any) -> None:
+        if frame is not None:
+            msg_id = self._id(pair, stamp)
+        else:  # made in this house: the id it was routed under
+            current = self._current
+            msg_id = current[1] if current is not None and current[0] is pair else self._id(pair, stamp)
+        try:
+            self._land_base(pair, tag, stamp, frame, offset, data)
+        except Exception:
+            self._current = (pair, msg_id)  # for the refusal that follows at once
+            raise
+        self.sink.message("landed", msg_id, _text(pair.src), _text(pair.dst), self._size(frame, offset, data), detail=tag, share=pair.dst.share)
+
+    def refuse(self, pair: Any, tag: str, refused: Any) -> None:
+        current = self._current
+        msg_id = None
+        if current is not None and current[0] is pair:
+            msg_id = current[1]
+            self._current = None  # one refusal per message
+        self.sink.message(
+            "refused", msg_id, _text(pair.src), _text(pair.dst), None, detail=f"{refused.counter}: {refused.reason}", share=pair.dst.share
+        )
+        self._refuse_base(pair, tag, refused)
+
+
+def record_routes(router: Any, sink: Any) -> RouteRecorder | None:
+    """Record ``router``'s routed messages into ``sink`` (an export Recorder); None stops.
+
+    A sink has the Recorder's ``message(kind, msg_id, src, dst, size,
+    latency=None, *, detail=None, share=None, ...)``.
+    """
+    for name in _HOOKED:
+        router.__dict__.pop(name, None)
+    if sink is None:
+        return None
+    hooks = RouteRecorder(router, sink)
+    router._dispatch = hooks.dispatch
+    router._land = hooks.land
+    router._refuse = hooks.refuse
+    return hooks
