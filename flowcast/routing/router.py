@@ -39,7 +39,7 @@ from typing import Any
 
 import msgpack
 
-from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, route_bytes
+from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, packed_size, route_bytes
 from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
 from flowcast.store.share import QueueShare
@@ -69,14 +69,6 @@ _LOG_PER_SECOND = 10.0
 _UNSET = object()
 _u32 = struct.Struct(">I").unpack_from
 _unpackb = msgpack.unpackb
-
-
-def _packed_size(pack: Callable[[Any], bytes], data: Any) -> int:
-    """What ``data`` would take on the wire, for a queue's byte budget; 0 if it cannot go there."""
-    try:
-        return len(pack(data))
-    except Exception:  # noqa: BLE001 - data a flow keeps in its own house need not be packable
-        return 0
 
 
 def presence_share(channel: str) -> str:
@@ -439,7 +431,7 @@ class Router:
             self._dispatch(self._pair(here, src), "value", self.now(), None, 0, share.fields(), True)
             return
         if isinstance(share, QueueShare):
-            size = len(frame) if frame is not None else (_packed_size(self._pack, data) if share.budget else 0)
+            size = len(frame) if frame is not None else (packed_size(self._pack, data) if share.budget else 0)
             try:
                 pushed = share.push(envelope(src, dst, tag, stamp, data), size)
             except Exception as error:  # noqa: BLE001 - a watcher is user code

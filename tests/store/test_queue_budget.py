@@ -73,3 +73,18 @@ def test_stock_queue_behaviour_sets_a_byte_budget_by_default_and_on_request():
     assert store.get("c").budget == 0
     with pytest.raises(ValueError, match="bytes"):
         target(Io(store, outputs=[store.share("d")]), bytes=-5)
+
+
+def test_a_flow_declares_a_queue_budget_in_bytes(tmp_path):
+    from flowcast.house.house import load_house
+
+    flow = tmp_path / "q.flo"
+    flow.write_text(
+        "house q\nframer main be active first start\nframe start\n"
+        "    do queue to inbox with bound 10 bytes 4096 at enter\n"
+        "    do queue to other at enter\n"
+    )
+    house = load_house(flow, virtual=True)
+    house.run(0.1)
+    assert (house.store.get("inbox").bound, house.store.get("inbox").budget) == (10, 4096)
+    assert house.store.get("other").budget == 32 << 20
