@@ -27,9 +27,10 @@ of its id at or before it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["RouteRecorder", "record_routes"]
+__all__ = ["RouteRecorder", "follow_house", "record_routes"]
 
 _ROUTES = 4096  # per-pair id counters kept; beyond it they start again (ids need only the last stamp)
 _HOOKED = ("_dispatch", "_land", "_refuse")
@@ -131,3 +132,21 @@ def record_routes(router: Any, sink: Any) -> RouteRecorder | None:
     router._land = hooks.land
     router._refuse = hooks.refuse
     return hooks
+
+
+def follow_house(house: Any, sink: Any) -> Callable[[], None]:
+    """A chore for the house's ticks that records its router into ``sink`` once it has one.
+
+    A flow makes its router when it runs (``router setup ... at enter``),
+    after the recorder exists, so ``flowcast run --export`` cannot hand the
+    sink over at start; one identity check a tick is the cost.
+    """
+    recorded: list[Any] = [None]
+
+    def chore() -> None:
+        router = house.router
+        if router is not recorded[0] and router is not None:
+            router.set_events(sink)
+            recorded[0] = router
+
+    return chore
