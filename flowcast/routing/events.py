@@ -52,27 +52,31 @@ class RouteRecorder:
         self._dispatch_base = cls._dispatch.__get__(router)
         self._land_base = cls._land.__get__(router)
         self._refuse_base = cls._refuse.__get__(router)
-        self._seen: dict[tuple, list] = {}  # (src, dst) -> [last stamp, messages seen with it]
-        self._current: tuple[Any, str] | None = None  # (pair, id) of the message being routed or landed
+        self._seen: dict[tuple, list] = {}  # (src, dst) -> [last stamp, messages seen with it, src text, dst text]
+        self._current: tuple[Any, str, int | None] | None = None  # (pair, id, size) of the message in hand
 
-    def _id(self, pair: Any, stamp: float) -> str:
+    def _route(self, pair: Any, stamp: float) -> tuple[str, list]:
+        """The id of the next message of ``pair`` with ``stamp``, and the route's entry (its texts)."""
         key = (pair.src, pair.dst)
         seen = self._seen.get(key)
         if seen is None:
             if len(self._seen) >= _ROUTES:
                 self._seen.clear()
-            self._seen[key] = [stamp, 0]
-            return f"{stamp!r}:0"
-        if seen[0] == stamp:
+            seen = self._seen[key] = [stamp, 0, _text(pair.src), _text(pair.dst)]
+        elif seen[0] == stamp:
             seen[1] += 1
         else:
             seen[0] = stamp
             seen[1] = 0
-        return f"{stamp!r}:{seen[1]}"
+        return f"{stamp!r}:{seen[1]}", seen
 
-    def _size(self, frame: Any, offset: int, data: Any) -> int | None:
-        if frame is not None:
-            return len(frame) - offset
+    def _texts(self, pair: Any) -> tuple[str, str]:
+        seen = self._seen.get((pair.src, pair.dst))
+        if seen is None:
+            return _text(pair.src), _text(pair.dst)
+        return seen[2], seen[3]
+
+    def _packed(self, data: Any) -> int | None:
         try:
             return len(self.router._pack(data))
         except Exception:  # noqa: BLE001 - data kept within a house need not be packable
@@ -83,27 +87,31 @@ class RouteRecorder:
     def dispatch(self, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any, reliable: bool) -> bool:
         if frame is not None:  # passing through, or arrived: its source recorded it
             return self._dispatch_base(pair, tag, stamp, frame, offset, data, reliable)
-        msg_id = self._id(pair, stamp)
-        self.sink.message("routed", msg_id, _text(pair.src), _text(pair.dst), self._size(None, 0, data), detail=tag, share=pair.src.share)
+        msg_id, seen = self._route(pair, stamp)
+        size = self._packed(data)
+        self.sink.message("routed", msg_id, seen[2], seen[3], size, detail=tag, share=pair.src.share)
         outer = self._current
-        self._current = (pair, msg_id)
+        self._current = (pair, msg_id, size)
         try:
             return self._dispatch_base(pair, tag, stamp, frame, offset, data, reliable)
         finally:
             self._current = outer
 
     def land(self, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any) -> None:
-        if frame is not None:
-            msg_id = self._id(pair, stamp)
-        else:  # made in this house: the id it was routed under
-            current = self._current
-            msg_id = current[1] if current is not None and current[0] is pair else self._id(pair, stamp)
+        current = self._current
+        if frame is None and current is not None and current[0] is pair:  # made in this house: as routed
+            msg_id, size = current[1], current[2]
+            src, dst = self._texts(pair)
+        else:
+            msg_id, seen = self._route(pair, stamp)
+            size = len(frame) - offset if frame is not None else self._packed(data)
+            src, dst = seen[2], seen[3]
         try:
             self._land_base(pair, tag, stamp, frame, offset, data)
         except Exception:
-            self._current = (pair, msg_id)  # for the refusal that follows at once
+            self._current = (pair, msg_id, size)  # for the refusal that follows at once
             raise
-        self.sink.message("landed", msg_id, _text(pair.src), _text(pair.dst), self._size(frame, offset, data), detail=tag, share=pair.dst.share)
+        self.sink.message("landed", msg_id, src, dst, size, detail=tag, share=pair.dst.share)
 
     def refuse(self, pair: Any, tag: str, refused: Any) -> None:
         current = self._current
@@ -111,9 +119,9 @@ class RouteRecorder:
         if current is not None and current[0] is pair:
             msg_id = current[1]
             self._current = None  # one refusal per message
-        self.sink.message(
-            "refused", msg_id, _text(pair.src), _text(pair.dst), None, detail=f"{refused.counter}: {refused.reason}", share=pair.dst.share
-        )
+        src, dst = self._texts(pair)
+        detail = f"{refused.counter}: {refused.reason}"
+        self.sink.message("refused", msg_id, src, dst, None, detail=detail, share=pair.dst.share)
         self._refuse_base(pair, tag, refused)
 
 
