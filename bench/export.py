@@ -12,7 +12,13 @@ Figures:
 * ``recorder.message`` -- µs per message event, all-in, with its ratio to
   the 3 µs target and to the baseline;
 * ``logged share update`` -- the extra µs a share update costs when the
-  share is watched by a recorder (with vs without, same updates).
+  share is watched by a recorder (with vs without, same updates);
+* ``routed message, recorder cost`` -- the extra µs a router's message
+  (routed within one house into a queue share: two events, ``routed`` and
+  ``landed``) costs with ``router.set_events(recorder)``;
+* ``routed message, recorder detached`` -- a router that had a recorder and
+  was given ``None`` against one that never had one, same messages: what an
+  unrecorded router pays for the feature (ratio ``x bare``; 1 is nothing).
 
 Run: ``.venv/bin/python bench/export.py [--json] [--quick] [--events N]``.
 """
@@ -30,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import Figures, best_of, parser, timed  # noqa: E402
 
 from flowcast.export import Recorder  # noqa: E402
+from flowcast.routing import Router  # noqa: E402
 from flowcast.store import Store  # noqa: E402
 
 TARGET_US = 3.0
@@ -81,6 +88,32 @@ def run_shares(n: int, root: Path | None) -> float:
     return timed(body)
 
 
+def run_router(n: int, root: Path | None, detached: bool = False) -> float:
+    store = Store(now=lambda: 0.0)
+    inbox = store.queue("inbox")
+    router = Router(store, estate="alpha", yard="bench")
+    rec = None
+    if root is not None:
+        rec = Recorder(root, estate="alpha", house="bench", clock=lambda: 0.0, epoch=1.7e9, max_bytes=1 << 40)
+        router.set_events(rec)
+        if detached:
+            router.set_events(None)
+            rec.close()  # not part of what a detached router pays
+            rec = None
+    send = router.send
+    payload = {"n": 1}
+
+    def body() -> None:
+        for i in range(n):
+            send("inbox", payload, src="out", tag="t")
+            if len(inbox.queue) >= 1000:
+                inbox.queue.clear()
+        if rec is not None:
+            rec.close()
+
+    return timed(body)
+
+
 def main(argv: list[str] | None = None) -> int:
     args_parser = parser(__doc__.splitlines()[0])
     args_parser.add_argument("--events", type=int, default=200_000, help="events per measurement (default 200,000)")
@@ -99,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         rec = best_of(args.repeats, lambda: run_recorder(n, fresh())) / n * 1e6
         plain = best_of(args.repeats, lambda: run_shares(n, None)) / n * 1e6
         watched = best_of(args.repeats, lambda: run_shares(n, fresh())) / n * 1e6
+        bare = best_of(args.repeats, lambda: run_router(n, None)) / n * 1e6
+        recorded = best_of(args.repeats, lambda: run_router(n, fresh())) / n * 1e6
+        detached = best_of(args.repeats, lambda: run_router(n, fresh(), detached=True)) / n * 1e6
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     figures = Figures("bench/export.py", events=n, repeats=args.repeats, target_us=TARGET_US)
@@ -111,6 +147,15 @@ def main(argv: list[str] | None = None) -> int:
         "logged share update, recorder cost", watched - plain, "µs/event",
         ratios={"x target 3 µs": (watched - plain) / TARGET_US, "x baseline": (watched - plain) / base},
         note=f"update alone {plain:.3g} µs",
+    )
+    figures.add(
+        "routed message, recorder cost", recorded - bare, "µs/message",
+        ratios={"x target 3 µs per event": (recorded - bare) / 2 / TARGET_US},
+        note=f"2 events a message; send and land alone {bare:.3g} µs",
+    )
+    figures.add(
+        "routed message, recorder detached", detached, "µs/message",
+        ratios={"x bare": detached / bare}, note=f"never recorded {bare:.3g} µs",
     )
     figures.emit(args.json)
     return 0

@@ -17,9 +17,10 @@ import fcspark  # noqa: E402
 import latency  # noqa: E402
 import loss  # noqa: E402
 import presence  # noqa: E402
+import routed  # noqa: E402
 import throughput  # noqa: E402
 
-JOBS = [latency.JOB, throughput.JOB, loss.JOB, causal.JOB, presence.JOB]
+JOBS = [latency.JOB, throughput.JOB, loss.JOB, causal.JOB, presence.JOB, routed.JOB]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,12 +17,14 @@ from pyspark.sql import functions as F
 
 from fcspark import ensure_columns
 
-__all__ = ["causal", "delivery_latencies", "latency", "loss", "presence", "throughput"]
+__all__ = ["causal", "delivery_latencies", "latency", "loss", "presence", "routed", "routed_latencies", "throughput"]
 
 #: percentile_approx accuracy: relative rank error 1/ACCURACY; on small inputs it is exact.
 ACCURACY = 10_000
 BINS_PER_DECADE = 10
 MIN_LATENCY = 1e-6  # seconds; shorter (or negative, clock skew) latencies land in the first bin
+#: What routers record, share to share (flowcast.routing.events); the other message kinds are the transport's hops.
+ROUTER_KINDS = ("routed", "landed", "refused")
 
 
 def _seconds_between(later: str, earlier: str):
@@ -130,7 +132,7 @@ def loss(events: DataFrame) -> dict[str, DataFrame]:
         return F.sum(_kind(kind).cast("long"))
 
     per_message = (
-        events.filter(F.col("msg_id").isNotNull())
+        events.filter(F.col("msg_id").isNotNull() & ~F.col("kind").isin(*ROUTER_KINDS))  # the routed job's
         .groupBy("src", "dst", "msg_id")
         .agg(
             has("sent").alias("sent"),
@@ -152,6 +154,61 @@ def loss(events: DataFrame) -> dict[str, DataFrame]:
         F.sum("denied").alias("denied"),
     )
     return {"loss": table.select(_route(), "sent", "delivered", "lost", "acknowledged", "resent", "missed", "denied")}
+
+
+def routed_latencies(events: DataFrame) -> DataFrame:
+    """Each ``landed`` message with its latency from the latest ``routed`` event of its id at or before it.
+
+    Ids repeat when a house restarts (they are built from its clock's
+    stamps), so a landing is matched as of its time, not by id alone: one
+    sort per message id, which holds a routed and a landed event or two.
+    """
+    ends = events.filter(F.col("kind").isin("routed", "landed")).select("src", "dst", "msg_id", "ts", "kind")
+    order = (
+        Window.partitionBy("src", "dst", "msg_id")
+        .orderBy("ts", _kind("landed").cast("int"))  # same tick (a route within one house): routed first
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    since = F.last(F.when(_kind("routed"), F.col("ts")), ignorenulls=True).over(order)
+    return (
+        ends.withColumn("routed_ts", since)
+        .filter(_kind("landed"))
+        .select("src", "dst", "msg_id", "ts", _seconds_between("ts", "routed_ts").alias("latency"))
+    )
+
+
+def routed(events: DataFrame) -> dict[str, DataFrame]:
+    """Share-to-share routes across every hop: routed, landed, refused, lost and latency per route,
+    and the refusals by kind.
+
+    Counts, not ids, give ``lost`` (routed, neither landed nor refused by
+    the end of the data): an id can shift when a message of the same stamp
+    was refused on the way (flowcast.routing.events), a count cannot.
+    """
+    mine = events.filter(F.col("kind").isin(*ROUTER_KINDS))
+
+    def n(kind: str):
+        return F.sum(_kind(kind).cast("long")).alias(kind)
+
+    counts = mine.groupBy("src", "dst").agg(n("routed"), n("landed"), n("refused"))
+    stats = routed_latencies(events).groupBy("src", "dst").agg(
+        F.count("latency").alias("timed"),
+        F.percentile_approx("latency", [0.5, 0.95, 0.99], ACCURACY).alias("p"),
+        F.max("latency").alias("max"),
+    )
+    table = counts.join(stats, ["src", "dst"], "left").select(
+        _route(), "routed", "landed", "refused",
+        F.greatest(F.col("routed") - F.col("landed") - F.col("refused"), F.lit(0)).alias("lost"),
+        F.coalesce(F.col("timed"), F.lit(0)).alias("timed"),
+        F.col("p")[0].alias("p50"), F.col("p")[1].alias("p95"), F.col("p")[2].alias("p99"), "max",
+    )
+    refusals = (
+        mine.filter(_kind("refused"))
+        .groupBy("src", "dst", F.trim(F.split(F.col("detail"), ":").getItem(0)).alias("reason"))
+        .agg(F.count("*").alias("count"))
+        .select(_route(), "reason", "count")
+    )
+    return {"routed": table, "routed_refused": refusals}
 
 
 def causal(events: DataFrame) -> dict[str, DataFrame]:

@@ -30,6 +30,7 @@ SECTIONS = (
     ("loss", "Loss, resends and missed segments", None),
     ("causal", "Causal buffering lag", None),
     ("presence", "Presence of remote estates", "presence.png"),
+    ("routed", "Routed share to share: latency, loss and refusals per route", None),
 )
 
 

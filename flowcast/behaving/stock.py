@@ -51,22 +51,32 @@ def show(io: Io, label: str = "") -> None:
         print(f"{prefix}{share.name} {fields}", flush=True)
 
 
+#: Default byte budget of a declared queue: 10,000 messages of ~3 KiB, or 32 of 1 MiB.
+QUEUE_BUDGET = 32 << 20
+
+
 @behaviour("queue")
 class Queue:
     """Declare the ``to`` shares queue shares: ``do queue to inbox with bound 1000 at enter``.
 
     Routed messages land in a queue share as whole messages, one item each
-    (a value share would keep only the last).  ``bound`` (default 10,000;
-    0 for none) turns a flood into counted drops and ``queue_full`` errors
-    back to the senders.  The work happens when the
-    flow is built; running the act does nothing.
+    (a value share would keep only the last).  ``bound`` (default 10,000
+    messages) and ``bytes`` (default 32 MiB, counted as the messages came on
+    the wire) turn a flood into counted drops and ``queue_full`` errors back
+    to the senders; 0 for none.  Both are needed: a count alone lets 10,000
+    large messages pin gigabytes.  The work happens when the flow is built;
+    running the act does nothing.
     """
 
-    def __init__(self, io: Io, bound: int = 10_000) -> None:
+    def __init__(self, io: Io, bound: int = 10_000, bytes: int = QUEUE_BUDGET) -> None:  # noqa: A002 - the flow's word
         if not io.outputs:
             raise ValueError("queue needs 'to SHARE'")
+        if isinstance(bytes, float) and bytes.is_integer():
+            bytes = int(bytes)
+        if bytes.__class__ is not int or bytes < 0:
+            raise ValueError(f"queue: bytes must be a whole number of bytes, 0 for no budget, not {bytes!r}")
         for share in io.outputs:
-            io.store.queue(share.name, bound)
+            io.store.queue(share.name, bound, bytes)
 
     def __call__(self) -> None:
         return None

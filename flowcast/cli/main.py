@@ -96,6 +96,9 @@ def cmd_run(argv: Sequence[str]) -> int:
             print(f"flowcast run: cannot export to {args.export}: {error}", file=sys.stderr)
             return 2
         house.skedder.after_tick.append(recorder.poll)
+        from flowcast.routing.events import follow_house
+
+        house.skedder.after_tick.append(follow_house(house, recorder))  # routed messages, once the flow has a router
     try:
         house.run(args.until, handle_signals=True)
     finally:

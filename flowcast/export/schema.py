@@ -48,6 +48,10 @@ MESSAGE_KINDS = (
     "buffered",
     "delivered",
     "denied",
+    # Share to share, by routers (flowcast.routing.events): across every hop.
+    "routed",
+    "landed",
+    "refused",
 )
 KINDS = (SHARE_KIND, PRESENCE_KIND, *MESSAGE_KINDS)
 

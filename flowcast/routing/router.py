@@ -39,7 +39,7 @@ from typing import Any
 
 import msgpack
 
-from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, route_bytes
+from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, packed_size, route_bytes
 from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
 from flowcast.store.share import QueueShare
@@ -59,6 +59,8 @@ ERROR_QUEUE_BOUND = 1000
 REPLY_TAGS = ("error", "value")
 #: How long after a message went by road its sender accepts error reports for it.
 REPLY_WINDOW = 300.0
+#: Bytes of frames held at most for estates that have not joined (besides the count).
+HOLD_BYTES = 32 << 20
 #: Error data larger than this is not kept (reports are a few hundred bytes).
 MAX_ERROR_FRAME = 16 << 10
 _PAIRS = 4096  # route pairs cached (and counted) per router; full: the cache starts again
@@ -113,7 +115,8 @@ class Router:
     route with no channel takes.
 
     A message for an estate its road does not know yet is held (at most
-    ``hold_limit`` messages, each at most ``hold_timeout`` seconds) and sent
+    ``hold_limit`` messages and ``hold_bytes`` bytes of frames, each at most
+    ``hold_timeout`` seconds) and sent
     when that estate joins: houses start in any order, and a flow should
     not have to watch presence before its first send.  Holding needs the
     ``scheduler`` (for the timeout); without one the message is refused
@@ -133,6 +136,7 @@ class Router:
         scheduler: Any = None,
         hold_timeout: float = 10.0,
         hold_limit: int = 10_000,
+        hold_bytes: int = HOLD_BYTES,
     ) -> None:
         self.store = store
         self.estate = estate
@@ -145,6 +149,7 @@ class Router:
         self.scheduler = scheduler
         self.hold_timeout = hold_timeout if scheduler is not None else 0.0
         self.hold_limit = hold_limit
+        self.hold_bytes = hold_bytes
         self.lane: Any = None
         self.roads: dict[str, Any] = {}
         self.keeps: dict[Any, Any] = {}  # keep directory -> Keep, shared by the roads
@@ -158,6 +163,7 @@ class Router:
         self._clock = scheduler.clock.now if scheduler is not None else time.monotonic
         self._held: dict[tuple[str, str], deque[tuple[float, _Pair, str, bytes, bool]]] = {}
         self._held_count = 0
+        self._held_bytes = 0
         self._hold_timer: Any = None
         self._log_tokens = _LOG_PER_SECOND
         self._log_at = time.monotonic()
@@ -191,6 +197,13 @@ class Router:
                 previous(name, old, new)
 
         road.on_presence = on_presence
+
+    def set_events(self, sink: Any) -> None:
+        """Record routed messages (``routed``, ``landed``, ``refused``) into ``sink``, an
+        export Recorder; None stops.  Without a sink nothing is paid: see flowcast.routing.events."""
+        from flowcast.routing.events import record_routes
+
+        record_routes(self, sink)
 
     # -- route pairs ---------------------------------------------------------------
 
@@ -418,12 +431,13 @@ class Router:
             self._dispatch(self._pair(here, src), "value", self.now(), None, 0, share.fields(), True)
             return
         if isinstance(share, QueueShare):
+            size = len(frame) if frame is not None else (packed_size(self._pack, data) if share.budget else 0)
             try:
-                pushed = share.push(envelope(src, dst, tag, stamp, data))
+                pushed = share.push(envelope(src, dst, tag, stamp, data), size)
             except Exception as error:  # noqa: BLE001 - a watcher is user code
                 raise _Refused(f"share {dst.share!r} refused the message: {error!r}", "update_failed") from None
             if not pushed:
-                raise _Refused(f"queue {dst.share!r} is full", "queue_full")
+                raise _Refused(share.full(size), "queue_full")
             return
         try:
             if isinstance(data, Mapping):
@@ -472,12 +486,18 @@ class Router:
 
     def _hold(self, pair: _Pair, tag: str, frame: bytes, reliable: bool) -> None:
         dst = pair.dst
-        if self.hold_timeout <= 0 or self._held_count >= self.hold_limit:
-            why = "" if self.hold_timeout <= 0 else f" (and {self._held_count} messages already wait for estates to join)"
+        size = len(frame)
+        if self.hold_timeout <= 0 or self._held_count >= self.hold_limit or self._held_bytes + size > self.hold_bytes:
+            why = "" if self.hold_timeout <= 0 else (
+                f" (and {self._held_count} messages, {self._held_bytes} bytes, already wait for estates to join)"
+            )
+            if self.hold_timeout > 0:
+                self.counts["hold_full"] += 1
             raise _Refused(f"estate {dst.estate!r} is not known on channel {dst.channel!r}{why}", "no_remote")
         deadline = self.scheduler.clock.now() + self.hold_timeout
         self._held.setdefault((dst.channel, dst.estate), deque()).append((deadline, pair, tag, frame, reliable))
         self._held_count += 1
+        self._held_bytes += size
         self.counts["held"] += 1
         if self._hold_timer is None:
             self._hold_timer = self.scheduler.call_at(deadline, self._expire_held)
@@ -497,6 +517,7 @@ class Router:
                 return
             held.popleft()
             self._held_count -= 1
+            self._held_bytes -= len(frame)
             pair.count += 1
             self.counts["to_road"] += 1
             self.counts["released"] += 1
@@ -508,8 +529,9 @@ class Router:
         for key in list(self._held):
             held = self._held[key]
             while held and held[0][0] <= now:
-                _deadline, pair, tag, _frame, _reliable = held.popleft()
+                _deadline, pair, tag, frame, _reliable = held.popleft()
                 self._held_count -= 1
+                self._held_bytes -= len(frame)
                 dst = pair.dst
                 self._refuse(pair, tag, _Refused(
                     f"estate {dst.estate!r} did not join channel {dst.channel!r} within {self.hold_timeout:g} s", "no_remote"
@@ -612,6 +634,7 @@ class Router:
             "manor": self.manor,
             "yards": list(self.lane.yards) if self.lane is not None else [],
             "held": {f"{estate}/{channel}": len(q) for (channel, estate), q in self._held.items()},
+            "held_bytes": self._held_bytes,
             "roads": roads,
             "counts": dict(self.counts),
             "policy": dict(self.policy.counts),

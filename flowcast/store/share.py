@@ -26,7 +26,10 @@ class Share:
     # A QueueShare's slots live here too, so a pristine share can become a
     # queue in place (see Store.queue): a flow names a share before the
     # behaviour that declares it a queue is built.
-    __slots__ = ("name", "_fields", "stamp", "version", "history", "_now", "watchers", "queue", "bound", "dropped")
+    __slots__ = (
+        "name", "_fields", "stamp", "version", "history", "_now", "watchers",
+        "queue", "bound", "dropped", "budget", "_sizes", "_bytes", "dropped_bytes",
+    )
 
     def __init__(
         self,
@@ -125,20 +128,66 @@ class QueueShare(Share):
     """A share whose ``value`` is a FIFO of messages.
 
     Writers ``push``; readers ``pop`` or drain.  A bound turns an unbounded
-    producer into counted drops instead of unbounded memory.
+    producer into counted drops instead of unbounded memory.  A count alone
+    does not bound memory (10,000 messages of 1 MiB are 10 GiB), so a queue
+    may also have a byte ``budget``: the bytes a message took on the wire,
+    which a router knows for free, summed over what the queue holds.
+
+    Readers take messages straight off ``queue`` (``popleft``, ``clear``),
+    so the bytes they free are settled lazily, at the next push: the sizes
+    sit in a second deque in step with the first, and whatever the queue
+    lost since, it lost from its head.
     """
 
     __slots__ = ()
 
-    def __init__(self, name: str, now: Callable[[], float], bound: int = 0, history: int = 0) -> None:
+    def __init__(self, name: str, now: Callable[[], float], bound: int = 0, history: int = 0, budget: int = 0) -> None:
         super().__init__(name, now, history=history)
-        self._become_queue(bound)
+        self._become_queue(bound, budget)
 
-    def _become_queue(self, bound: int) -> None:
+    def _become_queue(self, bound: int, budget: int = 0) -> None:
         self.queue: deque[Any] = deque()
         self.bound = bound
         self.dropped = 0
+        self.budget = 0
+        self._sizes: deque[int] = deque()
+        self._bytes = 0
+        self.dropped_bytes = 0  # of the drops, those the byte budget refused
         self._fields["value"] = self.queue
+        self.set_budget(budget)
+
+    def set_budget(self, budget: int) -> None:
+        """Hold at most ``budget`` bytes (0: no byte budget); a second declaration may only tighten it."""
+        if budget.__class__ is not int or budget < 0:
+            raise ValueError(f"queue share {self.name!r}: budget must be a whole number of bytes >= 0, not {budget!r}")
+        if not budget or (self.budget and budget >= self.budget):
+            return
+        if not self.budget:  # messages already queued were not sized: they count 0
+            self._sizes = deque([0] * len(self.queue))
+            self._bytes = 0
+        self.budget = budget
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the messages the queue holds now (sized ones: see ``push``)."""
+        return self._settle()
+
+    def _settle(self) -> int:
+        sizes = self._sizes
+        gone = len(sizes) - len(self.queue)
+        if gone:
+            if gone < 0:  # appended to ``queue`` directly, not pushed: unsized
+                sizes.extend([0] * -gone)
+            elif gone == len(sizes):
+                sizes.clear()
+                self._bytes = 0
+            else:
+                popleft = sizes.popleft
+                total = self._bytes
+                for _ in range(gone):
+                    total -= popleft()
+                self._bytes = total
+        return self._bytes
 
     def update(self, data: Mapping[str, Any] | Iterable[tuple[str, Any]] = (), **fields: Any) -> None:
         """Other fields as on any share; ``value`` is the queue itself and stays it."""
@@ -148,11 +197,24 @@ class QueueShare(Share):
             raise TypeError(f"queue share {self.name!r}: add messages with push(), not by setting its value")
         super().update(changes)
 
-    def push(self, message: Any) -> bool:
-        """Append; False (and counted) when the queue is at its bound."""
+    def push(self, message: Any, size: int = 0) -> bool:
+        """Append; False (and counted) when the queue is at its bound or the
+        message's ``size`` bytes would take it over its budget.
+
+        ``size`` is what the message cost to carry (a router passes the
+        frame's length); 0 counts toward the bound only.
+        """
         if self.bound and len(self.queue) >= self.bound:
             self.dropped += 1
             return False
+        if self.budget:
+            held = self._settle()
+            if held + size > self.budget:
+                self.dropped += 1
+                self.dropped_bytes += 1
+                return False
+            self._sizes.append(size)
+            self._bytes = held + size
         self.queue.append(message)
         stamp = self._now()
         self.stamp = stamp
@@ -162,6 +224,14 @@ class QueueShare(Share):
         for watcher in self.watchers:
             watcher(self)
         return True
+
+    def full(self, size: int = 0) -> str:
+        """Why a push of ``size`` bytes would be refused now, for an error report."""
+        if self.bound and len(self.queue) >= self.bound:
+            return f"queue {self.name!r} is full ({len(self.queue)} of {self.bound} messages)"
+        if self.budget:
+            return f"queue {self.name!r} is full ({self._settle()} of {self.budget} bytes held, a {size}-byte message does not fit)"
+        return f"queue {self.name!r} is full"
 
     def pop(self) -> Any:
         """The oldest message; IndexError when empty."""

@@ -60,8 +60,10 @@ class Store:
             share.create(fields)
         return share
 
-    def queue(self, name: str, bound: int = 0) -> QueueShare:
+    def queue(self, name: str, bound: int = 0, budget: int = 0) -> QueueShare:
         """The queue share called ``name``, created if absent.
+
+        ``bound`` is in messages, ``budget`` in bytes (QueueShare.push); 0 is none.
 
         A share a flow has only named so far (no fields, never updated, no
         watchers) becomes a queue in place, so everything already holding
@@ -70,14 +72,16 @@ class Store:
         key = self.normalise(name)
         share = self._shares.get(key)
         if share is None:
-            share = self._shares[key] = QueueShare(key, self._stamp_now, bound)
+            share = self._shares[key] = QueueShare(key, self._stamp_now, bound, budget=budget)
         elif not isinstance(share, QueueShare):
             if share._fields or share.stamp is not None or share.watchers or share.history is not None:
                 raise TypeError(f"share {key!r} already holds values and cannot become a queue")
             share.__class__ = QueueShare
-            share._become_queue(bound)
-        elif bound and (not share.bound or bound < share.bound):
-            share.bound = bound  # declared twice: the tighter bound holds
+            share._become_queue(bound, budget)
+        else:
+            if bound and (not share.bound or bound < share.bound):
+                share.bound = bound  # declared twice: the tighter bound holds
+            share.set_budget(budget)  # likewise
         return share  # type: ignore[return-value]
 
     def _stamp_now(self) -> float:

@@ -127,3 +127,23 @@ def test_convert_writes_an_ordinary_file(tmp_path):
     result = flowcast("convert", "flows/traffic.flo", str(out))
     assert result.returncode == 0, result.stderr
     assert out.stat().st_mode & 0o044 == 0o044  # readable by group and others under the usual umask
+
+
+def test_run_exports_the_routers_share_to_share_messages(tmp_path):
+    import pyarrow.parquet as pq
+
+    flow = tmp_path / "routed.flo"
+    flow.write_text(
+        "house here\ninit .ball with value 0\nframer main be active first up\n  frame up\n"
+        '    do router setup with estate "here" yard "main" at enter\n    do queue to inbox at enter\n    go play\n'
+        '  frame play\n    inc .ball with 1\n    do route send from .ball with dst "inbox" tag "ball" at enter\n    go rest\n'
+        "  frame rest\n    go play if .ball < 3\n"
+    )
+    out = tmp_path / "events"
+    result = flowcast("run", str(flow), "--virtual", "--until", "2", "--export", str(out), "--estate", "here")
+    assert result.returncode == 0, result.stderr
+    rows = [r for f in out.rglob("*.parquet") for r in pq.read_table(f).to_pylist() if r["kind"] != "share"]
+    assert [(r["kind"], r["src"], r["dst"], r["detail"]) for r in rows] == [
+        (kind, "ball/main/here/main", "inbox/main/here/main", "ball") for _ in range(3) for kind in ("routed", "landed")
+    ]
+    assert [r["msg_id"] for r in rows[::2]] == [r["msg_id"] for r in rows[1::2]]

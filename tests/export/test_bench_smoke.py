@@ -30,6 +30,8 @@ def test_one_line_per_figure_with_ratios_to_target_and_baseline() -> None:
         "list.append baseline",
         "recorder.message (all-in, to Parquet)",
         "logged share update, recorder cost",
+        "routed message, recorder cost",
+        "routed message, recorder detached",
     ]
     assert "x target 3 µs" in matches[1]["notes"] and "x baseline" in matches[1]["notes"]
 

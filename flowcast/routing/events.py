@@ -1,0 +1,160 @@
+"""A router's share-to-share messages as export events (docs/export.md).
+
+The transport records hops (``sent``/``delivered`` per road or lane); what
+a flow cares about is the route, share to share, across every hop.  So the
+router that makes a message records it ``routed``, the router it lands at
+records it ``landed``, and any router that refuses it records ``refused``;
+the Spark ``routed`` job joins them into latency and loss per route.
+
+Recording costs nothing while no sink is set: :func:`record_routes` puts
+recording variants of three router methods on the instance (where
+attribute lookup finds them before the class's) and takes them away again
+with ``None``, so an unrecorded router runs exactly its own code -- the
+transport binds its recording hooks the same way.
+
+**Message ids.**  A frame carries no id, and adding one would change the
+wire.  It does carry the stamp its source router gave it, and frames of
+one (src, dst) pair travel in order.  So both ends name a message
+``STAMP:N``: the stamp, and how many messages of that pair with the same
+stamp this router saw before it (most stamps have one message; a flow
+draining a queue in one tick gives several).  A message refused on the way
+shifts the ``N`` of later ones with the same stamp at the far end; they
+share the stamp, so latency (landed time - routed time) is still exact and
+only which of them matched is not.  Stamps start again when a house
+restarts, so the job matches each landing to the latest ``routed`` event
+of its id at or before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["RouteRecorder", "follow_house", "record_routes"]
+
+_ROUTES = 4096  # per-pair id counters kept; beyond it they start again (ids need only the last stamp)
+_HOOKED = ("_dispatch", "_land", "_refuse")
+
+
+def _text(route: Any) -> str:
+    # The export's route form (segments.route_text), inlined: this runs per message.
+    return "/".join(route)
+
+
+class RouteRecorder:
+    """The recording variants of one router's ``_dispatch``, ``_land`` and ``_refuse``."""
+
+    def __init__(self, router: Any, sink: Any) -> None:
+        self.router = router
+        self.sink = sink
+        cls = type(router)
+        # The router's own code, unbound, so a hook calls it without finding itself again.
+        self._dispatch_base = cls._dispatch.__get__(router)
+        self._land_base = cls._land.__get__(router)
+        self._refuse_base = cls._refuse.__get__(router)
+        self._seen: dict[tuple, list] = {}  # (src, dst) -> [last stamp, messages seen with it, src text, dst text]
+        self._current: tuple[Any, str, int | None] | None = None  # (pair, id, size) of the message in hand
+
+    def _route(self, pair: Any, stamp: float) -> tuple[str, list]:
+        """The id of the next message of ``pair`` with ``stamp``, and the route's entry (its texts)."""
+        key = (pair.src, pair.dst)
+        seen = self._seen.get(key)
+        if seen is None:
+            if len(self._seen) >= _ROUTES:
+                self._seen.clear()
+            seen = self._seen[key] = [stamp, 0, _text(pair.src), _text(pair.dst)]
+        elif seen[0] == stamp:
+            seen[1] += 1
+        else:
+            seen[0] = stamp
+            seen[1] = 0
+        return f"{stamp!r}:{seen[1]}", seen
+
+    def _texts(self, pair: Any) -> tuple[str, str]:
+        seen = self._seen.get((pair.src, pair.dst))
+        if seen is None:
+            return _text(pair.src), _text(pair.dst)
+        return seen[2], seen[3]
+
+    def _packed(self, data: Any) -> int | None:
+        try:
+            return len(self.router._pack(data))
+        except Exception:  # noqa: BLE001 - data kept within a house need not be packable
+            return None
+
+    # -- the hooks ---------------------------------------------------------
+
+    def dispatch(self, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any, reliable: bool) -> bool:
+        if frame is not None:  # passing through, or arrived: its source recorded it
+            return self._dispatch_base(pair, tag, stamp, frame, offset, data, reliable)
+        msg_id, seen = self._route(pair, stamp)
+        size = self._packed(data)
+        self.sink.message("routed", msg_id, seen[2], seen[3], size, detail=tag, share=pair.src.share)
+        outer = self._current
+        self._current = (pair, msg_id, size)
+        try:
+            return self._dispatch_base(pair, tag, stamp, frame, offset, data, reliable)
+        finally:
+            self._current = outer
+
+    def land(self, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any) -> None:
+        current = self._current
+        if frame is None and current is not None and current[0] is pair:  # made in this house: as routed
+            msg_id, size = current[1], current[2]
+            src, dst = self._texts(pair)
+        else:
+            msg_id, seen = self._route(pair, stamp)
+            size = len(frame) - offset if frame is not None else self._packed(data)
+            src, dst = seen[2], seen[3]
+        try:
+            self._land_base(pair, tag, stamp, frame, offset, data)
+        except Exception:
+            self._current = (pair, msg_id, size)  # for the refusal that follows at once
+            raise
+        self.sink.message("landed", msg_id, src, dst, size, detail=tag, share=pair.dst.share)
+
+    def refuse(self, pair: Any, tag: str, refused: Any) -> None:
+        current = self._current
+        msg_id = None
+        if current is not None and current[0] is pair:
+            msg_id = current[1]
+            self._current = None  # one refusal per message
+        src, dst = self._texts(pair)
+        detail = f"{refused.counter}: {refused.reason}"
+        self.sink.message("refused", msg_id, src, dst, None, detail=detail, share=pair.dst.share)
+        self._refuse_base(pair, tag, refused)
+
+
+def record_routes(router: Any, sink: Any) -> RouteRecorder | None:
+    """Record ``router``'s routed messages into ``sink`` (an export Recorder); None stops.
+
+    A sink has the Recorder's ``message(kind, msg_id, src, dst, size,
+    latency=None, *, detail=None, share=None, ...)``.
+    """
+    for name in _HOOKED:
+        router.__dict__.pop(name, None)
+    if sink is None:
+        return None
+    hooks = RouteRecorder(router, sink)
+    router._dispatch = hooks.dispatch
+    router._land = hooks.land
+    router._refuse = hooks.refuse
+    return hooks
+
+
+def follow_house(house: Any, sink: Any) -> Callable[[], None]:
+    """A chore for the house's ticks that records its router into ``sink`` once it has one.
+
+    A flow makes its router when it runs (``router setup ... at enter``),
+    after the recorder exists, so ``flowcast run --export`` cannot hand the
+    sink over at start; one identity check a tick is the cost.
+    """
+    recorded: list[Any] = [None]
+
+    def chore() -> None:
+        router = house.router
+        if router is not recorded[0] and router is not None:
+            router.set_events(sink)
+            recorded[0] = router
+
+    return chore

@@ -1,0 +1,79 @@
+"""Byte budgets on the routing path: a queue share's, and the manor's for messages held for estates not joined yet."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.routing.kit import World
+from tests.routing.test_router import ALLOW_ALPHA, ALLOW_BETA, errors_of
+
+
+@pytest.fixture
+def world():
+    return World(seed=11)
+
+
+def test_a_queue_over_its_byte_budget_refuses_routed_messages_with_queue_full(world):
+    alpha = world.routed_estate("alpha", ["manor", "w1"], policy=ALLOW_BETA)
+    beta = world.routed_estate("beta", ["manor", "w1"], policy=ALLOW_ALPHA)
+    world.connect(alpha, beta)
+    inbox = beta.store("w1").queue("inbox", bound=1000, budget=3000)
+    out = errors_of(alpha, "w1")
+    for i in range(5):
+        alpha["w1"].send("inbox@w1.beta", b"x" * 1000, src="out", tag=f"m{i}")
+    assert world.run_until(lambda: len(inbox.queue) + len(out.queue) == 5, 10)
+    # Each frame is a little over 1,000 bytes: two fit in 3,000, the rest are refused, none lost.
+    assert [m["tag"] for m in inbox.queue] == ["m0", "m1"]
+    assert 2000 < inbox.held_bytes <= 3000
+    errors = out.drain()
+    assert [e["data"]["kind"] for e in errors] == ["queue_full"] * 3
+    assert [e["data"]["tag"] for e in errors] == ["m2", "m3", "m4"]
+    assert "bytes held" in errors[0]["data"]["reason"]
+    assert beta["w1"].counts["queue_full"] == 3 and inbox.dropped_bytes == 3
+    inbox.drain()  # the flow takes them: room again
+    alpha["w1"].send("inbox@w1.beta", b"y" * 1000, src="out", tag="later")
+    assert world.run_until(lambda: len(inbox.queue) == 1, 10)
+
+
+def test_messages_routed_within_a_house_count_their_packed_size():
+    world = World(seed=3)
+    router = world.routed_estate("alpha", ["manor"])["manor"]
+    inbox = router.store.queue("inbox", budget=500)
+    router.store.queue("out")
+    errors = router.store.queue("out.error")
+    assert router.send("inbox", b"z" * 300, src="out")
+    assert not router.send("inbox", b"z" * 300, src="out")
+    assert 300 < inbox.held_bytes < 350
+    assert [e["data"]["kind"] for e in errors.drain()] == ["queue_full"]
+
+
+def test_held_messages_are_bounded_in_bytes(world):
+    alpha = world.routed_estate("alpha", ["manor"])
+    manor = alpha["manor"]
+    manor.hold_bytes = 2500
+    out = errors_of(alpha, "manor")
+    for i in range(4):
+        manor.send("x@.nobody", b"p" * 1000, src="out", tag=f"m{i}")
+    assert manor.counts["held"] == 2
+    assert 2000 < manor.status()["held_bytes"] <= 2500
+    errors = out.drain()
+    assert [(e["data"]["kind"], e["data"]["tag"]) for e in errors] == [("no_remote", "m2"), ("no_remote", "m3")]
+    assert "bytes, already wait" in errors[0]["data"]["reason"]
+    assert manor.counts["hold_full"] == 2
+    # They expire: the bytes are given back, and there is room again.
+    assert world.run_until(lambda: len(out.queue) == 2, 15)
+    assert manor.status()["held_bytes"] == 0
+    manor.send("x@.nobody", b"p" * 2000, src="out")
+    assert manor.counts["held"] == 3
+
+
+def test_released_messages_give_their_held_bytes_back(world):
+    alpha = world.routed_estate("alpha", ["manor"], policy=ALLOW_BETA)
+    beta = world.routed_estate("beta", ["manor"], policy=ALLOW_ALPHA)
+    inbox = beta.store("manor").queue("inbox")
+    for i in range(3):
+        alpha["manor"].send("inbox@.beta", b"q" * 500, src="out")
+    assert alpha["manor"].status()["held_bytes"] > 1500
+    world.connect(beta, alpha)
+    assert world.run_until(lambda: len(inbox.queue) == 3, 5)
+    assert alpha["manor"].status()["held_bytes"] == 0
