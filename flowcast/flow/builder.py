@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from flowcast.behaving.registry import BehaviourError, Io, Registry
+from flowcast.flow.actors import act_actor, need_actor, resolve_actor
 from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
 from flowcast.flow.framer import (
     ABORT,
@@ -101,6 +102,7 @@ class _Builder:
         self.written: set[str] = set()
         self.marks: dict[tuple[str, str, str], _Mark] = {}
         self.enter_marks: set[tuple[tuple[str, str, str], str]] = set()
+        self.actor: str | None = None  # Ioflo's actor for the act being compiled (``actor.me``)
 
     # -- errors ------------------------------------------------------------
 
@@ -119,7 +121,10 @@ class _Builder:
                 parts[1] = framer.name
             if len(parts) > 4 and parts[2] == "frame" and parts[3] == "me" and frame is not None:
                 parts[3] = frame.name
-            return ".".join(parts)
+            named = resolve_actor(parts, self.actor)
+            if named is None:
+                raise ShareNameError(f"{ref_path!r} is relative to an actor, and only an act has one")
+            return ".".join(named)
         if parts[0] == "frame" and len(parts) > 2:
             name = frame.name if (parts[1] == "me" and frame is not None) else parts[1]
             return ".".join(["framer", framer.name, "frame", name, *parts[2:]])
@@ -398,7 +403,11 @@ class _Builder:
         if method is None:
             self.error(f"verb {act.verb!r} is not supported", act.where)
             return None
-        return method(act, frame, framer)
+        outer, self.actor = self.actor, act_actor(act)
+        try:
+            return method(act, frame, framer)
+        finally:
+            self.actor = outer
 
     def act_print(self, act: Act, frame: Frame, framer: Framer) -> Callable[[], Any]:
         message = str(act.args.get("message", ""))
@@ -634,6 +643,15 @@ class _Builder:
 
     def need(
         self, need: Need, frame: Frame, framer: Framer, tracts: list[Callable[[], Any]] | None = None
+    ) -> Callable[[], bool] | None:
+        outer, self.actor = self.actor, need_actor(need)  # in Ioflo each need is an actor of its own
+        try:
+            return self._need(need, frame, framer, tracts)
+        finally:
+            self.actor = outer
+
+    def _need(
+        self, need: Need, frame: Frame, framer: Framer, tracts: list[Callable[[], Any]] | None
     ) -> Callable[[], bool] | None:
         kind = need.kind
         test: Callable[[], bool] | None
