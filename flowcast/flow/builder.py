@@ -34,6 +34,7 @@ from flowcast.flow.framer import (
     Framer,
     Transition,
 )
+from flowcast.flow.incs import inc_direct, inc_indirect
 from flowcast.flow.spec import Act, FrameSpec, FramerSpec, HouseSpec, Need, Ref, Where
 from flowcast.runtime.gcpause import gc_paused
 from flowcast.store import Share, ShareNameError, Store
@@ -424,29 +425,32 @@ class _Builder:
             return dict(zip(dst.fields, values))
         return dict(data)
 
-    def _direct(self, act: Act, frame: Frame, framer: Framer, combine: Callable[[Any, Any], Any] | None):
-        """``put DATA into DST`` (combine None) or ``inc DST with DATA`` (combine adds)."""
+    def _direct(self, act: Act, frame: Frame, framer: Framer, inc: bool):
+        """``put DATA into DST`` or ``inc DST with DATA``.
+
+        A field nothing wrote is created as None, as Ioflo does; ``inc`` on
+        it then fails and leaves it None (see flow/incs.py)."""
         dst_ref: Ref = act.args["dst"]
         share = self.share(dst_ref, framer, frame, act.where)
         if share is None:
             return None
         data = self._data_into(act.args.get("data") or {}, dst_ref)
         for key in data:
-            share.default(key, None if combine is None else 0.0)
-        if combine is None:
-            return lambda: share.update(data)
-        return lambda: share.update({k: combine(share.get(k), v) for k, v in data.items()})
+            share.default(key, None)
+        if inc:
+            return inc_direct(share, data, act.where)
+        return lambda: share.update(data)
 
     def act_put(self, act: Act, frame: Frame, framer: Framer):
-        return self._direct(act, frame, framer, None)
+        return self._direct(act, frame, framer, False)
 
     def act_set(self, act: Act, frame: Frame, framer: Framer):
         """``set GOAL with DATA`` or ``set GOAL from SRC``; the front end resolved the goal path."""
         if act.args.get("src") is not None:
-            return self._copy(act, frame, framer, None)
+            return self._copy(act, frame, framer, False)
         return self.act_put(act, frame, framer)
 
-    def _copy(self, act: Act, frame: Frame, framer: Framer, combine: Callable[[Any, Any], Any] | None):
+    def _copy(self, act: Act, frame: Frame, framer: Framer, inc: bool):
         src_ref: Ref = act.args["src"]
         dst_ref: Ref = act.args["dst"]
         src = self.share(src_ref, framer, frame, act.where)
@@ -459,30 +463,25 @@ class _Builder:
             self.error(f"{len(src_fields)} source field(s) for {len(dst_fields)} destination field(s)", act.where)
             return None
         for f in src_fields:
-            src.default(f, 0.0 if combine else None)
+            src.default(f, None)
         for f in dst_fields:
-            dst.default(f, 0.0 if combine else None)
+            dst.default(f, None)
         pairs = list(zip(dst_fields, src_fields))
+        if inc:
+            return inc_indirect(dst, src, pairs, act.where)
 
-        if combine is None:
-
-            def run() -> None:
-                dst.update({d: src.get(s) for d, s in pairs})
-
-        else:
-
-            def run() -> None:
-                dst.update({d: combine(dst.get(d), src.get(s)) for d, s in pairs})
+        def run() -> None:
+            dst.update({d: src.get(s) for d, s in pairs})
 
         return run
 
     def act_copy(self, act: Act, frame: Frame, framer: Framer):
-        return self._copy(act, frame, framer, None)
+        return self._copy(act, frame, framer, False)
 
     def act_inc(self, act: Act, frame: Frame, framer: Framer):
         if act.args.get("src") is not None:
-            return self._copy(act, frame, framer, _add)
-        return self._direct(act, frame, framer, _add)
+            return self._copy(act, frame, framer, True)
+        return self._direct(act, frame, framer, True)
 
     def _taskers(self, act: Act, framer: Framer, default: str = "me") -> list[Framer]:
         names = act.args.get("taskers") or [default]
@@ -881,13 +880,6 @@ class _Mark:
         self.stamp: float | None = None
         self.used: float | None = None
         self.data: dict[str, Any] | None = None
-
-
-def _add(a: Any, b: Any) -> Any:
-    try:
-        return (a or 0) + b
-    except TypeError:
-        return a
 
 
 def build_house(
