@@ -156,17 +156,25 @@ class _Builder:
         return share
 
     def bind_state_if_named(self, name: str) -> None:
-        """Mirror a framer's elapsed/recurred into ``framer.F.state.*`` only if
-        the flow names them: updating two shares per framer per tick for
-        nobody cost a quarter of a tick."""
+        """Mirror a framer's elapsed/recurred (active/human) into
+        ``framer.F.state.*`` only if the flow names them: updating two shares
+        per framer per tick for nobody cost a quarter of a tick."""
         parts = name.split(".")
-        if len(parts) == 4 and parts[0] == "framer" and parts[2] == "state" and parts[3] in ("elapsed", "recurred"):
-            target = self.framers.get(parts[1])
-            if target is not None and target._elapsed_share is None:
-                target.bind_state(
-                    self.store.share(f"framer.{target.name}.state.elapsed", {"value": 0.0}),
-                    self.store.share(f"framer.{target.name}.state.recurred", {"value": 0}),
-                )
+        if len(parts) != 4 or parts[0] != "framer" or parts[2] != "state":
+            return
+        target = self.framers.get(parts[1])
+        if target is None:
+            return
+        if parts[3] in ("elapsed", "recurred") and target._elapsed_share is None:
+            target.bind_state(
+                self.store.share(f"framer.{target.name}.state.elapsed", {"value": 0.0}),
+                self.store.share(f"framer.{target.name}.state.recurred", {"value": 0}),
+            )
+        elif parts[3] in ("active", "human") and target._active_share is None:
+            target.bind_outline(
+                self.store.share(f"framer.{target.name}.state.active", {"value": ""}),
+                self.store.share(f"framer.{target.name}.state.human", {"value": ""}),
+            )
 
     def reading(self, share: Share, fields: tuple[str, ...]) -> str:
         """The field a need reads; created as 0.0 when absent, as Ioflo does."""
@@ -361,6 +369,7 @@ class _Builder:
         if needs is None:
             return None
         head = frame.outline[: frame.outline.index(frame) + 1]
+        head_human = frame.head_human
 
         def release() -> None:
             aux.exit_all()
@@ -381,14 +390,14 @@ class _Builder:
                 if aux.done:
                     release()
                     return False
-                framer.actives = head
+                framer.change(head, head_human)
                 return True
             aux.segue()
             aux.recur()
             if aux.done:
                 release()
                 if framer.active is not None:
-                    framer.actives = framer.active.outline
+                    framer.change(framer.active.outline, framer.active.human)
                 return False
             return True
 

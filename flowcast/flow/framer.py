@@ -76,6 +76,8 @@ class Frame:
         "rexacts",
         "auxes",
         "inode",
+        "human",
+        "head_human",
     )
 
     def __init__(self, name: str, framer: "Framer") -> None:
@@ -94,6 +96,8 @@ class Frame:
         self.rexacts: list[Act] = []
         self.auxes: list[Framer] = []
         self.inode: str = ""
+        self.human = ""  # Ioflo's outline text, '<top<me>under>...': framer.F.state.human
+        self.head_human = ""  # the same cut at this frame ('<top<me>'), while a conditional aux runs
 
     def trace_outline(self) -> list["Frame"]:
         """Ancestors top-down, this frame, then its chain of primary unders."""
@@ -103,10 +107,13 @@ class Frame:
             up.append(frame)
             frame = frame.over
         up.reverse()
+        self.head_human = "<" + "<".join(f.name for f in up) + ">"
+        downs = len(up)
         frame = self.unders[0] if self.unders else None
         while frame is not None:
             up.append(frame)
             frame = frame.unders[0] if frame.unders else None
+        self.human = self.head_human + ">".join(f.name for f in up[downs:])
         self.outline = up
         return up
 
@@ -196,6 +203,8 @@ class Framer:
         self.inode: str = ""
         self._elapsed_share: Any = None
         self._recurred_share: Any = None
+        self._active_share: Any = None
+        self._human_share: Any = None
 
     # -- timers ------------------------------------------------------------
 
@@ -219,11 +228,29 @@ class Framer:
             self._elapsed_share.update(value=self.elapsed)
             self._recurred_share.update(value=self.recurred)
 
+    def bind_outline(self, active: Any, human: Any) -> None:
+        """Shares (``framer.NAME.state.active`` / ``.human``) that mirror the outline.
+
+        As in Ioflo they change when a frame is activated (after a
+        transition's enter acts) and when a conditional aux cuts or restores
+        the outline, and keep their last value once the framer stops."""
+        self._active_share = active
+        self._human_share = human
+
     # -- outline bookkeeping ----------------------------------------------
 
     def _activate(self, frame: Frame) -> None:
         self.active = frame
         self.actives = frame.outline
+        if self._active_share is not None:
+            self._active_share.update(value=frame.name)
+            self._human_share.update(value=frame.human)
+
+    def change(self, actives: list[Frame], human: str) -> None:
+        """Cut (a conditional aux runs) or restore the active outline."""
+        self.actives = actives
+        if self._human_share is not None:
+            self._human_share.update(value=human)
 
     def _leaf(self) -> str:
         # The active frame's full outline: a conditional aux may have cut

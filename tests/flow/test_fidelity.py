@@ -54,3 +54,37 @@ def test_inc_of_a_never_initialised_field_fails_and_leaves_none(caplog) -> None:
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 2, warnings  # once per failing act, not once per tick
     assert warnings[0].startswith("t.flo:7:5: inc count failed")
+
+
+STATES = """house h
+framer f be active first a
+  frame top
+    frame a in top
+      go b
+    frame b in top
+      frame c in b
+      go d
+  frame d
+    bid stop me
+framer g be active first x
+  frame x
+    go y if framer.f.state.active == "d"
+  frame y
+"""
+
+
+def test_framer_outline_shares_mirror_ioflo_and_keep_their_last_value() -> None:
+    trace, _, built = run(STATES, until=1.0)
+    assert ("f", "c", "d") in [(f, s, t) for _t, f, s, t in trace]  # leaves: b is entered at c
+    active, human = built.store.share("framer.f.state.active"), built.store.share("framer.f.state.human")
+    assert (active.value, human.value) == ("d", "<d>")  # f stopped in d: Ioflo leaves the last values
+    # nothing names g's outline: its shares are not kept up every transition for nobody
+    assert "framer.g.state.active" not in built.store and "framer.g.state.human" not in built.store
+
+
+def test_frame_human_is_ioflo_outline_text() -> None:
+    _, _, built = run(STATES, until=0.1)
+    frames = built.framers["f"].frames
+    assert [frames[n].human for n in ("top", "a", "b", "c", "d")] == [
+        "<top>a", "<top<a>", "<top<b>c", "<top<b<c>", "<d>"]
+    assert frames["b"].head_human == "<top<b>"
