@@ -18,6 +18,7 @@ from typing import Any
 
 from flowcast.behaving.registry import BehaviourError, Io, Registry
 from flowcast.flow.actors import act_actor, need_actor, resolve_actor
+from flowcast.flow.auxcycle import aux_cycles
 from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
 from flowcast.flow.framer import (
     ABORT,
@@ -104,6 +105,7 @@ class _Builder:
         self.marks: dict[tuple[str, str, str], _Mark] = {}
         self.enter_marks: set[tuple[tuple[str, str, str], str]] = set()
         self.actor: str | None = None  # Ioflo's actor for the act being compiled (``actor.me``)
+        self.aux_uses: list[tuple[str, str, Where | None]] = []  # (framer, aux, where): rings are errors
 
     # -- errors ------------------------------------------------------------
 
@@ -210,6 +212,9 @@ class _Builder:
                 frame = framer.frames.get(frame_spec.name)
                 if frame is not None:
                     self.compile_frame(frame_spec, frame, framer)
+        for ring, where in aux_cycles(self.aux_uses):
+            self.error(f"aux framers run inside each other in a loop: {' aux '.join(ring)}", where,
+                       "an aux framer cannot run inside itself; break the loop")
         logged = []
         for ref in spec.logs:
             try:
@@ -330,6 +335,7 @@ class _Builder:
                 self.error(f"framer {aux.name!r} is not an aux framer (be aux)", aux_spec.where)
                 continue
             frame.auxes.append(aux)
+            self.aux_uses.append((framer.name, aux.name, aux_spec.where))
         deferred_exits: list[Callable[[], Any]] = []
         for act in spec.acts:
             if act.verb == "aux":
@@ -365,6 +371,7 @@ class _Builder:
         if aux.schedule != "aux":
             self.error(f"framer {aux.name!r} is not an aux framer (be aux)", act.where)
             return None
+        self.aux_uses.append((framer.name, aux.name, act.where))
         needs = self.needs(act.args.get("needs", ()), frame, framer)
         if needs is None:
             return None
@@ -914,7 +921,7 @@ def build_house(
         try:
             registry.load(load, base)
         except BehaviourError as error:
-            problems.append(FlowError(str(error), spec.where))
+            problems.append(FlowError(str(error), spec.load_where.get(load, spec.where)))
     if problems:
         raise FlowErrors(problems)
     with gc_paused():
