@@ -72,11 +72,15 @@ def actor_path(name: str) -> list[str]:
     return parts
 
 
-def resolve_actor(parts: list[str], actor: str | None) -> list[str] | None:
-    """Replace ``actor.me`` in an absolute ``framer.F...`` path; None when there is no actor to name.
+def resolve_actor(parts: list[str], doer: Act | Need | None) -> list[str] | None:
+    """Replace ``actor.me`` in an absolute ``framer.F...`` path with the name
+    of the actor of ``doer`` (the act or need whose path it is); None when
+    there is no actor to name.
 
     Ioflo looks at two places only: ``framer.F.frame.G.actor.me.x`` and
     ``framer.F.actor.me.x``; ``actor.me`` anywhere else is a plain name.
+    The name is worked out only here, when a path asks for it: the builder
+    compiles tens of thousands of acts that never do.
     """
     if len(parts) > 5 and parts[2] == "frame" and parts[4] == "actor" and parts[5] == "me":
         at = 5
@@ -84,6 +88,10 @@ def resolve_actor(parts: list[str], actor: str | None) -> list[str] | None:
         at = 3
     else:
         return parts
+    if isinstance(doer, Need):
+        actor: str | None = need_actor(doer)
+    else:
+        actor = act_actor(doer) if doer is not None else None
     if not actor:
         return None
     return [*parts[:at], *actor_path(actor), *parts[at + 1 :]]

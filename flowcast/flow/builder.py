@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from flowcast.behaving.registry import BehaviourError, Io, Registry
-from flowcast.flow.actors import act_actor, need_actor, resolve_actor
+from flowcast.flow.actors import resolve_actor
 from flowcast.flow.auxcycle import aux_cycles
 from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
 from flowcast.flow.framer import (
@@ -104,7 +104,7 @@ class _Builder:
         self.written: set[str] = set()
         self.marks: dict[tuple[str, str, str], _Mark] = {}
         self.enter_marks: set[tuple[tuple[str, str, str], str]] = set()
-        self.actor: str | None = None  # Ioflo's actor for the act being compiled (``actor.me``)
+        self.doer: Act | Need | None = None  # the act or need being compiled: whose ``actor.me``
         self.aux_uses: list[tuple[str, str, Where | None]] = []  # (framer, aux, where): rings are errors
 
     # -- errors ------------------------------------------------------------
@@ -124,7 +124,7 @@ class _Builder:
                 parts[1] = framer.name
             if len(parts) > 4 and parts[2] == "frame" and parts[3] == "me" and frame is not None:
                 parts[3] = frame.name
-            named = resolve_actor(parts, self.actor)
+            named = resolve_actor(parts, self.doer)
             if named is None:
                 raise ShareNameError(f"{ref_path!r} is relative to an actor, and only an act has one")
             return ".".join(named)
@@ -339,6 +339,7 @@ class _Builder:
         deferred_exits: list[Callable[[], Any]] = []
         for act in spec.acts:
             if act.verb == "aux":
+                self.doer = act
                 compiled = self.act_aux(act, frame, framer, deferred_exits)
                 if compiled is not None:
                     frame.preacts.append(compiled)
@@ -420,11 +421,8 @@ class _Builder:
         if method is None:
             self.error(f"verb {act.verb!r} is not supported", act.where)
             return None
-        outer, self.actor = self.actor, act_actor(act)
-        try:
-            return method(act, frame, framer)
-        finally:
-            self.actor = outer
+        self.doer = act  # acts do not nest; the needs inside one restore it
+        return method(act, frame, framer)
 
     def act_print(self, act: Act, frame: Frame, framer: Framer) -> Callable[[], Any]:
         message = str(act.args.get("message", ""))
@@ -659,11 +657,11 @@ class _Builder:
     def need(
         self, need: Need, frame: Frame, framer: Framer, tracts: list[Callable[[], Any]] | None = None
     ) -> Callable[[], bool] | None:
-        outer, self.actor = self.actor, need_actor(need)  # in Ioflo each need is an actor of its own
+        outer, self.doer = self.doer, need  # in Ioflo each need is an actor of its own
         try:
             return self._need(need, frame, framer, tracts)
         finally:
-            self.actor = outer
+            self.doer = outer
 
     def _need(
         self, need: Need, frame: Frame, framer: Framer, tracts: list[Callable[[], Any]] | None

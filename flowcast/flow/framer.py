@@ -76,8 +76,6 @@ class Frame:
         "rexacts",
         "auxes",
         "inode",
-        "human",
-        "head_human",
     )
 
     def __init__(self, name: str, framer: "Framer") -> None:
@@ -96,8 +94,6 @@ class Frame:
         self.rexacts: list[Act] = []
         self.auxes: list[Framer] = []
         self.inode: str = ""
-        self.human = ""  # Ioflo's outline text, '<top<me>under>...': framer.F.state.human
-        self.head_human = ""  # the same cut at this frame ('<top<me>'), while a conditional aux runs
 
     def trace_outline(self) -> list["Frame"]:
         """Ancestors top-down, this frame, then its chain of primary unders."""
@@ -107,15 +103,26 @@ class Frame:
             up.append(frame)
             frame = frame.over
         up.reverse()
-        self.head_human = "<" + "<".join(f.name for f in up) + ">"
-        downs = len(up)
         frame = self.unders[0] if self.unders else None
         while frame is not None:
             up.append(frame)
             frame = frame.unders[0] if frame.unders else None
-        self.human = self.head_human + ">".join(f.name for f in up[downs:])
         self.outline = up
         return up
+
+    # Text made on demand: only framers whose state a flow reads need it,
+    # and making it for every frame of a large flow slowed the build.
+    @property
+    def head_human(self) -> str:
+        """Ioflo's outline text cut at this frame, ``<top<me>``: while a conditional aux runs."""
+        head = self.outline[: self.outline.index(self) + 1]
+        return "<" + "<".join(f.name for f in head) + ">"
+
+    @property
+    def human(self) -> str:
+        """Ioflo's outline text, ``<top<me>under>...``: what ``framer.F.state.human`` holds."""
+        below = self.outline[self.outline.index(self) + 1 :]
+        return self.head_human + ">".join(f.name for f in below)
 
     def check_enter(self, exits: list["Frame"]) -> bool:
         for need in self.beacts:
