@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from flowcast.behaving.registry import BehaviourError, Io, Registry
+from flowcast.flow.actors import resolve_actor
+from flowcast.flow.auxcycle import aux_cycles
 from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
 from flowcast.flow.framer import (
     ABORT,
@@ -33,6 +35,7 @@ from flowcast.flow.framer import (
     Framer,
     Transition,
 )
+from flowcast.flow.incs import inc_direct, inc_indirect
 from flowcast.flow.spec import Act, FrameSpec, FramerSpec, HouseSpec, Need, Ref, Where
 from flowcast.runtime.gcpause import gc_paused
 from flowcast.store import Share, ShareNameError, Store
@@ -101,6 +104,8 @@ class _Builder:
         self.written: set[str] = set()
         self.marks: dict[tuple[str, str, str], _Mark] = {}
         self.enter_marks: set[tuple[tuple[str, str, str], str]] = set()
+        self.doer: Act | Need | None = None  # the act or need being compiled: whose ``actor.me``
+        self.aux_uses: list[tuple[str, str, Where | None]] = []  # (framer, aux, where): rings are errors
 
     # -- errors ------------------------------------------------------------
 
@@ -119,7 +124,10 @@ class _Builder:
                 parts[1] = framer.name
             if len(parts) > 4 and parts[2] == "frame" and parts[3] == "me" and frame is not None:
                 parts[3] = frame.name
-            return ".".join(parts)
+            named = resolve_actor(parts, self.doer)
+            if named is None:
+                raise ShareNameError(f"{ref_path!r} is relative to an actor, and only an act has one")
+            return ".".join(named)
         if parts[0] == "frame" and len(parts) > 2:
             name = frame.name if (parts[1] == "me" and frame is not None) else parts[1]
             return ".".join(["framer", framer.name, "frame", name, *parts[2:]])
@@ -150,17 +158,25 @@ class _Builder:
         return share
 
     def bind_state_if_named(self, name: str) -> None:
-        """Mirror a framer's elapsed/recurred into ``framer.F.state.*`` only if
-        the flow names them: updating two shares per framer per tick for
-        nobody cost a quarter of a tick."""
+        """Mirror a framer's elapsed/recurred (active/human) into
+        ``framer.F.state.*`` only if the flow names them: updating two shares
+        per framer per tick for nobody cost a quarter of a tick."""
         parts = name.split(".")
-        if len(parts) == 4 and parts[0] == "framer" and parts[2] == "state" and parts[3] in ("elapsed", "recurred"):
-            target = self.framers.get(parts[1])
-            if target is not None and target._elapsed_share is None:
-                target.bind_state(
-                    self.store.share(f"framer.{target.name}.state.elapsed", {"value": 0.0}),
-                    self.store.share(f"framer.{target.name}.state.recurred", {"value": 0}),
-                )
+        if len(parts) != 4 or parts[0] != "framer" or parts[2] != "state":
+            return
+        target = self.framers.get(parts[1])
+        if target is None:
+            return
+        if parts[3] in ("elapsed", "recurred") and target._elapsed_share is None:
+            target.bind_state(
+                self.store.share(f"framer.{target.name}.state.elapsed", {"value": 0.0}),
+                self.store.share(f"framer.{target.name}.state.recurred", {"value": 0}),
+            )
+        elif parts[3] in ("active", "human") and target._active_share is None:
+            target.bind_outline(
+                self.store.share(f"framer.{target.name}.state.active", {"value": ""}),
+                self.store.share(f"framer.{target.name}.state.human", {"value": ""}),
+            )
 
     def reading(self, share: Share, fields: tuple[str, ...]) -> str:
         """The field a need reads; created as 0.0 when absent, as Ioflo does."""
@@ -196,6 +212,9 @@ class _Builder:
                 frame = framer.frames.get(frame_spec.name)
                 if frame is not None:
                     self.compile_frame(frame_spec, frame, framer)
+        for ring, where in aux_cycles(self.aux_uses):
+            self.error(f"aux framers run inside each other in a loop: {' aux '.join(ring)}", where,
+                       "an aux framer cannot run inside itself; break the loop")
         logged = []
         for ref in spec.logs:
             try:
@@ -316,9 +335,11 @@ class _Builder:
                 self.error(f"framer {aux.name!r} is not an aux framer (be aux)", aux_spec.where)
                 continue
             frame.auxes.append(aux)
+            self.aux_uses.append((framer.name, aux.name, aux_spec.where))
         deferred_exits: list[Callable[[], Any]] = []
         for act in spec.acts:
             if act.verb == "aux":
+                self.doer = act
                 compiled = self.act_aux(act, frame, framer, deferred_exits)
                 if compiled is not None:
                     frame.preacts.append(compiled)
@@ -351,10 +372,12 @@ class _Builder:
         if aux.schedule != "aux":
             self.error(f"framer {aux.name!r} is not an aux framer (be aux)", act.where)
             return None
+        self.aux_uses.append((framer.name, aux.name, act.where))
         needs = self.needs(act.args.get("needs", ()), frame, framer)
         if needs is None:
             return None
         head = frame.outline[: frame.outline.index(frame) + 1]
+        head_human = frame.head_human
 
         def release() -> None:
             aux.exit_all()
@@ -375,14 +398,14 @@ class _Builder:
                 if aux.done:
                     release()
                     return False
-                framer.actives = head
+                framer.change(head, head_human)
                 return True
             aux.segue()
             aux.recur()
             if aux.done:
                 release()
                 if framer.active is not None:
-                    framer.actives = framer.active.outline
+                    framer.change(framer.active.outline, framer.active.human)
                 return False
             return True
 
@@ -398,6 +421,7 @@ class _Builder:
         if method is None:
             self.error(f"verb {act.verb!r} is not supported", act.where)
             return None
+        self.doer = act  # acts do not nest; the needs inside one restore it
         return method(act, frame, framer)
 
     def act_print(self, act: Act, frame: Frame, framer: Framer) -> Callable[[], Any]:
@@ -415,29 +439,32 @@ class _Builder:
             return dict(zip(dst.fields, values))
         return dict(data)
 
-    def _direct(self, act: Act, frame: Frame, framer: Framer, combine: Callable[[Any, Any], Any] | None):
-        """``put DATA into DST`` (combine None) or ``inc DST with DATA`` (combine adds)."""
+    def _direct(self, act: Act, frame: Frame, framer: Framer, inc: bool):
+        """``put DATA into DST`` or ``inc DST with DATA``.
+
+        A field nothing wrote is created as None, as Ioflo does; ``inc`` on
+        it then fails and leaves it None (see flow/incs.py)."""
         dst_ref: Ref = act.args["dst"]
         share = self.share(dst_ref, framer, frame, act.where)
         if share is None:
             return None
         data = self._data_into(act.args.get("data") or {}, dst_ref)
         for key in data:
-            share.default(key, None if combine is None else 0.0)
-        if combine is None:
-            return lambda: share.update(data)
-        return lambda: share.update({k: combine(share.get(k), v) for k, v in data.items()})
+            share.default(key, None)
+        if inc:
+            return inc_direct(share, data, act.where)
+        return lambda: share.update(data)
 
     def act_put(self, act: Act, frame: Frame, framer: Framer):
-        return self._direct(act, frame, framer, None)
+        return self._direct(act, frame, framer, False)
 
     def act_set(self, act: Act, frame: Frame, framer: Framer):
         """``set GOAL with DATA`` or ``set GOAL from SRC``; the front end resolved the goal path."""
         if act.args.get("src") is not None:
-            return self._copy(act, frame, framer, None)
+            return self._copy(act, frame, framer, False)
         return self.act_put(act, frame, framer)
 
-    def _copy(self, act: Act, frame: Frame, framer: Framer, combine: Callable[[Any, Any], Any] | None):
+    def _copy(self, act: Act, frame: Frame, framer: Framer, inc: bool):
         src_ref: Ref = act.args["src"]
         dst_ref: Ref = act.args["dst"]
         src = self.share(src_ref, framer, frame, act.where)
@@ -450,30 +477,25 @@ class _Builder:
             self.error(f"{len(src_fields)} source field(s) for {len(dst_fields)} destination field(s)", act.where)
             return None
         for f in src_fields:
-            src.default(f, 0.0 if combine else None)
+            src.default(f, None)
         for f in dst_fields:
-            dst.default(f, 0.0 if combine else None)
+            dst.default(f, None)
         pairs = list(zip(dst_fields, src_fields))
+        if inc:
+            return inc_indirect(dst, src, pairs, act.where)
 
-        if combine is None:
-
-            def run() -> None:
-                dst.update({d: src.get(s) for d, s in pairs})
-
-        else:
-
-            def run() -> None:
-                dst.update({d: combine(dst.get(d), src.get(s)) for d, s in pairs})
+        def run() -> None:
+            dst.update({d: src.get(s) for d, s in pairs})
 
         return run
 
     def act_copy(self, act: Act, frame: Frame, framer: Framer):
-        return self._copy(act, frame, framer, None)
+        return self._copy(act, frame, framer, False)
 
     def act_inc(self, act: Act, frame: Frame, framer: Framer):
         if act.args.get("src") is not None:
-            return self._copy(act, frame, framer, _add)
-        return self._direct(act, frame, framer, _add)
+            return self._copy(act, frame, framer, True)
+        return self._direct(act, frame, framer, True)
 
     def _taskers(self, act: Act, framer: Framer, default: str = "me") -> list[Framer]:
         names = act.args.get("taskers") or [default]
@@ -634,6 +656,15 @@ class _Builder:
 
     def need(
         self, need: Need, frame: Frame, framer: Framer, tracts: list[Callable[[], Any]] | None = None
+    ) -> Callable[[], bool] | None:
+        outer, self.doer = self.doer, need  # in Ioflo each need is an actor of its own
+        try:
+            return self._need(need, frame, framer, tracts)
+        finally:
+            self.doer = outer
+
+    def _need(
+        self, need: Need, frame: Frame, framer: Framer, tracts: list[Callable[[], Any]] | None
     ) -> Callable[[], bool] | None:
         kind = need.kind
         test: Callable[[], bool] | None
@@ -865,13 +896,6 @@ class _Mark:
         self.data: dict[str, Any] | None = None
 
 
-def _add(a: Any, b: Any) -> Any:
-    try:
-        return (a or 0) + b
-    except TypeError:
-        return a
-
-
 def build_house(
     spec: HouseSpec,
     *,
@@ -895,7 +919,7 @@ def build_house(
         try:
             registry.load(load, base)
         except BehaviourError as error:
-            problems.append(FlowError(str(error), spec.where))
+            problems.append(FlowError(str(error), spec.load_where.get(load, spec.where)))
     if problems:
         raise FlowErrors(problems)
     with gc_paused():

@@ -10,9 +10,92 @@ when a flow has an error: loaders collect and raise before any house starts.
 from __future__ import annotations
 
 import difflib
+import re
+import unicodedata
 from collections.abc import Iterable
+from pathlib import Path
 
 from flowcast.flow.spec import Where
+
+#: Characters of the source line shown either side of the error's column.
+#: A minified or binary "line" can be megabytes; the error shows a window
+#: around the spot, never the whole line (a 5 MB line once meant 10 MB of
+#: stderr).
+CLIP = 80
+ELLIPSIS = "..."
+MAX_MESSAGE = 2000  # a message (or hint) longer than this is cut
+_LONG_WORD = re.compile(r"[^\s'\"]{%d,}" % (2 * CLIP + 1))  # messages quote source words: clip huge ones
+
+
+def printable(char: str) -> str:
+    """``char`` as shown in an error: control and format characters escaped.
+
+    A NUL, an escape sequence or a bidi override printed raw can hide or
+    rewrite what the terminal shows; escaped, each is visible text.
+    """
+    if char == "\t":
+        return " "
+    if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return char
+
+
+def excerpt(text: str, col: int, clip: int = CLIP) -> tuple[str, int]:
+    """The part of ``text`` shown around 1-based ``col``, and where the caret goes (0-based).
+
+    At most ``clip`` characters either side, with an ellipsis where the line
+    was cut; control characters escaped, the caret moved to match.
+    """
+    line = text.rstrip("\r\n")
+    at = max(0, min(col - 1, len(line)))
+    start, end = max(0, at - clip), min(len(line), at + clip)
+    before = "".join(printable(c) for c in line[start:at])
+    after = "".join(printable(c) for c in line[at:end])
+    head = ELLIPSIS if start > 0 else ""
+    tail = ELLIPSIS if end < len(line) else ""
+    return head + before + after + tail, len(head) + len(before)
+
+
+def clipped(text: str, limit: int = MAX_MESSAGE) -> str:
+    """``text`` escaped, its huge words and its whole cut (an ellipsis says where)."""
+    if len(text) > 2 * CLIP:
+        text = _LONG_WORD.sub(lambda m: m.group()[:CLIP] + ELLIPSIS, text)
+    if len(text) > limit:
+        text = text[: limit - len(ELLIPSIS)] + ELLIPSIS
+    if text.isprintable():
+        return text
+    return "".join(c if c == "\n" else printable(c) for c in text)
+
+
+def read_text(path: str | Path) -> str:
+    """A flow file's text; invalid UTF-8 is a :class:`FlowError` at its line and column.
+
+    A byte offset alone sends a person to a hex dump; line:col and the line
+    (with the bad bytes shown as U+FFFD) send them to the spot in an editor.
+    ``OSError`` passes through for the caller to word.
+    """
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise decode_error(str(path), data, exc) from None
+    if "\r" in text:  # universal newlines, as Path.read_text gave
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def decode_error(file: str, data: bytes, exc: UnicodeDecodeError) -> "FlowError":
+    """The located error for ``exc`` raised decoding ``data`` (the whole file) as UTF-8."""
+    start = data.rfind(b"\n", 0, exc.start) + 1
+    end = data.find(b"\n", exc.start)
+    end = len(data) if end < 0 else end
+    line = data.count(b"\n", 0, exc.start) + 1
+    col = len(data[start : exc.start].decode("utf-8", errors="replace")) + 1
+    text = data[start:end].decode("utf-8", errors="replace")
+    bad = data[exc.start : exc.end].hex(" ")
+    return FlowError(f"not a UTF-8 text file: {exc.reason} (byte(s) {bad}, offset {exc.start})",
+                     Where(file, line, col, text))
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
@@ -31,16 +114,17 @@ class FlowError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
+        message = clipped(self.message)
         if self.where is None:
-            text = f"error: {self.message}"
+            text = f"error: {message}"
         else:
             w = self.where
-            text = f"{w.file}:{w.line}:{w.col}: error: {self.message}"
+            text = f"{clipped(str(w.file))}:{w.line}:{w.col}: error: {message}"
             if w.text:
-                line = w.text.rstrip("\n").expandtabs(1)
-                text += f"\n    {line}\n    {' ' * max(0, w.col - 1)}^"
+                line, caret = excerpt(w.text, w.col)
+                text += f"\n    {line}\n    {' ' * caret}^"
         if self.hint:
-            text += f"\n  {self.hint}"
+            text += f"\n  {clipped(self.hint)}"
         return text
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from flowcast.flow import flowords as w
-from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
+from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean, read_text
 from flowcast.flow.flolex import COMPARISONS, RESERVED, Statement, Token, lex
 from flowcast.flow.flonames import Positions, check_names
 from flowcast.flow.floneeds import needs as needs_
@@ -91,9 +91,7 @@ def load_flo(path: str | Path) -> FlowSpec:
     """Read and parse a ``.flo`` file."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise FlowError(f"{p}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
+        text = read_text(p)
     except OSError as exc:
         raise FlowError(f"cannot read flow {p}: {exc.strerror or exc}") from None
     return parse_flo(text, str(p))
@@ -424,6 +422,7 @@ class _Parser:
         if tok.value.endswith(".flo"):
             raise cur.fail("loading other .flo files is not supported by flowcast; 'load' loads behaviour modules", tok)
         house.loads.append(tok.value)
+        house.load_where.setdefault(tok.value, tok.where)
 
     def log(self, cur: w.Cursor) -> None:
         house = self._need_house(cur)

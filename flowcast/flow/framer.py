@@ -110,6 +110,20 @@ class Frame:
         self.outline = up
         return up
 
+    # Text made on demand: only framers whose state a flow reads need it,
+    # and making it for every frame of a large flow slowed the build.
+    @property
+    def head_human(self) -> str:
+        """Ioflo's outline text cut at this frame, ``<top<me>``: while a conditional aux runs."""
+        head = self.outline[: self.outline.index(self) + 1]
+        return "<" + "<".join(f.name for f in head) + ">"
+
+    @property
+    def human(self) -> str:
+        """Ioflo's outline text, ``<top<me>under>...``: what ``framer.F.state.human`` holds."""
+        below = self.outline[self.outline.index(self) + 1 :]
+        return self.head_human + ">".join(f.name for f in below)
+
     def check_enter(self, exits: list["Frame"]) -> bool:
         for need in self.beacts:
             if not need():
@@ -196,6 +210,8 @@ class Framer:
         self.inode: str = ""
         self._elapsed_share: Any = None
         self._recurred_share: Any = None
+        self._active_share: Any = None
+        self._human_share: Any = None
 
     # -- timers ------------------------------------------------------------
 
@@ -219,11 +235,29 @@ class Framer:
             self._elapsed_share.update(value=self.elapsed)
             self._recurred_share.update(value=self.recurred)
 
+    def bind_outline(self, active: Any, human: Any) -> None:
+        """Shares (``framer.NAME.state.active`` / ``.human``) that mirror the outline.
+
+        As in Ioflo they change when a frame is activated (after a
+        transition's enter acts) and when a conditional aux cuts or restores
+        the outline, and keep their last value once the framer stops."""
+        self._active_share = active
+        self._human_share = human
+
     # -- outline bookkeeping ----------------------------------------------
 
     def _activate(self, frame: Frame) -> None:
         self.active = frame
         self.actives = frame.outline
+        if self._active_share is not None:
+            self._active_share.update(value=frame.name)
+            self._human_share.update(value=frame.human)
+
+    def change(self, actives: list[Frame], human: str) -> None:
+        """Cut (a conditional aux runs) or restore the active outline."""
+        self.actives = actives
+        if self._human_share is not None:
+            self._human_share.update(value=human)
 
     def _leaf(self) -> str:
         # The active frame's full outline: a conditional aux may have cut

@@ -213,6 +213,9 @@ class HouseSpec:
     inits: list[Init] = field(default_factory=list)
     framers: list[FramerSpec] = field(default_factory=list)
     loads: list[str] = field(default_factory=list)  # behaviour modules: paths or dotted names
+    # Where each ``load`` was written, so a module that fails to load is
+    # reported at its own line, not the house's.
+    load_where: dict[str, Where] = field(default_factory=dict, compare=False, repr=False)
     logs: list[Ref] = field(default_factory=list)  # shares whose history is kept
     where: Where | None = field(default=None, compare=False)
 

@@ -22,7 +22,7 @@ import yaml
 from flowcast.runtime.gcpause import gc_paused
 from flowcast.flow import florender as render
 from flowcast.flow import flowords as w
-from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
+from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean, read_text
 from flowcast.flow.floneeds import needs as parse_needs
 from flowcast.flow.flolex import Statement, Token, chunk, split_lines
 from flowcast.flow.flonames import check_names
@@ -73,9 +73,7 @@ MAX_ALIAS_EXPANSION = 100_000
 def load_yaml(path: str | Path) -> FlowSpec:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise FlowError(f"{p}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
+        text = read_text(p)
     except OSError as exc:
         raise FlowError(f"cannot read flow {p}: {exc.strerror or exc}") from None
     return parse_yaml(text, str(p))
@@ -276,7 +274,10 @@ class _Reader:
             raise self.error("a house needs 'house: NAME'", node)
         house = HouseSpec(self.name(m["house"][1], "house name"), where=self.where(m["house"][1]))
         if "load" in m:
-            house.loads = [self.text_of(n, "a behaviour module") for n in self.list_or_one(m["load"][1])]
+            for n in self.list_or_one(m["load"][1]):
+                module = self.text_of(n, "a behaviour module")
+                house.loads.append(module)
+                house.load_where.setdefault(module, self.where(n))
         if "log" in m:
             for n in self.list_or_one(m["log"][1]):
                 r = self.ref(n, "a logged share")

@@ -7,6 +7,7 @@ script file alone is the whole test case::
     # covers: timeout, next, print
     # differs: <why flowcast deliberately does something else>   (optional)
     # ioflo-fails: <text of the error Ioflo stops with>           (optional, with differs)
+    # ioflo-reports: <text of an error Ioflo prints and carries on> (optional)
     # behaviors: <module> [<module> ...]                          (optional)
 
 Only the comment lines before the first statement are read.  A ``differs``
@@ -26,7 +27,7 @@ from pathlib import Path
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "flow" / "corpus"
 
 _SETTINGS = re.compile(r"^#\s*differential:\s*(?P<body>.*)$")
-_KEYED = re.compile(r"^#\s*(?P<key>covers|differs|ioflo-fails|behaviors):\s*(?P<value>.*)$")
+_KEYED = re.compile(r"^#\s*(?P<key>covers|differs|ioflo-fails|ioflo-reports|behaviors):\s*(?P<value>.*)$")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class CorpusScript:
     covers: str = ""
     differs: str = ""  # empty: traces must be equal
     ioflo_fails: str = ""  # error text Ioflo is known to stop with (only with ``differs``)
+    ioflo_reports: str = ""  # error text Ioflo prints on its console and runs on (a failing act)
     behaviors: tuple[str, ...] = ()
 
     @property
@@ -80,6 +82,7 @@ def parse_header(path: Path) -> CorpusScript:
         covers=keyed.get("covers", ""),
         differs=keyed.get("differs", ""),
         ioflo_fails=keyed.get("ioflo-fails", ""),
+        ioflo_reports=keyed.get("ioflo-reports", ""),
         behaviors=tuple(keyed.get("behaviors", "").split()),
     )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections.abc  # noqa: F401  -- ioflo 2.0.3 needs it imported first on 3.11
 import glob
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(
     glob.glob(str(ROOT / "flows/*.flo"))
     + glob.glob(str(ROOT / "tests/flow/corpus/*.flo"))
-    + glob.glob(str(ROOT / ".venv/lib/python3.11/site-packages/ioflo/app/plan/*.flo"))
+    + glob.glob(str(Path(importlib.util.find_spec("ioflo").origin).parent / "app/plan/*.flo"))
 )
 _CONTEXT_OF = {"addBeact": "benter", "addEnact": "enter", "addRenact": "renter", "addReact": "recur",
                "addPreact": "precur", "addExact": "exit", "addRexact": "rexit"}

@@ -244,3 +244,103 @@ def test_huge_numbers_are_located_errors_not_crashes(line):
     with pytest.raises(FlowError) as info:
         parse_flo("house h\n" + line + "\n", "big.flo")
     assert "big.flo:" in str(info.value) and ("too large" in str(info.value) or "number" in str(info.value))
+
+
+# -- where and how errors are shown (issue 10, part 6) -------------------------
+
+
+def build_err(text: str, name: str = "t.flo"):
+    from flowcast.behaving import Registry
+    from flowcast.flow.builder import build_house
+    from flowcast.flow.skedder import Stamp
+
+    spec = parse_flo(text, name) if name.endswith(".flo") else parse_yaml(text, name)
+    with pytest.raises(FlowError) as info:
+        build_house(spec.house(), stamp=Stamp(), registry=Registry(), out=lambda _: None)
+    return info.value
+
+
+def test_missing_load_module_is_reported_at_its_load_line() -> None:
+    e = build_err("house h\n\nload fc_no_such_module_q\nframer f\nframe a\n")
+    assert (e.where.line, e.where.col) == (3, 6), str(e)
+    assert "fc_no_such_module_q" in e.message
+    y = build_err("house: h\nload:\n  - json\n  - fc_no_such_module_q\nframers:\n  - framer: f\n    frames:\n"
+                  "      - frame: a\n", "t.yaml")
+    assert (y.where.line, y.where.col) == (4, 5), str(y)
+
+
+def test_a_huge_line_is_clipped_around_the_column() -> None:
+    source = "  go next if .x == " + "y" * 5_000_000 + " zz"
+    e = err("house h\nframer f\nframe a\n" + source + "\n")
+    text = str(e)
+    assert len(text) < 1_000, len(text)  # was the whole 5 MB line, twice
+    line, caret = (x[4:] for x in text.splitlines()[1:3])
+    assert line.startswith("...") and len(line) <= 3 + 2 * 80 + 3
+    assert line[caret.index("^")] == source[e.where.col - 1]  # the caret is under the spot
+
+
+def test_the_caret_stays_under_the_spot_after_clipping_and_escaping() -> None:
+    from flowcast.flow.errors import excerpt
+
+    line = "a" * 300 + "\x00B" + "c" * 300
+    shown, caret = excerpt(line, 302)  # the B
+    assert shown[caret] == "B" and shown[caret - 4:caret] == "\\x00"
+    assert shown.startswith("...") and shown.endswith("...") and len(shown) <= 3 + 80 + 4 + 80 + 3
+    short, at = excerpt("\tgo b", 2)
+    assert (short, at) == (" go b", 1)  # tabs are one column, as the lexer counts them
+
+
+def test_control_characters_in_errors_are_escaped() -> None:
+    e = err("house h\nframer f\nframe a\n  go b\x00\x1b[31m\u202e if .x\n")
+    text = str(e)
+    assert "\x00" not in text and "\x1b" not in text and "\u202e" not in text
+    assert "\\x00" in text and "\\x1b" in text and "\\u202e" in text
+    assert text.isprintable() or set(text) - set(filter(str.isprintable, text)) == {"\n"}
+
+
+def test_an_aux_loop_is_a_build_error_at_the_aux_that_closes_it() -> None:
+    ring = ("house h\nframer main be active first m\nframe m\n  aux a\n"
+            "framer a be aux first a1\nframe a1\n  aux b\n"
+            "framer b be aux first b1\nframe b1\n  aux a if .go\n")
+    e = build_err(ring)
+    assert "aux framers run inside each other in a loop: a aux b aux a" in e.message
+    assert (e.where.line, e.where.col) == (10, 7), str(e)
+    itself = build_err("house h\nframer main be active first m\nframe m\n  aux s\n"
+                       "framer s be aux first s1\nframe s1\n  aux s\n")
+    assert "s aux s" in itself.message and itself.where.line == 7
+
+
+def test_an_aux_loop_fails_check_not_the_run(tmp_path) -> None:
+    from flowcast.cli.main import main
+
+    path = tmp_path / "ring.flo"
+    path.write_text("house h\nframer main be active first m\nframe m\n  aux a\n"
+                    "framer a be aux first a1\nframe a1\n  aux b\n"
+                    "framer b be aux first b1\nframe b1\n  aux a\n")
+    assert main(["check", str(path)]) == 1
+
+
+def test_invalid_utf8_is_reported_at_line_and_column(tmp_path) -> None:
+    from flowcast.flow.floscript import load_flo
+    from flowcast.flow.yamlflow import load_yaml
+
+    flo = tmp_path / "bad.flo"
+    flo.write_bytes(b"house h\nframer f\nframe a\n  print caf\xc3\xa9 \xe9 ok\n")
+    with pytest.raises(FlowError) as info:
+        load_flo(flo)
+    w = info.value.where
+    assert (w.line, w.col) == (4, 14), str(info.value)  # characters, not bytes: é is one column
+    assert "not a UTF-8 text file" in info.value.message and "e9" in info.value.message
+    yml = tmp_path / "bad.yaml"
+    yml.write_bytes(b"house: h\n# \xff\n")
+    with pytest.raises(FlowError) as info:
+        load_yaml(yml)
+    assert (info.value.where.line, info.value.where.col) == (2, 3)
+
+
+def test_crlf_files_still_read_as_lines(tmp_path) -> None:
+    from flowcast.flow.floscript import load_flo
+
+    path = tmp_path / "crlf.flo"
+    path.write_bytes(b"house h\r\nframer f\r\nframe a\r\n  print hi\r\n")
+    assert load_flo(path).house().framers[0].frames[0].acts[0].args["message"] == "hi"

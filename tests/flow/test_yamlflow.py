@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import importlib.util
 import re
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from flowcast.flow.loader import load_flow
 from flowcast.flow.yamlflow import dump_yaml, parse_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-PLANS = sorted(glob.glob(str(ROOT / ".venv/lib/python3.11/site-packages/ioflo/app/plan/*.flo")))
+# Ioflo's example plans wherever ioflo is installed (a worktree has no .venv of its own).
+PLANS = sorted(glob.glob(str(Path(importlib.util.find_spec("ioflo").origin).parent / "app/plan/*.flo")))
 OURS = sorted(glob.glob(str(ROOT / "flows/*.flo")) + glob.glob(str(ROOT / "tests/flow/corpus/*.flo")))
 
 FLO = """\
