@@ -170,6 +170,7 @@ class Keep:
         self.writer = writer
         #: The writer's ticket of the newest write handed to it (0: none).
         self.ticket = 0
+        self._tickets: dict[str, int] = {}  # fingerprint -> ticket of its newest queued write
         if self.path is not None:
             self._open_dir()
             self._load()
@@ -198,6 +199,21 @@ class Keep:
                 del self._by_pubkey[record.pubkey]
         self._pending.pop(fp, None)
         self._idle.pop(fp, None)
+
+    def _note_ticket(self, fp: str) -> None:
+        tickets = self._tickets
+        tickets[fp] = self.ticket
+        if len(tickets) > 2 * self.max_remotes + 64 and self.writer is not None:
+            durable = self.writer.durable
+            self._tickets = {f: t for f, t in tickets.items() if t > durable}
+
+    def unwritten(self, fp: str) -> int:
+        """The ticket ``fp``'s record waits for to be durable, or 0 if it is on disk."""
+        ticket = self._tickets.get(fp, 0)
+        if ticket and self.writer is not None and ticket <= self.writer.durable:
+            del self._tickets[fp]
+            return 0
+        return ticket
 
     def bound(self, name: str) -> RemoteRecord | None:
         """The pending or accepted record ``name`` is bound to, if any."""
@@ -254,6 +270,7 @@ class Keep:
         target = self._remote_file(record.fingerprint)
         if self.writer is not None:
             self.ticket = self.writer.submit(target, json.dumps(record.to_json(), indent=1, sort_keys=True).encode())
+            self._note_ticket(record.fingerprint)
         else:
             self._write(target, record.to_json())
 
@@ -263,6 +280,7 @@ class Keep:
         target = self._remote_file(fp)
         if self.writer is not None:
             self.ticket = self.writer.submit(target, None)
+            self._note_ticket(fp)
             return
         try:
             os.unlink(target)
