@@ -94,6 +94,7 @@ class Remote:
 
     __slots__ = (
         "record",
+        "named",
         "_address",
         "_places",
         "session",
@@ -110,6 +111,7 @@ class Remote:
 
     def __init__(self, record: RemoteRecord, address: Address | None, places: dict[Address, int] | None = None) -> None:
         self.record = record
+        self.named: str | None = None  # the name it holds in the stack's _by_name, if any
         self._address: Address | None = None
         self._places = places
         self.address = address
@@ -321,15 +323,16 @@ class RoadStack(Stack):
             self.remotes[record.fingerprint] = remote
         elif address is not None and remote.session is None:
             remote.address = address
-        # A remote holds at most one name (this keeps it so): one that holds
-        # its record's name holds no other, and needs no look through them all.
-        if self._by_name.get(record.name) is not remote:
-            for name, held in list(self._by_name.items()):
-                if held is remote and name != record.name:
-                    del self._by_name[name]  # a name given up by a rename is free again
+        # A remote holds at most one name (this keeps it so), the one in
+        # ``named``: a name given up by a rename is free again, found without
+        # a look through every name (this runs once per admitted join).
+        named = remote.named
+        if named is not None and named != record.name and self._by_name.get(named) is remote:
+            del self._by_name[named]
         holder = self._by_name.get(record.name)
         if holder is None or holder is remote or holder.record.status is not Status.ACCEPTED or holder.record.name != record.name:
             self._by_name[record.name] = remote
+            remote.named = record.name
         self._touch(remote)
         return remote
 

@@ -197,3 +197,34 @@ def test_keep_writer_batches_with_one_directory_sync_and_bounds_its_queue(tmp_pa
     finally:
         gate.set()
         writer.close()
+
+
+class _Counting(dict):
+    """A dict that counts walks over all of it."""
+
+    walks = 0
+
+    def values(self):
+        _Counting.walks += 1
+        return super().values()
+
+    def items(self):
+        _Counting.walks += 1
+        return super().items()
+
+    def __iter__(self):
+        _Counting.walks += 1
+        return super().__iter__()
+
+
+def test_admitting_joins_looks_nothing_up_by_walking_every_remote():
+    """Was a finding: per-join scans over all records (keep.py, road.py)."""
+    world = World(seed=56, delay=0.001)
+    main = world.estate("main", policy="always", join_cookies="never")
+    main.remotes, main._by_name, main.keep._remotes = _Counting(), _Counting(), _Counting()
+    sender = world.net.port("sender")
+    for n in range(60):
+        sender.send(_join(LongTermKeys.generate(), f"e{n}", n + 1), "main")
+        world.run_for(0.01)
+    assert len(main.remotes) == 60 and main.keep.find("e59") is not None
+    assert _Counting.walks == 0
