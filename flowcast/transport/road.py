@@ -694,6 +694,8 @@ class RoadStack(Stack):
             return
         verdict = self.keep.admit(request.name, request.role, request.mode, request.verkey, request.pubkey, self.policy, request.stamp)
         for note in verdict.events:
+            if note.startswith("key-changed "):
+                self.counts["key_changed"] += 1  # a bound name with another key: refused
             self._event_note(note)
         for fp in verdict.evicted:
             self._drop_remote(fp)
