@@ -171,6 +171,7 @@ class Keep:
         #: The writer's ticket of the newest write handed to it (0: none).
         self.ticket = 0
         self._tickets: dict[str, int] = {}  # fingerprint -> ticket of its newest queued write
+        self._prune_at = 2 * max_remotes + 64
         if self.path is not None:
             self._open_dir()
             self._load()
@@ -203,9 +204,12 @@ class Keep:
     def _note_ticket(self, fp: str) -> None:
         tickets = self._tickets
         tickets[fp] = self.ticket
-        if len(tickets) > 2 * self.max_remotes + 64 and self.writer is not None:
+        if len(tickets) > self._prune_at and self.writer is not None:
+            # What is durable goes; the next look waits until the map has
+            # doubled again, so a writer far behind costs O(1) per write.
             durable = self.writer.durable
             self._tickets = {f: t for f, t in tickets.items() if t > durable}
+            self._prune_at = max(2 * len(self._tickets), 2 * self.max_remotes + 64)
 
     def unwritten(self, fp: str) -> int:
         """The ticket ``fp``'s record waits for to be durable, or 0 if it is on disk."""

@@ -682,16 +682,17 @@ class RoadStack(Stack):
     # -- join -------------------------------------------------------------------------
 
     def _on_join(self, data: bytes, address: Address, now: float) -> None:
+        writer = self.keep.writer
+        if writer is not None and writer.room() < 4:
+            # The disk is behind: admit nothing we could not write (the joiner
+            # repeats), and verify nothing we would not admit.
+            self.counts["keep_busy"] += 1
+            return
         request = hs.parse_join(data)
         if request is None:
             self.counts["bad_join"] += 1
             return
         tag = struct.unpack_from("!I", data, 4)[0]
-        writer = self.keep.writer
-        if writer is not None and writer.room() < 4:
-            # The disk is behind: admit nothing we could not write (the joiner repeats).
-            self.counts["keep_busy"] += 1
-            return
         verdict = self.keep.admit(request.name, request.role, request.mode, request.verkey, request.pubkey, self.policy, request.stamp)
         for note in verdict.events:
             if note.startswith("key-changed "):
