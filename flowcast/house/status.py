@@ -399,6 +399,8 @@ def _roads(
                 road["port"] = [port[0], port[1]]
             for name, presence in _dict(remotes).items():
                 road["remotes"][name] = _str(presence) or "unknown"
+            joins = _dict(_dict(doc.get("joins")).get(channel))
+            road["joins"] = {_str(k) or "?": n for k, n in joins.items() if _int(n)}
     return roads
 
 
@@ -595,6 +597,9 @@ def render(snapshot: dict[str, Any]) -> str:
                 lines += _table([[_clean(c, 64) for c in row] for row in rows], indent="    ")
             else:
                 lines.append("    no remote estates")
+            joins = road.get("joins") or {}
+            if joins:
+                lines.append("    joins: " + ", ".join(f"{_clean(k, 32).replace('_', ' ')} {n}" for k, n in sorted(joins.items())))
     else:
         lines.append("roads: none")
 

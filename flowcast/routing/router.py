@@ -106,6 +106,11 @@ class _Pair:
         self.reads = 0  # read requests sent on this pair not answered yet
 
 
+#: Road counts ``flowcast status`` shows per road: refused joins (and, of
+#: those, a known name with another key), cookies answered under load, and
+#: joins dropped while the keep's disk was behind.
+_JOIN_COUNTS = ("join_refused", "key_changed", "join_cookies", "bad_join", "bad_join_cookie", "keep_busy")
+
 class Router:
     """Route messages for one house (yard ``yard`` of estate ``estate``).
 
@@ -636,6 +641,7 @@ class Router:
             "held": {f"{estate}/{channel}": len(q) for (channel, estate), q in self._held.items()},
             "held_bytes": self._held_bytes,
             "roads": roads,
+            "joins": {channel: {k: road.counts[k] for k in _JOIN_COUNTS if road.counts.get(k)} for channel, road in self.roads.items() if hasattr(road, "counts")},
             "counts": dict(self.counts),
             "policy": dict(self.policy.counts),
             "routes": [[str(src), str(dst), n] for (src, dst), n in top],

@@ -78,6 +78,7 @@ def wire_road(
 ) -> Any:
     """Open road ``channel`` (a UDP port) with the estate's keep; the manor only."""
     from flowcast.transport.keep import Keep
+    from flowcast.transport.keepwriter import KeepWriter
     from flowcast.transport.ports import UdpPort
     from flowcast.transport.road import RoadStack
 
@@ -85,7 +86,10 @@ def wire_road(
     where = Path(keep).resolve()
     store = router.keeps.get(where)
     if store is None:  # one Keep per directory: every road of the house shares it
-        store = router.keeps[where] = Keep(where)
+        # Its writes go to a thread of their own: joins never wait for the disk on the roads' thread.
+        writer = KeepWriter()
+        store = router.keeps[where] = Keep(where, writer=writer)
+        house.on_close(writer.close)
         store.ensure_local(router.estate, role=role)
     udp = UdpPort(host, port, scheduler=house.scheduler)
     try:

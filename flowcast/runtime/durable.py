@@ -12,10 +12,11 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write", "replace_durably"]
+__all__ = ["atomic_write", "replace_durably", "fsync_dir"]
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make the names in ``directory`` (renames, unlinks) durable."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -31,7 +32,7 @@ def replace_durably(tmp: Path, final: Path) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, final)
-    _fsync_dir(final.parent if str(final.parent) else Path("."))
+    fsync_dir(final.parent if str(final.parent) else Path("."))
 
 
 def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
@@ -53,7 +54,7 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-        _fsync_dir(directory)
+        fsync_dir(directory)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -11,6 +11,7 @@ counter that never repeats under one key, which keeps nonces unique.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -75,11 +76,19 @@ class LongTermKeys:
     def generate(cls) -> "LongTermKeys":
         return cls(os.urandom(32), os.urandom(32))
 
-    @property
-    def verkey(self) -> bytes:
-        return bytes(SigningKey(self.sigseed).verify_key)
+    # Derived once per instance (cached_property writes the instance's
+    # __dict__, which a frozen dataclass allows): every signed join reply
+    # used to derive the Ed25519 key pair twice and the X25519 public key
+    # once, ~100 us of a stack's thread per join under a flood.
+    @functools.cached_property
+    def _signing(self) -> SigningKey:
+        return SigningKey(self.sigseed)
 
-    @property
+    @functools.cached_property
+    def verkey(self) -> bytes:
+        return bytes(self._signing.verify_key)
+
+    @functools.cached_property
     def pubkey(self) -> bytes:
         return _b.crypto_scalarmult_base(self.prikey)
 
@@ -89,7 +98,7 @@ class LongTermKeys:
 
     def sign(self, message: bytes) -> bytes:
         """Detached 64-byte Ed25519 signature."""
-        return SigningKey(self.sigseed).sign(message).signature
+        return self._signing.sign(message).signature
 
     def shared(self, remote_pubkey: bytes) -> bytes:
         """Precomputed crypto_box key with a remote X25519 key (≈37 µs; cache it)."""

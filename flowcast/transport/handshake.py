@@ -21,6 +21,7 @@ All parsers return None on anything malformed; they never raise.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 import time
@@ -108,6 +109,15 @@ def build_join(keys: LongTermKeys, name: str, role: str, mode: int, nonce: bytes
     return header + body + keys.sign(header + body)
 
 
+def _conforming(name: object, role: object, mode: object) -> bool:
+    """Field types a JOIN or its reply must have (the keep checks the values' spelling).
+
+    ``True`` is an int to Python and to msgpack's reader: refused here, so a
+    mode is a number and nothing else.
+    """
+    return isinstance(name, str) and isinstance(role, str) and type(mode) is int and 0 <= mode < 1 << 16
+
+
 def _split_signed(data: bytes) -> tuple[bytes, bytes, bytes] | None:
     if len(data) < HEADER_SIZE + 64 + 1 or len(data) > MAX_JOIN:
         return None
@@ -136,7 +146,9 @@ def parse_join(data: bytes) -> JoinRequest | None:
     if items is None:
         return None
     name, role, mode, verkey, pubkey, nonce, stamp, _padding = items
-    if not isinstance(stamp, (int, float)) or isinstance(stamp, bool) or stamp != stamp:
+    if not _conforming(name, role, mode) or not isinstance(stamp, (int, float)) or isinstance(stamp, bool):
+        return None
+    if not math.isfinite(stamp) or stamp < 0:  # +inf would make every later JOIN of the key stale
         return None
     if not (isinstance(verkey, bytes) and len(verkey) == 32 and isinstance(pubkey, bytes) and len(pubkey) == 32):
         return None
@@ -168,6 +180,8 @@ def parse_join_reply(data: bytes) -> JoinReply | None:
     if items is None:
         return None
     name, role, mode, verkey, pubkey, nonce, reason, uid = items
+    if not _conforming(name, role, mode) or type(uid) is not int:
+        return None
     if not (isinstance(verkey, bytes) and len(verkey) == 32 and isinstance(pubkey, bytes) and len(pubkey) == 32):
         return None
     if not (isinstance(nonce, bytes) and isinstance(reason, str) and isinstance(uid, int)):

@@ -8,21 +8,38 @@ Layout (directory 0700, every file 0600, written atomically)::
 Remotes are keyed by key fingerprint (hex), never by a name from the wire:
 names and roles are validated for display and routing only and can never
 become paths.  Acceptance policies decide what a join from an unknown key
-does: ``never`` leaves it pending for an operator, ``once`` accepts the first
-key seen for a name and then pins it, ``always`` accepts everything.
+does: ``never`` leaves it pending for an operator, ``once`` and ``always``
+accept it.  Under every policy a name, once bound to a key (pending or
+accepted), stays bound to it: a join presenting a bound name with another
+key is refused, because routing policy authorizes by estate name (RAET's
+``auto`` mode would take the new key; flowcast cannot).  Moving a name to a
+new key is an operator's act: :meth:`Keep.rotate` (``flowcast keys rotate``).
+
+Every per-join look-up goes through an index (fingerprint, name, X25519
+key, pending and evictable records), never through all records: a flood of
+joins costs each join the same whatever the keep holds.  A keep given a
+:class:`~flowcast.transport.keepwriter.KeepWriter` hands its file writes to
+it (off the stack's thread); ``ticket`` then says which write a caller must
+see durable before it tells anyone.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import math
 import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from flowcast.transport.crypto import LongTermKeys, fingerprint
 from flowcast.runtime.durable import atomic_write
+
+if TYPE_CHECKING:
+    from flowcast.transport.keepwriter import KeepWriter
 
 __all__ = [
     "Acceptance",
@@ -135,16 +152,77 @@ class LocalIdentity:
 class Keep:
     """Persistent (``path``) or in-memory (``path=None``) key store."""
 
-    def __init__(self, path: str | os.PathLike | None, *, max_remotes: int = MAX_PENDING) -> None:
+    def __init__(self, path: str | os.PathLike | None, *, max_remotes: int = MAX_PENDING, writer: "KeepWriter | None" = None) -> None:
         self.path = Path(path) if path is not None else None
         #: Joins from the wire never grow the keep past this (operators can add more).
         self.max_remotes = max_remotes
         self._remotes: dict[str, RemoteRecord] = {}
+        # Indexes (see _index): name -> fingerprint of the record bound to it
+        # (pending or accepted); X25519 key -> accepted fingerprints; pending
+        # fingerprints; wire-made records never used, oldest first (eviction).
+        self._by_name: dict[str, str] = {}
+        self._by_pubkey: dict[bytes, dict[str, None]] = {}
+        self._pending: dict[str, None] = {}
+        self._idle: dict[str, None] = {}
         self._local: LocalIdentity | None = None
         self._next_uid = 2  # 1 is the local estate
+        #: Where file writes go: None writes at once (the caller waits for the disk).
+        self.writer = writer
+        #: The writer's ticket of the newest write handed to it (0: none).
+        self.ticket = 0
+        self._tickets: dict[str, int] = {}  # fingerprint -> ticket of its newest queued write
+        self._prune_at = 2 * max_remotes + 64
         if self.path is not None:
             self._open_dir()
             self._load()
+
+    # -- indexes -------------------------------------------------------
+
+    def _index(self, record: RemoteRecord) -> None:
+        fp = record.fingerprint
+        if record.status is not Status.REJECTED:
+            self._by_name.setdefault(record.name, fp)  # the first binding stands
+        if record.status is Status.ACCEPTED:
+            self._by_pubkey.setdefault(record.pubkey, {})[fp] = None
+        elif record.status is Status.PENDING:
+            self._pending[fp] = None
+        if record.origin == "wire" and not record.allowed and record.status is not Status.REJECTED:
+            self._idle[fp] = None
+
+    def _unindex(self, record: RemoteRecord) -> None:
+        fp = record.fingerprint
+        if self._by_name.get(record.name) == fp:
+            del self._by_name[record.name]
+        held = self._by_pubkey.get(record.pubkey)
+        if held is not None:
+            held.pop(fp, None)
+            if not held:
+                del self._by_pubkey[record.pubkey]
+        self._pending.pop(fp, None)
+        self._idle.pop(fp, None)
+
+    def _note_ticket(self, fp: str) -> None:
+        tickets = self._tickets
+        tickets[fp] = self.ticket
+        if len(tickets) > self._prune_at and self.writer is not None:
+            # What is durable goes; the next look waits until the map has
+            # doubled again, so a writer far behind costs O(1) per write.
+            durable = self.writer.durable
+            self._tickets = {f: t for f, t in tickets.items() if t > durable}
+            self._prune_at = max(2 * len(self._tickets), 2 * self.max_remotes + 64)
+
+    def unwritten(self, fp: str) -> int:
+        """The ticket ``fp``'s record waits for to be durable, or 0 if it is on disk."""
+        ticket = self._tickets.get(fp, 0)
+        if ticket and self.writer is not None and ticket <= self.writer.durable:
+            del self._tickets[fp]
+            return 0
+        return ticket
+
+    def bound(self, name: str) -> RemoteRecord | None:
+        """The pending or accepted record ``name`` is bound to, if any."""
+        fp = self._by_name.get(name)
+        return self._remotes.get(fp) if fp is not None else None
 
     # -- files ---------------------------------------------------------
 
@@ -174,6 +252,7 @@ class Keep:
                 int(data.get("mode", 0)),
                 LongTermKeys(bytes.fromhex(data["sigseed"]), bytes.fromhex(data["prikey"])),
             )
+        loaded = []
         for file in sorted((self.path / "remotes").glob("*.json")):
             try:
                 record = RemoteRecord.from_json(json.loads(file.read_text()))
@@ -181,12 +260,36 @@ class Keep:
                 continue  # a damaged record is ignored, never trusted
             if file.stem != record.fingerprint:
                 continue
+            loaded.append(record)
+        # In uid order: the oldest record keeps a name two old records share
+        # (a keep written before names were bound), and eviction stays oldest-first.
+        for record in sorted(loaded, key=lambda r: r.uid):
             self._remotes[record.fingerprint] = record
+            self._index(record)
             self._next_uid = max(self._next_uid, record.uid + 1)
 
     def _save(self, record: RemoteRecord) -> None:
-        if self.path is not None:
-            self._write(self._remote_file(record.fingerprint), record.to_json())
+        if self.path is None:
+            return
+        target = self._remote_file(record.fingerprint)
+        if self.writer is not None:
+            self.ticket = self.writer.submit(target, json.dumps(record.to_json(), indent=1, sort_keys=True).encode())
+            self._note_ticket(record.fingerprint)
+        else:
+            self._write(target, record.to_json())
+
+    def _unlink(self, fp: str) -> None:
+        if self.path is None:
+            return
+        target = self._remote_file(fp)
+        if self.writer is not None:
+            self.ticket = self.writer.submit(target, None)
+            self._note_ticket(fp)
+            return
+        try:
+            os.unlink(target)
+        except FileNotFoundError:
+            pass
 
     # -- local ---------------------------------------------------------
 
@@ -224,9 +327,11 @@ class Keep:
         return self._remotes.get(fp)
 
     def find(self, text: str) -> RemoteRecord:
-        """A remote by fingerprint, fingerprint prefix (≥6) or unique name."""
+        """A remote by fingerprint, fingerprint prefix (≥6) or unique name (operators: scans)."""
         if text in self._remotes:
             return self._remotes[text]
+        if text in self._by_name:
+            return self._remotes[self._by_name[text]]
         hits = [r for f, r in self._remotes.items() if (len(text) >= 6 and f.startswith(text)) or r.name == text]
         if len(hits) != 1:
             raise KeepError(f"{'no' if not hits else 'more than one'} remote matches {text[:64]!r}")
@@ -237,37 +342,75 @@ class Keep:
         return record if record is not None and record.status is Status.ACCEPTED else None
 
     def accepted_by_pubkey(self, pubkey: bytes) -> RemoteRecord | None:
-        for record in self._remotes.values():
-            if record.pubkey == pubkey and record.status is Status.ACCEPTED:
-                return record
-        return None
+        held = self._by_pubkey.get(pubkey)
+        return self._remotes[next(iter(held))] if held else None
+
+    def _check_binding(self, record: RemoteRecord) -> None:
+        holder = self.bound(record.name)
+        if record.status is not Status.REJECTED and holder is not None and holder.fingerprint != record.fingerprint:
+            raise KeepError(
+                f"the name {record.name!r} is bound to key {holder.fingerprint}: "
+                f"move it with 'flowcast keys rotate {record.name} VERKEY PUBKEY'"
+            )
 
     def add(self, record: RemoteRecord) -> RemoteRecord:
-        """Store a remote as given (operators and tests; joins use :meth:`admit`)."""
+        """Store a remote as given (operators and tests; joins use :meth:`admit`).
+
+        Refuses (KeepError) a name bound to another key: that is :meth:`rotate`.
+        """
         validate_name(record.name)
         validate_name(record.role, "role")
+        self._check_binding(record)
         if not record.uid:
             record.uid = self._next_uid
             self._next_uid += 1
+        old = self._remotes.get(record.fingerprint)
+        if old is not None:
+            self._unindex(old)
         self._remotes[record.fingerprint] = record
+        self._index(record)
         self._save(record)
         return record
 
     def set_status(self, fp: str, status: Status) -> RemoteRecord:
         record = self.find(fp)
+        if status is not Status.REJECTED:
+            self._check_binding(RemoteRecord(record.name, record.role, record.mode, record.verkey, record.pubkey, status))
+        self._unindex(record)
         record.status = status
+        self._index(record)
         self._save(record)
         return record
 
     def forget(self, fp: str) -> RemoteRecord:
         record = self.find(fp)
+        self._unindex(record)
         del self._remotes[record.fingerprint]
-        if self.path is not None:
-            try:
-                os.unlink(self._remote_file(record.fingerprint))
-            except FileNotFoundError:
-                pass
+        self._unlink(record.fingerprint)
         return record
+
+    def rotate(self, name: str, verkey: bytes, pubkey: bytes) -> tuple[RemoteRecord, RemoteRecord]:
+        """Bind ``name`` to new keys (an operator's act); returns (old, new).
+
+        The only way a bound name moves to another key.  The old record is
+        forgotten (its key may be lost or stolen; it keeps no name), the new
+        one is accepted with the old one's role and mode.  A stack already
+        running keeps the binding it loaded until it restarts.
+        """
+        name = validate_name(name)
+        if len(verkey) != 32 or len(pubkey) != 32:
+            raise KeepError("keys must be 32 bytes each (64 hex digits)")
+        old = self.bound(name)
+        if old is None:
+            raise KeepError(f"no pending or accepted remote is named {name!r}")
+        fp = fingerprint(verkey, pubkey)
+        if fp == old.fingerprint:
+            raise KeepError(f"{name!r} is already bound to key {fp}")
+        self.forget(old.fingerprint)
+        if fp in self._remotes:
+            self.forget(fp)  # a record of the new key under another name goes: one key, one name
+        new = RemoteRecord(name, old.role, old.mode, bytes(verkey), bytes(pubkey), Status.ACCEPTED, note=f"rotated from {old.fingerprint}")
+        return old, self.add(new)
 
     def admit(
         self, name: object, role: object, mode: object, verkey: bytes, pubkey: bytes, policy: Acceptance, stamp: float | None = None
@@ -282,8 +425,10 @@ class Keep:
             role = validate_name(role, "role")
         except KeepError as error:
             return Verdict(Status.REJECTED, None, str(error))
-        if not isinstance(mode, int) or not 0 <= mode < 1 << 16:
+        if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode < 1 << 16:
             return Verdict(Status.REJECTED, None, "mode must be an integer 0..65535")
+        if stamp is not None and (not isinstance(stamp, (int, float)) or isinstance(stamp, bool) or not math.isfinite(stamp) or stamp < 0):
+            return Verdict(Status.REJECTED, None, "stamp must be a finite, non-negative time")
         if len(verkey) != 32 or len(pubkey) != 32:
             return Verdict(Status.REJECTED, None, "keys must be 32 bytes")
         fp = fingerprint(verkey, pubkey)
@@ -291,28 +436,35 @@ class Keep:
         # A join proves possession of its Ed25519 key only.  A record that
         # pairs it with someone else's X25519 key is harmless: sessions are
         # looked up by both keys, and only the X25519 secret can vouch.
-        taken = [r for r in self._remotes.values() if r.name == name and r.status is not Status.REJECTED and r.fingerprint != fp]
+        holder = self.bound(name)
+        taken = holder if holder is not None and holder.fingerprint != fp else None
         if known is not None:
             if known.status is Status.REJECTED:
                 return Verdict(Status.REJECTED, known, "this key was rejected by an operator")
-            if known.status is Status.PENDING and policy is Acceptance.ALWAYS:
-                known.status = Status.ACCEPTED
-            if stamp is not None:
-                if stamp <= known.stamp:
-                    return Verdict(known.status, known, "known key (stale join: nothing changed)")
-                known.stamp = stamp
-            if known.name != name and taken:
-                # An accepted key may not rename itself onto another estate's name.
-                return Verdict(Status.REJECTED, known, f"the name is held by another key ({taken[0].fingerprint})", [f"rename-refused {known.name} {fp}"])
-            if (known.name, known.role, known.mode) != (name, role, mode) and known.status is Status.ACCEPTED:
-                known.name, known.role, known.mode = name, role, mode
+            self._unindex(known)
+            try:
+                if known.status is Status.PENDING and policy is Acceptance.ALWAYS:
+                    known.status = Status.ACCEPTED
+                if stamp is not None:
+                    if stamp <= known.stamp:
+                        return Verdict(known.status, known, "known key (stale join: nothing changed)")
+                    known.stamp = stamp
+                if known.name != name and taken is not None:
+                    # An accepted key may not rename itself onto another estate's name.
+                    return Verdict(Status.REJECTED, known, f"the name is held by another key ({taken.fingerprint})", [f"rename-refused {known.name} {fp}"])
+                if (known.name, known.role, known.mode) != (name, role, mode) and known.status is Status.ACCEPTED:
+                    known.name, known.role, known.mode = name, role, mode
+            finally:
+                self._index(known)
             self._save(known)
             return Verdict(known.status, known, "known key")
-        if taken and policy is Acceptance.ONCE:
+        if taken is not None:
+            # Under every policy: the policy's estate match is an authority,
+            # so a name never moves to a new key by itself (see rotate()).
             return Verdict(
                 Status.REJECTED,
                 None,
-                f"the name is pinned to key {taken[0].fingerprint}; a changed key is refused",
+                f"the name is pinned to key {taken.fingerprint}; a changed key is refused under every policy (an operator moves it: flowcast keys rotate)",
                 [f"key-changed {name} {fp}"],
             )
         evicted: list[str] = []
@@ -321,14 +473,13 @@ class Keep:
             # session are cheap to make and worth nothing: the oldest goes, so
             # a flood of strangers churns among itself instead of locking out
             # the next genuine estate.  Operator-made and used records stay.
-            idle = [r for r in self._remotes.values() if r.origin == "wire" and not r.allowed and r.status is not Status.REJECTED]
-            if not idle:
+            if not self._idle:
                 return Verdict(Status.REJECTED, None, "the keep is full: an operator must forget remotes first")
-            oldest = min(idle, key=lambda r: r.uid)
-            self.forget(oldest.fingerprint)
-            evicted.append(oldest.fingerprint)
+            oldest = next(iter(self._idle))
+            self.forget(oldest)
+            evicted.append(oldest)
         if policy is Acceptance.NEVER:
-            pending = sum(1 for r in self._remotes.values() if r.status is Status.PENDING)
+            pending = len(self._pending)
             if pending >= MAX_PENDING:
                 return Verdict(Status.REJECTED, None, "too many joins are pending")
             status = Status.PENDING
@@ -342,4 +493,5 @@ class Keep:
         record = self._remotes.get(fp)
         if record is not None and not record.allowed:
             record.allowed = when
+            self._idle.pop(fp, None)
             self._save(record)

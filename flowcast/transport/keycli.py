@@ -4,6 +4,12 @@
     flowcast keys [--keep DIR] show
     flowcast keys [--keep DIR] list [--status accepted|pending|rejected]
     flowcast keys [--keep DIR] accept|reject|forget FINGERPRINT-OR-NAME
+    flowcast keys [--keep DIR] rotate NAME VERKEY PUBKEY
+
+A remote's name stays bound to the key it first joined with: ``rotate`` is
+the only way to move it to new keys (the hex ``verkey`` and ``pubkey`` that
+``flowcast keys show`` prints on the remote), because routing policy trusts
+the name.  A running estate sees the rotation when it restarts.
 
 The keep defaults to ``$FLOWCAST_KEEP`` or ``~/.flowcast/keep``.  Secret
 keys are never printed.
@@ -40,7 +46,21 @@ def build_parser() -> argparse.ArgumentParser:
     for verb, text in (("accept", "trust a pending remote"), ("reject", "refuse a remote for good"), ("forget", "delete a remote")):
         cmd = sub.add_parser(verb, help=text)
         cmd.add_argument("remote", help="fingerprint, fingerprint prefix (6+) or name")
+    rotate = sub.add_parser("rotate", help="bind a remote's name to its new keys (the old key is forgotten)")
+    rotate.add_argument("name")
+    rotate.add_argument("verkey", help="the new Ed25519 verify key, 64 hex digits")
+    rotate.add_argument("pubkey", help="the new X25519 public key, 64 hex digits")
     return parser
+
+
+def _hex_key(text: str, what: str) -> bytes:
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        raise KeepError(f"{what} must be 64 hex digits") from None
+    if len(key) != 32:
+        raise KeepError(f"{what} must be 64 hex digits")
+    return key
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,6 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for record in sorted(keep.remotes(), key=lambda r: (r.status.value, r.name)):
                 if args.status is None or record.status.value == args.status:
                     print(f"{record.fingerprint} {record.status.value:8} {record.name} {record.role}", file=out)
+        elif args.command == "rotate":
+            old, new = keep.rotate(args.name, _hex_key(args.verkey, "verkey"), _hex_key(args.pubkey, "pubkey"))
+            print(f"rotated {new.name} {old.fingerprint} -> {new.fingerprint}", file=out)
         else:
             if args.command == "forget":
                 record = keep.forget(args.remote)

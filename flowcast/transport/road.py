@@ -19,13 +19,16 @@ from __future__ import annotations
 import heapq
 import itertools
 import os
+import socket
 import struct
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from flowcast.transport import handshake as hs
 from flowcast.transport.crypto import Scratch, derive_session_keys, fingerprint
+from flowcast.transport.joingate import JoinGate, build_join_cookie, parse_join_cookie, unwrap_join, wrap_join
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.presence import Presence, PresenceListener
@@ -71,7 +74,7 @@ class _Allowing:
 class JoinAttempt:
     """A join this stack sent; ``result`` becomes accepted, pending, refused or timeout."""
 
-    __slots__ = ("tag", "nonce", "address", "packet", "next_send", "interval", "deadline", "result", "reason")
+    __slots__ = ("tag", "nonce", "address", "packet", "next_send", "interval", "deadline", "result", "reason", "cookie_used")
 
     def __init__(self, tag: int, address: Address, packet: bytes, nonce: bytes, now: float, deadline: float) -> None:
         self.tag = tag
@@ -83,6 +86,7 @@ class JoinAttempt:
         self.deadline = deadline
         self.result: str | None = None
         self.reason = ""
+        self.cookie_used = False  # answered a JOIN_COOKIE since the last send (one per send: no ping-pong)
 
 
 class Remote:
@@ -90,7 +94,9 @@ class Remote:
 
     __slots__ = (
         "record",
-        "address",
+        "named",
+        "_address",
+        "_places",
         "session",
         "allowing",
         "presence",
@@ -103,8 +109,11 @@ class Remote:
         "due",
     )
 
-    def __init__(self, record: RemoteRecord, address: Address | None) -> None:
+    def __init__(self, record: RemoteRecord, address: Address | None, places: dict[Address, int] | None = None) -> None:
         self.record = record
+        self.named: str | None = None  # the name it holds in the stack's _by_name, if any
+        self._address: Address | None = None
+        self._places = places
         self.address = address
         self.session: Session | None = None
         self.allowing: _Allowing | None = None
@@ -116,6 +125,27 @@ class Remote:
         self.last_ping = 0.0
         self.probes: dict[Address, tuple[int, float]] = {}  # candidate address -> (token, until)
         self.due: float | None = None  # its deadline as the stack's heap has it (None: none there)
+
+    @property
+    def address(self) -> Address | None:
+        return self._address
+
+    @address.setter
+    def address(self, value: Address | None) -> None:
+        # Kept in the stack's count of addresses where remotes are: the
+        # token bucket asks it per handshake under a flood (no scan).
+        places = self._places
+        if places is not None and value != self._address:
+            old = self._address
+            if old is not None:
+                left = places.get(old, 0) - 1
+                if left > 0:
+                    places[old] = left
+                else:
+                    places.pop(old, None)
+            if value is not None:
+                places[value] = places.get(value, 0) + 1
+        self._address = value
 
     @property
     def name(self) -> str:
@@ -138,6 +168,10 @@ class RoadStack(Stack):
     internet paths).  With ``scheduler`` the stack runs as a micro-thread.
     ``events`` (any :class:`~flowcast.transport.stack.EventSink`, such as an
     export Recorder) records message events and presence changes.
+    ``join_cookies`` (``load``, ``always``, ``never``) and ``join_rate`` say
+    when a JOIN must first prove its source address (joingate.py).  A keep
+    with a :class:`~flowcast.transport.keepwriter.KeepWriter` keeps disk
+    work off this stack's thread; joins are then acknowledged once durable.
     """
 
     def __init__(
@@ -156,6 +190,8 @@ class RoadStack(Stack):
         max_message: int = (64 << 20) + (1 << 16),
         handshake_rate: float = 2000.0,
         events: EventSink | None = None,
+        join_cookies: str = "load",
+        join_rate: float = 50.0,
     ) -> None:
         local = keep.local()
         if local is None:
@@ -198,6 +234,11 @@ class RoadStack(Stack):
         self._tokens_at = self.clock.now()
         self._source: tuple[Remote, Address] | None = None
         self._per_source: dict[Address, tuple[float, float]] = {}
+        self._places: dict[Address, int] = {}  # address -> how many remotes are there (Remote.address)
+        self._gate = JoinGate(mode=join_cookies, rate=join_rate)
+        # Join replies waiting for their keep records to be durable: (ticket, datagram, address, until).
+        self._unwritten: deque[tuple[int, bytes, Address, float]] = deque()
+        self._writer_wake: tuple[socket.socket, socket.socket] | None = None
         self.on_presence: PresenceListener | None = None
         self.on_event: Callable[[str], None] | None = None
         self.events: list[str] = []
@@ -278,19 +319,20 @@ class RoadStack(Stack):
     def _add_remote(self, record: RemoteRecord, address: Address | None) -> Remote:
         remote = self.remotes.get(record.fingerprint)
         if remote is None:
-            remote = Remote(record, address)
+            remote = Remote(record, address, self._places)
             self.remotes[record.fingerprint] = remote
         elif address is not None and remote.session is None:
             remote.address = address
-        # A remote holds at most one name (this keeps it so): one that holds
-        # its record's name holds no other, and needs no look through them all.
-        if self._by_name.get(record.name) is not remote:
-            for name, held in list(self._by_name.items()):
-                if held is remote and name != record.name:
-                    del self._by_name[name]  # a name given up by a rename is free again
+        # A remote holds at most one name (this keeps it so), the one in
+        # ``named``: a name given up by a rename is free again, found without
+        # a look through every name (this runs once per admitted join).
+        named = remote.named
+        if named is not None and named != record.name and self._by_name.get(named) is remote:
+            del self._by_name[named]
         holder = self._by_name.get(record.name)
         if holder is None or holder is remote or holder.record.status is not Status.ACCEPTED or holder.record.name != record.name:
             self._by_name[record.name] = remote
+            remote.named = record.name
         self._touch(remote)
         return remote
 
@@ -299,6 +341,7 @@ class RoadStack(Stack):
         if remote is None or remote.session is not None:
             return
         del self.remotes[fp]
+        remote.address = None  # leaves the address count
         if self._by_name.get(remote.name) is remote:
             del self._by_name[remote.name]
         if remote.allowing is not None:
@@ -518,10 +561,16 @@ class RoadStack(Stack):
         elif kind == PacketKind.COOKIE:
             self._on_cookie(data, address, now)
         elif kind == PacketKind.JOIN:
-            if self._afford(now, address):
+            if self._gate.needs_cookie(now, self._loaded()):
+                self._ask_cookie(data, address, now)
+            elif self._afford(now, address):
                 self._on_join(data, address, now)
+        elif kind == PacketKind.COOKIED_JOIN:
+            self._on_cookied_join(data, address, now)
         elif kind in (PacketKind.JOIN_ACCEPT, PacketKind.JOIN_PEND, PacketKind.JOIN_REFUSE):
             self._on_join_reply(data, address, now)
+        elif kind == PacketKind.JOIN_COOKIE:
+            self._on_join_cookie(data, address, now)
         else:
             self.counts["malformed"] += 1
 
@@ -551,9 +600,8 @@ class RoadStack(Stack):
             # Under a flood, addresses where known remotes were heard (or were
             # configured) keep their own per-source share: a flood from many
             # strangers cannot lock out the estates this one already knows.
-            for remote in self.remotes.values():
-                if remote.address == address:
-                    return True
+            if address in self._places:
+                return True
             self.counts["rate_limited"] += 1
             return False
         self._tokens = tokens - 1.0
@@ -634,6 +682,12 @@ class RoadStack(Stack):
     # -- join -------------------------------------------------------------------------
 
     def _on_join(self, data: bytes, address: Address, now: float) -> None:
+        writer = self.keep.writer
+        if writer is not None and writer.room() < 4:
+            # The disk is behind: admit nothing we could not write (the joiner
+            # repeats), and verify nothing we would not admit.
+            self.counts["keep_busy"] += 1
+            return
         request = hs.parse_join(data)
         if request is None:
             self.counts["bad_join"] += 1
@@ -641,6 +695,8 @@ class RoadStack(Stack):
         tag = struct.unpack_from("!I", data, 4)[0]
         verdict = self.keep.admit(request.name, request.role, request.mode, request.verkey, request.pubkey, self.policy, request.stamp)
         for note in verdict.events:
+            if note.startswith("key-changed "):
+                self.counts["key_changed"] += 1  # a bound name with another key: refused
             self._event_note(note)
         for fp in verdict.evicted:
             self._drop_remote(fp)
@@ -661,7 +717,84 @@ class RoadStack(Stack):
             self._event_note(f"join refused from {address!r}: {verdict.reason}")
         uid = verdict.record.uid if verdict.record is not None else 0
         reply = hs.build_join_reply(kind, self.keys, self.local.name, self.local.role, self.local.mode, request.nonce, verdict.reason, uid, tag)
+        ticket = self.keep.unwritten(verdict.record.fingerprint) if writer is not None and verdict.record is not None else 0
+        if ticket:
+            # Told only once its record is on disk (see _release_joins), a
+            # repeated JOIN as much as the first: tickets only grow, so the
+            # queue is in ticket order.
+            self._unwritten.append((max(ticket, self._unwritten[-1][0]) if self._unwritten else ticket, reply, address, now + self.allow_timeout))
+            return
         self._emit(reply, address)
+
+    def _loaded(self) -> bool:
+        """Is this stack short of handshake tokens or of keep writes?  Then every JOIN gets a cookie."""
+        writer = self.keep.writer
+        return (
+            self._tokens < self.handshake_rate / 4
+            or len(self._unwritten) > 64
+            or (writer is not None and writer.pending > writer.limit // 8)
+        )
+
+    def _ask_cookie(self, data: bytes, address: Address, now: float) -> None:
+        """Answer a JOIN with its address cookie: no parsing, no key work, no state."""
+        if len(data) < hs.MIN_JOIN:
+            self.counts["bad_join"] += 1  # never answer more bytes than came
+            return
+        self.counts["join_cookies"] += 1
+        self._emit(build_join_cookie(struct.unpack_from("!I", data, 4)[0], self._gate.cookie(address, now)), address)
+
+    def _on_cookied_join(self, data: bytes, address: Address, now: float) -> None:
+        unwrapped = unwrap_join(data)
+        if unwrapped is None or not self._gate.valid(address, unwrapped[0], now):
+            self.counts["bad_join_cookie"] += 1
+            return
+        join = unwrapped[1]
+        if join[0] != MAGIC or join[1] != PacketKind.JOIN:
+            self.counts["bad_join"] += 1
+        elif self._afford(now, address):
+            self._on_join(join, address, now)
+
+    def _on_join_cookie(self, data: bytes, address: Address, now: float) -> None:
+        """The joined estate is loaded: send our JOIN again with its cookie, once per send."""
+        parsed = parse_join_cookie(data)
+        attempt = self._joining.get(parsed[0]) if parsed is not None else None
+        if attempt is None or address != attempt.address or attempt.cookie_used:
+            self.counts["stray_join_cookie"] += 1
+            return
+        attempt.cookie_used = True
+        self._emit(wrap_join(attempt.packet, parsed[1]), address)
+
+    def _release_joins(self) -> None:
+        """Send the join replies whose keep records are durable now."""
+        writer = self.keep.writer
+        held = self._unwritten
+        durable = writer.durable if writer is not None else 1 << 62
+        now = self.clock.now()
+        while held and (held[0][0] <= durable or held[0][3] <= now):
+            ticket, reply, address, _ = held.popleft()
+            if ticket <= durable:
+                self._emit(reply, address)
+            else:
+                self.counts["keep_unwritten"] += 1  # never said, never durable: the joiner repeats
+
+    def _durable_elsewhere(self) -> None:
+        """On the writer's thread: wake this stack through its socket pair."""
+        wake = self._writer_wake
+        if wake is not None:
+            try:
+                wake[1].send(b"\0")
+            except OSError:
+                pass  # full (a wake is pending already) or closed
+
+    def _on_durable(self) -> None:
+        wake = self._writer_wake
+        if wake is not None:
+            try:
+                while wake[0].recv(4096):
+                    pass
+            except OSError:
+                pass
+        self._wake()
 
     def _on_join_reply(self, data: bytes, address: Address, now: float) -> None:
         tag = struct.unpack_from("!I", data, 4)[0]
@@ -971,6 +1104,7 @@ class RoadStack(Stack):
                 attempt.result = attempt.result if attempt.result == "pending" else "timeout"
                 self._event_note(f"join to {attempt.address!r} timed out")
             elif now >= attempt.next_send:
+                attempt.cookie_used = False
                 self._emit(attempt.packet, attempt.address)
                 attempt.next_send = now + attempt.interval
                 attempt.interval = min(attempt.interval * 2, 1.0)
@@ -1048,7 +1182,37 @@ class RoadStack(Stack):
         self._event_note(f"allow with {remote.name} timed out")
         self._expire_backlog(remote, now, "no session (allow timed out)")
 
+    def service(self) -> None:
+        super().service()
+        if self._unwritten:
+            self._release_joins()
+
+    def start(self) -> None:
+        super().start()
+        if self.keep.writer is not None and self.scheduler is not None and self._writer_wake is None:
+            # The writer's thread must not touch the scheduler: it writes a
+            # byte, the scheduler's selector sees it and this stack wakes.
+            receive, send = socket.socketpair()
+            receive.setblocking(False)
+            send.setblocking(False)
+            self._writer_wake = (receive, send)
+            self.scheduler.add_reader(receive, self._on_durable)
+            self.keep.writer.listen(self._durable_elsewhere)
+
     def close(self) -> None:
+        if self._writer_wake is not None:
+            if self.keep.writer is not None:
+                self.keep.writer.unlisten(self._durable_elsewhere)
+            try:
+                self.scheduler.remove_reader(self._writer_wake[0])
+            except (KeyError, ValueError):
+                pass
+            for end in self._writer_wake:
+                end.close()
+            self._writer_wake = None
+        self._close_remotes()
+
+    def _close_remotes(self) -> None:
         for remote in self.remotes.values():
             if remote.session is not None:
                 remote.session.channel.fail_all("stack closed")

@@ -65,8 +65,10 @@ class PacketKind:
     INITIATE = 7  # allow step 3
     SEALED = 8  # session traffic: AEAD-sealed frames
     LANE = 9  # lane traffic: plain frames between yards of one host
+    JOIN_COOKIE = 10  # a JOIN's answer under load: prove you receive at this address (joingate.py)
+    COOKIED_JOIN = 11  # the same JOIN again, carrying that cookie
 
-    ALL = frozenset(range(1, 10))
+    ALL = frozenset(range(1, 12))
 
 
 class Header(NamedTuple):

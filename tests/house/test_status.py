@@ -496,3 +496,14 @@ def test_real_process_end_to_end(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr == ""
     assert f"supervisor: pid {os.getpid()} alive, running" in done.stdout
+
+
+def test_refused_joins_are_shown_per_road(tmp_path: Path) -> None:
+    """A join refused because its name is bound to another key shows under its road (issue 10.2)."""
+    joins = {"main": {"join_refused": 3, "key_changed": 2, "join_cookies": 40, "bogus": "x"}}
+    run = make_run(tmp_path, supervisor_doc(), manor=manor_doc(joins=joins), worker1=worker_doc())
+    s = snap(run)
+    assert s["roads"]["main"]["joins"] == {"join_refused": 3, "key_changed": 2, "join_cookies": 40}
+    assert "    joins: join cookies 40, join refused 3, key changed 2" in render(s).splitlines()
+    # a house that reports no joins shows no line
+    assert not any("joins:" in line for line in render(snap(estate_run(tmp_path / "other"))).splitlines())

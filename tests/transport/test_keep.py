@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from flowcast.transport.crypto import LongTermKeys, ReplayWindow, fingerprint, open_sealed, seal
-from flowcast.transport.keep import Acceptance, Keep, KeepError, Status, validate_name
+from flowcast.transport.keep import Acceptance, Keep, KeepError, RemoteRecord, Status, validate_name
 from flowcast.transport.keycli import main
 from flowcast.transport.wire import WireError, pack_header, unpack_header
 
@@ -46,7 +46,8 @@ def test_policies_never_once_always():
     assert keep.admit("x", "r", 0, first.verkey, first.pubkey, Acceptance.ALWAYS).status is Status.ACCEPTED
     verdict = keep.admit("x", "r", 0, second.verkey, second.pubkey, Acceptance.ONCE)
     assert verdict.status is Status.REJECTED and "pinned" in verdict.reason and verdict.events
-    assert keep.admit("x", "r", 0, second.verkey, second.pubkey, Acceptance.ALWAYS).status is Status.ACCEPTED
+    # a bound name never moves to a new key, whatever the policy
+    assert keep.admit("x", "r", 0, second.verkey, second.pubkey, Acceptance.ALWAYS).status is Status.REJECTED
     keep.set_status(first.fingerprint, Status.REJECTED)
     assert keep.admit("x", "r", 0, first.verkey, first.pubkey, Acceptance.ALWAYS).status is Status.REJECTED
 
@@ -95,3 +96,99 @@ def test_replay_window_accepts_each_counter_once_and_refuses_the_too_old():
     assert not window.accept(5) and not window.accept(100)
     assert not window.accept(30)  # more than 64 behind the highest: refused forever
     assert window.accept(99) and not window.accept(99)
+
+
+@pytest.mark.parametrize("policy", list(Acceptance))
+@pytest.mark.parametrize("first_status", [Status.ACCEPTED, Status.PENDING])
+def test_a_bound_name_is_never_rebound_by_a_join(policy, first_status):
+    """Was a finding (issue 10.2): under ``always`` a new key joined as "alpha" and took the name."""
+    keep = Keep(None)
+    owner, thief = LongTermKeys.generate(), LongTermKeys.generate()
+    keep.add(RemoteRecord("alpha", "main", 0, owner.verkey, owner.pubkey, first_status))
+    verdict = keep.admit("alpha", "main", 0, thief.verkey, thief.pubkey, policy, 1.0)
+    assert verdict.status is Status.REJECTED and verdict.record is None
+    assert verdict.events == [f"key-changed alpha {thief.fingerprint}"]
+    assert keep.get(thief.fingerprint) is None
+    assert keep.bound("alpha").fingerprint == owner.fingerprint and keep.find("alpha").verkey == owner.verkey
+    # the owner itself still joins as before
+    assert keep.admit("alpha", "main", 0, owner.verkey, owner.pubkey, policy, 2.0).record.fingerprint == owner.fingerprint
+
+
+def test_a_rejected_record_binds_no_name_and_operators_cannot_add_over_a_binding():
+    keep = Keep(None)
+    owner, other = LongTermKeys.generate(), LongTermKeys.generate()
+    keep.add(RemoteRecord("alpha", "main", 0, owner.verkey, owner.pubkey, Status.REJECTED))
+    assert keep.admit("alpha", "main", 0, other.verkey, other.pubkey, Acceptance.ALWAYS).status is Status.ACCEPTED
+    with pytest.raises(KeepError, match="bound"):
+        keep.set_status(owner.fingerprint, Status.ACCEPTED)
+    with pytest.raises(KeepError, match="rotate"):
+        keep.add(RemoteRecord("alpha", "main", 0, *_keys_of(LongTermKeys.generate()), Status.ACCEPTED))
+
+
+def _keys_of(keys):
+    return keys.verkey, keys.pubkey
+
+
+def test_rotate_moves_a_name_to_new_keys_and_survives_reopening(tmp_path):
+    keep = Keep(tmp_path / "k")
+    old, new = LongTermKeys.generate(), LongTermKeys.generate()
+    keep.admit("alpha", "main", 3, old.verkey, old.pubkey, Acceptance.ALWAYS, 1.0)
+    gone, made = keep.rotate("alpha", new.verkey, new.pubkey)
+    assert gone.fingerprint == old.fingerprint and made.fingerprint == new.fingerprint
+    again = Keep(tmp_path / "k")
+    assert again.get(old.fingerprint) is None
+    record = again.find("alpha")
+    assert (record.fingerprint, record.role, record.mode, record.status) == (new.fingerprint, "main", 3, Status.ACCEPTED)
+    # now the old key is the stranger
+    assert again.admit("alpha", "main", 3, old.verkey, old.pubkey, Acceptance.ALWAYS, 5.0).status is Status.REJECTED
+    with pytest.raises(KeepError):
+        again.rotate("nobody", new.verkey, new.pubkey)
+
+
+def test_keys_rotate_command(tmp_path, capsys):
+    keep_dir = str(tmp_path / "keep")
+    old, new = LongTermKeys.generate(), LongTermKeys.generate()
+    Keep(keep_dir).admit("beta", "w", 0, old.verkey, old.pubkey, Acceptance.ONCE)
+    assert main(["--keep", keep_dir, "rotate", "beta", new.verkey.hex(), new.pubkey.hex()]) == 0
+    assert f"rotated beta {old.fingerprint} -> {new.fingerprint}" in capsys.readouterr().out
+    assert Keep(keep_dir).find("beta").fingerprint == new.fingerprint
+    assert main(["--keep", keep_dir, "rotate", "beta", "zz", new.pubkey.hex()]) == 1
+    assert "hex" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "mode, stamp, reason",
+    [(True, 1.0, "mode"), (False, 1.0, "mode"), (0, float("inf"), "stamp"), (0, float("nan"), "stamp"), (0, -1.0, "stamp"), (1.5, 1.0, "mode")],
+)
+def test_non_conforming_join_fields_are_refused(mode, stamp, reason):
+    """Was a finding (issue 10.7): joins with ``mode=True`` or ``stamp=+inf`` were accepted."""
+    keep = Keep(None)
+    keys = LongTermKeys.generate()
+    verdict = keep.admit("x", "r", mode, keys.verkey, keys.pubkey, Acceptance.ALWAYS, stamp)
+    assert verdict.status is Status.REJECTED and reason in verdict.reason and keep.remotes() == []
+
+
+def test_keep_lookups_are_indexed_not_scanned():
+    """Per-join look-ups must not walk every record (issue 10.1): count the walks."""
+
+    class Counting(dict):
+        walks = 0
+
+        def values(self):
+            Counting.walks += 1
+            return super().values()
+
+        def items(self):
+            Counting.walks += 1
+            return super().items()
+
+    keep = Keep(None, max_remotes=50)
+    keep._remotes = Counting()
+    keys = [LongTermKeys.generate() for _ in range(60)]
+    for n, k in enumerate(keys):
+        keep.admit(f"e{n}", "r", 0, k.verkey, k.pubkey, Acceptance.NEVER if n % 2 else Acceptance.ALWAYS, float(n))
+    assert len(keep.remotes()) == 50  # evicted to make room, oldest first
+    assert keep.get(keys[0].fingerprint) is None and keep.get(keys[59].fingerprint) is not None
+    keep.accepted_by_pubkey(keys[58].pubkey)
+    Counting.walks -= 1  # remotes() above
+    assert Counting.walks == 0

@@ -1,0 +1,150 @@
+"""KeepWriter: the keep's file writes on a thread of their own, in batches.
+
+A join used to write its keep record on the stack's thread: a temporary
+file, an fsync of it, a rename and an fsync of the directory, 2-5 ms of
+disk per join during which no datagram of any session was read.  A flood of
+joins froze every established session.  Here the stack only queues the
+bytes (``submit``, microseconds) and goes on; this thread takes whatever is
+queued as one batch, writes and fsyncs each file, renames them into place
+and fsyncs each directory once for the whole batch.  ``durable`` then
+says which tickets are on disk, and every listener is called (from this
+thread: a listener must only wake its stack, see RoadStack) so the stack
+acknowledges joins whose records are durable -- never before.
+
+The queue is bounded: a stack asks ``room()`` before it admits a join and
+drops the join (counted; the joiner repeats it) when the disk is behind,
+so memory stays bounded however fast joins come.  A write that fails
+stops ``durable`` from moving (``error`` says why): nothing is
+acknowledged as durable that is not.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from flowcast.runtime.durable import fsync_dir
+
+__all__ = ["KeepWriter"]
+
+log = logging.getLogger(__name__)
+
+
+class KeepWriter:
+    """Batched, durable file writes for one keep, off the callers' thread."""
+
+    def __init__(self, *, limit: int = 4096, batch: int = 512, name: str = "keep-writer") -> None:
+        self.limit = limit
+        self.batch = batch
+        self._queue: list[tuple[int, Path, bytes | None]] = []
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
+        self._ticket = 0
+        #: Every ticket up to this one is on disk (read from any thread: an int).
+        self.durable = 0
+        self.error: OSError | None = None
+        self.batches = 0
+        self.written = 0
+        self._listeners: list[Callable[[], None]] = []
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def listen(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (on the writer's thread) after each durable batch."""
+        self._listeners.append(callback)
+
+    def unlisten(self, callback: Callable[[], None]) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    def room(self) -> int:
+        """How many more writes the queue takes before the bound."""
+        return self.limit - len(self._queue) if self.error is None else 0
+
+    def submit(self, path: Path, data: bytes | None) -> int:
+        """Queue ``data`` for ``path`` (None: delete it); returns its ticket."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the keep writer is closed")
+            self._ticket += 1
+            self._queue.append((self._ticket, path, data))
+            self._ready.notify()
+            return self._ticket
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def wait(self, ticket: int, timeout: float = 10.0) -> bool:
+        """Block until ``ticket`` is durable (callers off the stack's thread, and tests)."""
+        with self._lock:
+            return self._ready.wait_for(lambda: self.durable >= ticket or self.error is not None, timeout) and self.durable >= ticket
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Write what is queued, then stop the thread."""
+        with self._lock:
+            self._closed = True
+            self._ready.notify_all()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                self._ready.wait_for(lambda: self._queue or self._closed)
+                if not self._queue and self._closed:
+                    return
+                taken, self._queue = self._queue[: self.batch], self._queue[self.batch :]
+            try:
+                self._write(taken)
+            except OSError as error:
+                log.error("keep writes stopped: %s", error)
+                with self._lock:
+                    self.error = error
+                    self._queue.clear()
+                    self._ready.notify_all()
+                return
+            with self._lock:
+                self.durable = taken[-1][0]
+                self.batches += 1
+                self.written += len(taken)
+                self._ready.notify_all()
+            for callback in list(self._listeners):
+                try:
+                    callback()
+                except Exception:  # noqa: BLE001 - a listener must not stop the writes
+                    log.exception("keep writer listener failed")
+
+    @staticmethod
+    def _write(batch: list[tuple[int, Path, bytes | None]]) -> None:
+        # The last write of a path in the batch is the one that counts.
+        final: dict[Path, bytes | None] = {}
+        for _, path, data in batch:
+            final.pop(path, None)
+            final[path] = data
+        directories: dict[Path, None] = {}
+        for path, data in final.items():
+            directories[path.parent] = None
+            if data is None:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+                continue
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            try:
+                os.fchmod(fd, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        for directory in directories:  # one fsync per directory per batch: the renames and unlinks
+            fsync_dir(directory)
