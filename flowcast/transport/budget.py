@@ -22,7 +22,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-__all__ = ["HoldBudget", "DEFAULT_HOLD_BUDGET", "DEFAULT_INCOMPLETE_AFTER", "DEFAULT_IDLE_AFTER"]
+__all__ = [
+    "HoldBudget",
+    "DEFAULT_HOLD_BUDGET",
+    "DEFAULT_INCOMPLETE_AFTER",
+    "DEFAULT_IDLE_AFTER",
+    "DEFAULT_BACKLOG_MESSAGES",
+    "DEFAULT_BACKLOG_BYTES",
+]
 
 #: Room for two 64 MiB messages in reassembly at once, plus windows of many peers.
 DEFAULT_HOLD_BUDGET = 256 << 20
@@ -30,6 +37,9 @@ DEFAULT_HOLD_BUDGET = 256 << 20
 DEFAULT_INCOMPLETE_AFTER = 30.0
 #: A session silent this long (no authentic packet; a live peer heartbeats every second) is reaped.
 DEFAULT_IDLE_AFTER = 120.0
+#: What waits for one remote that is down (road.py), in messages and bytes.
+DEFAULT_BACKLOG_MESSAGES = 10_000
+DEFAULT_BACKLOG_BYTES = 64 << 20
 
 
 class HoldBudget:

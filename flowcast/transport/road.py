@@ -25,7 +25,15 @@ from collections.abc import Callable
 from typing import Any
 
 from flowcast.transport import handshake as hs
-from flowcast.transport.budget import DEFAULT_HOLD_BUDGET, DEFAULT_IDLE_AFTER, DEFAULT_INCOMPLETE_AFTER, HoldBudget, release
+from flowcast.transport.budget import (
+    DEFAULT_BACKLOG_BYTES,
+    DEFAULT_BACKLOG_MESSAGES,
+    DEFAULT_HOLD_BUDGET,
+    DEFAULT_IDLE_AFTER,
+    DEFAULT_INCOMPLETE_AFTER,
+    HoldBudget,
+    release,
+)
 from flowcast.transport.crypto import Scratch, derive_session_keys, fingerprint
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
@@ -39,8 +47,6 @@ __all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL"]
 
 #: The reason of a message refused because its remote's backlog is full.
 BACKLOG_FULL = "backlog full"
-DEFAULT_BACKLOG_MESSAGES = 10_000
-DEFAULT_BACKLOG_BYTES = 64 << 20
 
 _ALLOW_ACK_KIND = FrameKind.ALLOW_ACK
 _SEALED = PacketKind.SEALED
@@ -146,6 +152,10 @@ class RoadStack(Stack):
     internet paths).  With ``scheduler`` the stack runs as a micro-thread.
     ``events`` (any :class:`~flowcast.transport.stack.EventSink`, such as an
     export Recorder) records message events and presence changes.
+    ``hold_budget`` bounds what all sessions hold for order or reassembly,
+    ``incomplete_after`` and ``idle_after`` when incomplete messages and
+    silent sessions go, ``backlog_messages``/``backlog_bytes`` what waits for
+    one remote that is down (budget.py; docs/protocol.md section 10).
     """
 
     def __init__(
