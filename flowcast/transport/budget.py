@@ -12,8 +12,8 @@ largest holders' incomplete and out-of-order data is evicted.  Evicted data
 was acknowledged, so the sender's message does not complete: it fails by its
 own timeout and the sender's router reports it -- counted, never silent.
 
-Incomplete messages also expire after ``incomplete_after`` seconds without a
-new piece (the sweep runs from the channel's timers), so what a peer that
+Incomplete messages also expire ``incomplete_after`` seconds (at most a
+quarter more) without a new piece (the sweep runs from the channel's timers), so what a peer that
 went silent left behind does not stay held until it comes back.
 """
 
@@ -81,7 +81,10 @@ class HoldBudget:
         """May ``channel`` hold ``size`` more bytes?  Called only when the budget is exceeded.
 
         A channel within its fair share gets room made by evicting from the
-        channels furthest over theirs; one over its share is refused.
+        channels furthest over theirs -- all they hold beyond their share, not
+        just what is needed now: an eviction sorts what a channel holds, and a
+        peer that must grow past its share again before the next one cannot
+        make every arriving piece pay for a sort.  One over its share is refused.
         """
         share = self.share(channel)
         if channel.buffered + size > share:
@@ -93,7 +96,7 @@ class HoldBudget:
                 break
             if other is channel or other.buffered <= share:
                 continue
-            need -= evict(other, min(need, other.buffered - share))
+            need -= evict(other, other.buffered - share)
         if need > 0:
             self.counts["refused"] += 1
             return False
@@ -183,7 +186,13 @@ def expire(channel: Any, now: float) -> float | None:
         channel.counts["expired"] = channel.counts.get("expired", 0) + dropped
         budget.counts["expired"] += dropped
         budget.counts["expired_bytes"] += freed
-    return None if nearest is None else nearest + after
+    if nearest is None:
+        return None
+    # Not sooner than a quarter period from now: under a steady stream of new
+    # incomplete messages each sweep (a pass over them all) would otherwise
+    # find the next one due a moment later.  So one expires between
+    # incomplete_after and 1.25 times it after its last piece.
+    return max(nearest + after, now + after / 4)
 
 
 def release(channel: Any) -> int:
