@@ -190,3 +190,28 @@ def test_a_peer_over_its_share_is_refused_not_the_others():
     assert one.counts["refused"] == 1 and budget.counts["refused"] == 1
     assert two.buffered == before  # the other's data is untouched
     assert budget.used <= budget.limit
+
+
+def test_room_for_a_fair_peer_costs_one_eviction_pass_not_one_per_piece(monkeypatch):
+    """Was a finding (bench/memory.py): each piece of a peer within its share evicted only
+    what it needed, sorting all the largest holder held each time; with 100k entries held the
+    stack stalled for seconds and reaped its live peers.  An eviction now takes a holder down
+    to its share at once."""
+    import flowcast.transport.budget as budget_module
+
+    passes = []
+    real = budget_module.evict
+    monkeypatch.setattr(budget_module, "evict", lambda channel, need: passes.append(need) or real(channel, need))
+    budget = HoldBudget(1 << 20)
+    hog = Channel(60_000, lambda *a: None, budget=budget)
+    fair = Channel(60_000, lambda *a: None, budget=budget)
+    seq = 0
+    with pytest.raises(Exception):
+        while True:  # many small incomplete messages: one-byte last pieces
+            hog.handle(b"".join(seg(seq + k, 1, 2, b"t") for k in range(100)), 0.0)
+            seq += 100
+    assert sum(len(s.pending) for s in hog.flows_in.values()) > 1000
+    for number in range(30):  # 30 pieces, each needing room
+        fair.handle(seg(0, number, 40, b"y" * 10_000), 1.0)
+    assert len(passes) == 1, passes
+    assert budget.used <= budget.limit and fair.buffered > 30 * 10_000
