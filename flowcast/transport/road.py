@@ -1124,6 +1124,7 @@ class RoadStack(Stack):
         self._allowing.pop(attempt.tag, None)
         if attempt.session is not None:
             self._sessions.pop(attempt.session.local_index, None)
+            release(attempt.session.channel)
         remote.allowing = None
         remote.next_allow = now + self.allow_timeout
         self._event_note(f"allow with {remote.name} timed out")
