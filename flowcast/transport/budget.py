@@ -13,8 +13,10 @@ was acknowledged, so the sender's message does not complete: it fails by its
 own timeout and the sender's router reports it -- counted, never silent.
 
 Incomplete messages also expire ``incomplete_after`` seconds (at most a
-quarter more) without a new piece (the sweep runs from the channel's timers), so what a peer that
-went silent left behind does not stay held until it comes back.
+quarter more) after their last new piece -- the sweep runs from the
+channel's timers -- so what a peer that went silent left behind does not
+stay held until it comes back; the road reaps the silent session itself
+after ``idle_after``.
 """
 
 from __future__ import annotations

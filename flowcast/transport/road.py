@@ -150,12 +150,12 @@ class RoadStack(Stack):
     decides joins from unknown keys.  ``datagram_size`` caps datagrams
     (default: what the port carries -- right for loopback; use 1232 for
     internet paths).  With ``scheduler`` the stack runs as a micro-thread.
-    ``events`` (any :class:`~flowcast.transport.stack.EventSink`, such as an
-    export Recorder) records message events and presence changes.
     ``hold_budget`` bounds what all sessions hold for order or reassembly,
     ``incomplete_after`` and ``idle_after`` when incomplete messages and
     silent sessions go, ``backlog_messages``/``backlog_bytes`` what waits for
     one remote that is down (budget.py; docs/protocol.md section 10).
+    ``events`` (any :class:`~flowcast.transport.stack.EventSink`, such as an
+    export Recorder) records message events and presence changes.
     """
 
     def __init__(
@@ -172,13 +172,13 @@ class RoadStack(Stack):
         allow_timeout: float = 5.0,
         receive_window: int = 8 << 20,
         max_message: int = (64 << 20) + (1 << 16),
-        handshake_rate: float = 2000.0,
-        events: EventSink | None = None,
         hold_budget: int = DEFAULT_HOLD_BUDGET,
         incomplete_after: float = DEFAULT_INCOMPLETE_AFTER,
         idle_after: float = DEFAULT_IDLE_AFTER,
         backlog_messages: int = DEFAULT_BACKLOG_MESSAGES,
         backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
+        handshake_rate: float = 2000.0,
+        events: EventSink | None = None,
     ) -> None:
         local = keep.local()
         if local is None:
