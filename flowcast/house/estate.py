@@ -71,7 +71,7 @@ def open_house(
         for road in layout.roads.values():
             stack = wire_road(
                 house, road.channel, keep=layout.keep, host=road.host, port=road.port,
-                acceptance=road.acceptance, role=layout.role,
+                acceptance=road.acceptance, role=layout.role, options=road.stack_options(),
             )
             log.info("road %s on %s:%d", road.channel, *stack.address[:2])
             for remote in road.remotes:

@@ -86,7 +86,15 @@ _MAX_SHOWN_LINE = 200
 MAX_ERRORS = 100
 
 TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses")
-ROAD_KEYS = ("host", "port", "acceptance", "remotes")
+#: A road's bounds on what it holds for peers (whole numbers: bytes, seconds, messages), with their ranges.
+LIMIT_KEYS = {
+    "hold_budget": (1 << 20, 1 << 40),  # bytes held for order or reassembly, all sessions together
+    "incomplete_after": (1, 86_400),  # seconds an incomplete message waits for its next piece
+    "idle_after": (10, 7 * 86_400),  # seconds of silence before a session is reaped
+    "backlog_messages": (1, 10_000_000),  # messages waiting for one remote that is down
+    "backlog_bytes": (1 << 16, 1 << 40),  # and their bytes
+}
+ROAD_KEYS = ("host", "port", "acceptance", "remotes", *LIMIT_KEYS)
 REMOTE_KEYS = ("estate", "host", "port")
 RULE_KEYS = ("allow", "deny", "estate", "role", "share", "tag", "channel")
 HOUSE_KEYS = ("name", "flow", "house", "manor", "count")
@@ -121,6 +129,12 @@ class RoadSpec:
     acceptance: str  #: never | once | always -- what a join from an unknown key does
     remotes: tuple[RemoteSpec, ...] = ()
     where: Where | None = field(default=None, compare=False)
+    #: What the road may hold for its peers (transport/budget.py): only the keys the layout gave.
+    limits: tuple[tuple[str, int], ...] = ()
+
+    def stack_options(self) -> dict[str, int]:
+        """Keyword arguments for the RoadStack (its defaults stand for keys not given)."""
+        return dict(self.limits)
 
 
 @dataclass(frozen=True)
@@ -533,8 +547,14 @@ class _Reader:
             remotes: tuple[RemoteSpec, ...] = ()
             if "remotes" in road:
                 remotes = self.remotes(road["remotes"][1], what, estate)
+            limits = []
+            for key, (low, high) in LIMIT_KEYS.items():
+                if key in road:
+                    value = self.integer(road[key][1], f"{key} of {what}", low, high)
+                    if value is not None:
+                        limits.append((key, value))
             if port is not None:
-                out[channel] = RoadSpec(channel, host, port, acceptance, remotes, self.where(key_node))
+                out[channel] = RoadSpec(channel, host, port, acceptance, remotes, self.where(key_node), tuple(limits))
         return out
 
     def remotes(self, node: yaml.Node, road: str, estate: str | None) -> tuple[RemoteSpec, ...]:

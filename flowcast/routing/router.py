@@ -44,6 +44,7 @@ from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
 from flowcast.store.share import QueueShare
 from flowcast.transport.reliable import FAILED as _FAILED
+from flowcast.transport.road import BACKLOG_FULL
 
 __all__ = ["Router", "envelope", "POLICY_SHARE", "POLICY_PROBLEM_SHARE", "presence_share", "ERROR_QUEUE_BOUND", "REPLY_TAGS"]
 
@@ -599,7 +600,10 @@ class Router:
         """A stack finished a message: only a failure matters (it came from a frame)."""
         if outgoing._state != _FAILED:
             return
-        self._refuse_raw(outgoing.data, _Refused(f"transport: {outgoing.reason or 'failed'}", "undelivered"))
+        # A full backlog (the estate is down and enough waits for it) is its own kind:
+        # the sender may slow down or drop, where "undelivered" may be worth a retry.
+        kind = "backlog_full" if outgoing.reason == BACKLOG_FULL else "undelivered"
+        self._refuse_raw(outgoing.data, _Refused(f"transport: {outgoing.reason or 'failed'}", kind))
 
     # -- control -------------------------------------------------------------------
 

@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import heapq
 import struct
+import sys
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from flowcast.transport import budget as _budget
 from flowcast.transport.wire import (
     ACK,
     ACK_FLOW,
@@ -94,7 +96,22 @@ MIN_RTO = 0.05
 MAX_RTO = 2.0
 INITIAL_RTO = 0.25
 MAX_AHEAD = 1 << 20  # sequence numbers a receiver buffers beyond the next expected
-_ENTRY = 320  # what a held entry (or piece) costs beyond its bytes, measured: empty frames are not free
+# What held data costs beyond its bytes (CPython 3.11, 64-bit, measured with
+# tracemalloc: tests/transport/test_budget.py keeps them honest): empty frames
+# are not free, and the budget must count what is held, not what was sent.
+_ENTRY = 145  # a whole message held out of order (tuple, dict slot, key, bytes header)
+_SKIP_ENTRY = 80  # a SKIP held out of order
+_PARTIAL = 240  # an incomplete message: its object, an empty dict of pieces, its slot and key
+# A piece costs its bytes object (one-byte ones are shared), its key (small
+# ints are shared), and what it grows the dict of pieces by (sys.getsizeof):
+# dict tables grow by doubling, so a constant per piece is off by up to 2x.
+_BYTES = sys.getsizeof(b"")  # a bytes object's header
+_INT = sys.getsizeof(1 << 20)
+_VIEW = sys.getsizeof(memoryview(b""))
+_EMPTY_DICT = sys.getsizeof({})
+_FIRST_TABLE = sys.getsizeof({1 << 20: None}) - _EMPTY_DICT  # what a dict's first insert allocates
+MIN_PIECE = 128  # every piece of a message but its last is this long at least (a segment: max_body - 88)
+_VIEW_SHARE = 0.9  # a piece this much of its datagram is kept as a view of it, a smaller one is copied
 MIN_CWND = 64 * 1024
 MAX_INFLIGHT_PACKETS = 1024
 ACK_DELAY = 0.002
@@ -181,7 +198,7 @@ class _FlowIn:
 
 
 class _Partial:
-    __slots__ = ("count", "parts", "size", "flags", "born")
+    __slots__ = ("count", "parts", "size", "flags", "born", "last", "waste", "piece", "table")
 
     def __init__(self, count: int, flags: int, born: float) -> None:
         self.count = count
@@ -189,6 +206,10 @@ class _Partial:
         self.size = 0
         self.flags = flags
         self.born = born
+        self.last = born  # when the last new piece came (incomplete messages expire from it)
+        self.waste = 0  # bytes held beyond the pieces' data: objects, keys, the dict, datagrams kept whole
+        self.piece = 0  # the length every piece but the last has (0: none seen yet)
+        self.table = _EMPTY_DICT  # sys.getsizeof(parts), as last accounted
 
 
 _SKIPPED = (0, None)
@@ -211,6 +232,7 @@ class Channel:
     # One per session: slots, not a ~1.6 KB instance dict per remote.  An
     # attribute added to the class must be named here too.
     __slots__ = (
+        "_buffered",
         "_early",
         "_flow_cursor",
         "_hold_limit",
@@ -223,7 +245,7 @@ class Channel:
         "adopt",
         "advertised",
         "backoff",
-        "buffered",
+        "budget",
         "completed",
         "counts",
         "cwnd",
@@ -254,6 +276,7 @@ class Channel:
         "rttvar",
         "segsize",
         "srtt",
+        "sweep_at",
         "unfinished",
         "unreliable_seq",
         "watch",
@@ -272,6 +295,7 @@ class Channel:
         max_message: int = (64 << 20) + (1 << 16),
         max_cwnd: int = 16 << 20,
         now: float = 0.0,
+        budget: _budget.HoldBudget | None = None,
     ) -> None:
         if max_body < 256:
             raise ValueError("max_body too small")
@@ -313,7 +337,10 @@ class Channel:
         # receiver
         self.flows_in: dict[int, _FlowIn] = {}
         self.partials_unreliable: dict[tuple[int, int], _Partial] = {}
-        self.buffered = 0  # bytes and entries held for order or reassembly (see _held_cost)
+        #: The stack's byte budget, shared by all its channels (None: this channel's limit only).
+        self.budget = budget
+        self._buffered = 0  # bytes and entries held for order or reassembly (see _held_cost)
+        self.sweep_at: float | None = None  # when incomplete messages are next looked at for expiry
         self._hold_limit = receive_window + 2 * max_message
         self.recv_ranges: list[list[int]] = []
         #: ``on_path(kind, token)``: PATH_CHALLENGE/RESPONSE frames go to the stack.
@@ -328,6 +355,25 @@ class Channel:
         #: A ``stack.ChannelEvents`` while the stack records message events; None
         #: (the default) costs one local test per frame received, nothing more.
         self.watch: Any = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes (and per-entry costs) held for order or reassembly, as the budget counts them."""
+        return self._buffered
+
+    @buffered.setter
+    def buffered(self, value: int) -> None:
+        before = self._buffered
+        self._buffered = value
+        if self.budget is not None:
+            self.budget.changed(self, before, value)
+
+    def _room(self, size: int) -> bool:
+        """May this channel hold ``size`` more bytes (its own limit, then the stack's budget)?"""
+        if self._buffered + size > self._hold_limit:
+            return False
+        budget = self.budget
+        return budget is None or budget.used + size <= budget.limit or budget.admit(self, size)
 
     # -- sending -----------------------------------------------------------
 
@@ -716,10 +762,15 @@ class Channel:
             heapq.heappop(early)
         if early and (deadline is None or early[0][0] < deadline):
             deadline = early[0][0]
+        sweep_at = self.sweep_at
+        if sweep_at is not None and (deadline is None or sweep_at < deadline):
+            deadline = sweep_at
         return deadline
 
     def poll(self, now: float) -> None:
-        """Run what is due: delayed ACK, time-threshold loss, probes, message deadlines."""
+        """Run what is due: delayed ACK, time-threshold loss, probes, message deadlines, expiry."""
+        if self.sweep_at is not None and self.sweep_at <= now:
+            self.sweep_at = _budget.expire(self, now)
         if self.ack_due is not None and self.ack_due <= now:
             self.ack_owed = True
             self.ack_due = None
@@ -754,6 +805,11 @@ class Channel:
             msg = heapq.heappop(early)[2]
             if msg._state == QUEUED:
                 self.fail(msg, "timeout")
+
+    def _sweep_from(self, now: float) -> None:
+        """An incomplete message was started: make sure a sweep will look at it."""
+        if self.sweep_at is None and self.budget is not None:
+            self.sweep_at = now + self.budget.incomplete_after
 
     def shrink(self) -> None:
         """Let go of empty send queues (an idle remote's channel keeps none)."""
@@ -878,7 +934,7 @@ class Channel:
                                 self._drain(flow, state)
                         elif seq < expected or seq in state.pending:
                             self.counts["duplicates"] += 1
-                        elif seq - expected > MAX_AHEAD or self.buffered + length + _ENTRY > self._hold_limit:
+                        elif seq - expected > MAX_AHEAD or not self._room(length + _ENTRY):
                             raise _Refused
                         else:
                             state.pending[seq] = (flags, body[off:stop])
@@ -892,10 +948,16 @@ class Channel:
                     stop = off + length
                     if stop > end or count < 2 or number >= count:
                         raise WireError("bad segment frame")
+                    if number < count - 1 and (length < MIN_PIECE or (count - 1) * length > self.max_message):
+                        # Every piece but the last is one full segment, never under
+                        # MIN_PIECE: 2^32-1 one-byte pieces are no message, only a
+                        # way to make a receiver hold ~80 B of books per byte sent.
+                        raise WireError("segment length and count cannot make a message")
                     eliciting = True
-                    # A large piece is kept as a view (copied once, when joined); a
-                    # small one is copied, so it never pins a whole datagram.
-                    piece = memoryview(body)[off:stop] if 2 * length >= end else body[off:stop]
+                    # A piece that is nearly its whole datagram is kept as a view
+                    # (copied once, when joined) and counted as the whole datagram;
+                    # a smaller one is copied, so it never pins more than it counts.
+                    piece = memoryview(body)[off:stop] if length >= _VIEW_SHARE * end else body[off:stop]
                     self._segment_in(flags, flow, seq, number, count, piece, now)
                     off = stop
                 elif kind == _ACK_KIND:
@@ -929,11 +991,11 @@ class Channel:
                         state = flows[flow] = _FlowIn()
                     if seq >= state.expected and seq - state.expected <= MAX_AHEAD:
                         old = state.pending.get(seq)
-                        if old is None and self.buffered + _ENTRY > self._hold_limit:
+                        if old is None and not self._room(_SKIP_ENTRY):
                             raise _Refused
                         self.buffered -= _held_cost(old) if old is not None else 0
                         state.pending[seq] = _SKIPPED
-                        self.buffered += _ENTRY
+                        self.buffered += _SKIP_ENTRY
                         self._drain(flow, state)
                 elif kind == _PING_KIND:
                     off += 2
@@ -972,11 +1034,12 @@ class Channel:
                 if len(self.partials_unreliable) >= 64:
                     oldest = min(self.partials_unreliable, key=lambda k: self.partials_unreliable[k].born)
                     self.buffered -= _held_cost(self.partials_unreliable.pop(oldest))
-                if self.buffered + _ENTRY > self._hold_limit:
+                if not self._room(_PARTIAL):
                     raise _Refused
                 entry = self.partials_unreliable[key] = _Partial(count, flags, now)
-                self.buffered += _ENTRY
-            complete = self._add_piece(entry, number, count, piece)
+                self._sweep_from(now)
+                self.buffered += _PARTIAL
+            complete = self._add_piece(entry, number, count, piece, now)
             if complete is not None:
                 del self.partials_unreliable[key]
                 self.buffered -= _held_cost(entry)
@@ -994,10 +1057,11 @@ class Channel:
             return
         entry = state.pending.get(seq)
         if entry is None:
-            if seq - state.expected > MAX_AHEAD or self.buffered + _ENTRY > self._hold_limit:
+            if seq - state.expected > MAX_AHEAD or not self._room(_PARTIAL):
                 raise _Refused
             entry = state.pending[seq] = _Partial(count, flags, now)
-            self.buffered += _ENTRY
+            self._sweep_from(now)
+            self.buffered += _PARTIAL
         elif not isinstance(entry, _Partial):
             self.counts["duplicates"] += 1
             return
@@ -1006,7 +1070,7 @@ class Channel:
             watch.piece(flow, seq, number, entry.parts)
             if seq > state.expected:
                 watch.gap(flow, seq, state.expected, state.pending)
-        complete = self._add_piece(entry, number, count, piece)
+        complete = self._add_piece(entry, number, count, piece, now)
         if complete is not None:
             self.buffered += len(complete) + _ENTRY - _held_cost(entry)
             state.pending[seq] = (flags, complete)
@@ -1015,18 +1079,35 @@ class Channel:
             if seq == state.expected:
                 self._drain(flow, state)
 
-    def _add_piece(self, entry: _Partial, number: int, count: int, piece: bytes) -> bytes | None:
+    def _add_piece(self, entry: _Partial, number: int, count: int, piece: bytes, now: float) -> bytes | None:
         if entry.count != count:
             raise WireError("segment count changed within a message")
         if number in entry.parts:
             self.counts["duplicates"] += 1
             return None
         size = len(piece)
-        if entry.size + size > self.max_message or self.buffered + size + _ENTRY > self._hold_limit:
+        if number < count - 1 and entry.piece != size:
+            if entry.piece:  # a sender cuts every piece but the last to one length
+                raise WireError("segment length changed within a message")
+            entry.piece = size
+        if type(piece) is memoryview:
+            held = len(piece.obj) + _BYTES + _VIEW  # type: ignore[arg-type]  # the whole datagram stays while the view does
+        else:
+            held = size + _BYTES if size > 1 else 0
+        if number > 256:
+            held += _INT
+        parts = entry.parts
+        table = entry.table
+        # room for the piece, and for its dict's table to double (it may: the cost is known only after)
+        if entry.size + size > self.max_message or not self._room(held + (table if table > _FIRST_TABLE else _FIRST_TABLE)):
             raise _Refused
-        entry.parts[number] = piece
+        parts[number] = piece
+        grown = sys.getsizeof(parts) - table
+        entry.table = table + grown
         entry.size += size
-        self.buffered += size + _ENTRY
+        entry.waste += held - size + grown
+        entry.last = now
+        self.buffered += held + grown
         if len(entry.parts) < count:
             return None
         parts = entry.parts
@@ -1054,9 +1135,9 @@ class Channel:
 def _held_cost(item: Any) -> int:
     """What ``item`` (held in a flow or reassembly) counts against the hold limit."""
     if isinstance(item, _Partial):
-        return item.size + _ENTRY * (len(item.parts) + 1)
+        return item.size + item.waste + _PARTIAL
     data = item[1]
-    return (len(data) if data is not None else 0) + _ENTRY
+    return len(data) + _ENTRY if data is not None else _SKIP_ENTRY
 
 
 class _Refused(WireError):

@@ -27,6 +27,15 @@ from collections.abc import Callable
 from typing import Any
 
 from flowcast.transport import handshake as hs
+from flowcast.transport.budget import (
+    DEFAULT_BACKLOG_BYTES,
+    DEFAULT_BACKLOG_MESSAGES,
+    DEFAULT_HOLD_BUDGET,
+    DEFAULT_IDLE_AFTER,
+    DEFAULT_INCOMPLETE_AFTER,
+    HoldBudget,
+    release,
+)
 from flowcast.transport.crypto import Scratch, derive_session_keys, fingerprint
 from flowcast.transport.joingate import JoinGate, build_join_cookie, parse_join_cookie, unwrap_join, wrap_join
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
@@ -37,7 +46,10 @@ from flowcast.transport.session import Session
 from flowcast.transport.stack import ChannelEvents, EventSink, Stack
 from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PATH, PING, FrameKind, PacketKind, WireError
 
-__all__ = ["RoadStack", "Remote", "JoinAttempt"]
+__all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL"]
+
+#: The reason of a message refused because its remote's backlog is full.
+BACKLOG_FULL = "backlog full"
 
 _ALLOW_ACK_KIND = FrameKind.ALLOW_ACK
 _SEALED = PacketKind.SEALED
@@ -103,6 +115,7 @@ class Remote:
         "last_heard",
         "last_sent",
         "backlog",
+        "backlog_bytes",
         "next_allow",
         "last_ping",
         "probes",
@@ -121,6 +134,7 @@ class Remote:
         self.last_heard = 0.0
         self.last_sent = 0.0
         self.backlog: list[Outgoing] = []
+        self.backlog_bytes = 0  # of the messages in backlog (kept by _submit, _established, _expire_backlog)
         self.next_allow = 0.0
         self.last_ping = 0.0
         self.probes: dict[Address, tuple[int, float]] = {}  # candidate address -> (token, until)
@@ -166,6 +180,10 @@ class RoadStack(Stack):
     decides joins from unknown keys.  ``datagram_size`` caps datagrams
     (default: what the port carries -- right for loopback; use 1232 for
     internet paths).  With ``scheduler`` the stack runs as a micro-thread.
+    ``hold_budget`` bounds what all sessions hold for order or reassembly,
+    ``incomplete_after`` and ``idle_after`` when incomplete messages and
+    silent sessions go, ``backlog_messages``/``backlog_bytes`` what waits for
+    one remote that is down (budget.py; docs/protocol.md section 10).
     ``events`` (any :class:`~flowcast.transport.stack.EventSink`, such as an
     export Recorder) records message events and presence changes.
     ``join_cookies`` (``load``, ``always``, ``never``) and ``join_rate`` say
@@ -188,6 +206,11 @@ class RoadStack(Stack):
         allow_timeout: float = 5.0,
         receive_window: int = 8 << 20,
         max_message: int = (64 << 20) + (1 << 16),
+        hold_budget: int = DEFAULT_HOLD_BUDGET,
+        incomplete_after: float = DEFAULT_INCOMPLETE_AFTER,
+        idle_after: float = DEFAULT_IDLE_AFTER,
+        backlog_messages: int = DEFAULT_BACKLOG_MESSAGES,
+        backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
         handshake_rate: float = 2000.0,
         events: EventSink | None = None,
         join_cookies: str = "load",
@@ -211,6 +234,15 @@ class RoadStack(Stack):
         self.allow_timeout = allow_timeout
         self.receive_window = receive_window
         self.max_message = max_message
+        #: What all sessions hold before delivery, against one limit (budget.py).
+        self.hold_budget = HoldBudget(hold_budget, incomplete_after=incomplete_after)
+        if not idle_after > dead_after:
+            raise ValueError("idle_after must be longer than dead_after")
+        self.idle_after = float(idle_after)
+        if backlog_messages < 1 or backlog_bytes < 1:
+            raise ValueError("backlog bounds must be positive")
+        self.backlog_messages = int(backlog_messages)
+        self.backlog_bytes = int(backlog_bytes)
         self.remotes: dict[str, Remote] = {}  # by fingerprint
         self._by_name: dict[str, Remote] = {}
         self._sessions: dict[int, tuple[Remote, Session]] = {}
@@ -390,12 +422,24 @@ class RoadStack(Stack):
             if msg.timeout <= 0:
                 self._urgent = True
         session = remote.session
-        if session is not None and (session.remote_index is not None):
+        if session is not None and session.remote_index is not None and remote.presence is not _DEAD:
             session.channel.submit(msg, now)
         else:
-            if len(msg.data) > self.max_message:
-                raise ValueError(f"message of {len(msg.data)} bytes exceeds the {self.max_message}-byte limit")
+            # No session, or the remote is down: the message waits in the
+            # backlog, which is bounded (a dead remote's channel would not be).
+            size = len(msg.data)
+            if size > self.max_message:
+                raise ValueError(f"message of {size} bytes exceeds the {self.max_message}-byte limit")
+            if len(remote.backlog) >= self.backlog_messages or (remote.backlog and remote.backlog_bytes + size > self.backlog_bytes):
+                # The remote is down and enough waits for it already: this one
+                # fails now, so its sender hears (the router routes an error back).
+                self.counts["backlog_full"] += 1
+                msg.reason = BACKLOG_FULL
+                msg._state = 2  # FAILED
+                self._completed(msg)
+                return
             remote.backlog.append(msg)
+            remote.backlog_bytes += size
             if remote.allowing is None:
                 self._start_allow(remote, now)
 
@@ -419,6 +463,7 @@ class RoadStack(Stack):
             receive_window=self.receive_window,
             max_message=self.max_message,
             now=self.clock.now(),
+            budget=self.hold_budget,
         )
         channel.on_path = self._on_path
         return channel
@@ -635,6 +680,8 @@ class RoadStack(Stack):
             session.confirmed = True  # the initiator has used the session
         if remote.presence is not _ALIVE and session.remote_index is not None:
             self._set_presence(remote, _ALIVE)
+            if remote.backlog and remote.session is session:
+                self._take_backlog(remote, session.channel, now)
         channel = session.channel
         self._source = (remote, address)
         try:
@@ -901,10 +948,12 @@ class RoadStack(Stack):
         if old is not None and old is not session:
             self._sessions.pop(old.local_index, None)
             carried = old.channel.take_unfinished()
+            release(old.channel)  # what it held for delivery leaves the budget with it
         if remote.allowing is not None:
             self._allowing.pop(remote.allowing.tag, None)
             if remote.allowing.session is not None and remote.allowing.session is not session:
                 self._sessions.pop(remote.allowing.session.local_index, None)
+                release(remote.allowing.session.channel)
             remote.allowing = None
         remote.session = session
         remote.last_heard = now
@@ -920,11 +969,7 @@ class RoadStack(Stack):
             channel.submit(msg, now)
             if watch is not None:
                 watch.sent(msg)  # under a new id: sequence numbers start again per session
-        backlog, remote.backlog = remote.backlog, []
-        for msg in backlog:
-            channel.submit(msg, now)
-            if watch is not None:
-                watch.sent(msg)
+        self._take_backlog(remote, channel, now)
         self._set_presence(remote, Presence.ALLOWED)
         self._event_note(f"allowed {remote.name} session {session.local_index:08x}")
         self.keep.mark_allowed(remote.fingerprint, time.time())
@@ -1083,7 +1128,7 @@ class RoadStack(Stack):
                 dead = last_heard + self.dead_after
                 if dead < when:
                     when = dead
-            elif session.channel.pending_count and allowing is None:
+            elif (session.channel.pending_count or remote.backlog) and allowing is None:
                 when = min(when, remote.next_allow)
             if deadline is None or when < deadline:
                 deadline = when
@@ -1138,6 +1183,9 @@ class RoadStack(Stack):
                 allowing.interval = min(allowing.interval * 2, 1.0)
         session = remote.session
         if session is not None and session.remote_index is not None:
+            if now >= remote.last_heard + self.idle_after:
+                self._reap(remote, session, now)
+                return
             channel = session.channel
             when = channel.next_deadline()
             if when is not None and when <= now:
@@ -1147,7 +1195,7 @@ class RoadStack(Stack):
                 remote.next_allow = now
             if (
                 remote.presence is Presence.DEAD
-                and channel.pending_count
+                and (channel.pending_count or remote.backlog)
                 and remote.allowing is None
                 and now >= remote.next_allow
             ):
@@ -1162,10 +1210,43 @@ class RoadStack(Stack):
         if remote.backlog:
             self._expire_backlog(remote, now, "no session (timeout before allow)")
 
+    def _take_backlog(self, remote: Remote, channel: Channel, now: float) -> None:
+        """What waited for ``remote`` goes into its session's channel, in order."""
+        backlog, remote.backlog = remote.backlog, []
+        remote.backlog_bytes = 0
+        watch = channel.watch
+        for msg in backlog:
+            channel.submit(msg, now)
+            if watch is not None:
+                watch.sent(msg)
+        self._touch(remote)
+
+    def _reap(self, remote: Remote, session: Session, now: float) -> None:
+        """``remote`` was silent past ``idle_after``: its session goes, and what it held with it.
+
+        Messages not yet delivered wait in the backlog for the next allow
+        (within the backlog's bounds and their own timeouts); the peer, if it
+        comes back, allows anew -- a reaped session id is unknown to this stack.
+        """
+        self._sessions.pop(session.local_index, None)
+        remote.session = None
+        channel = session.channel
+        carried = channel.take_unfinished()
+        freed = release(channel)
+        remote.backlog[:0] = carried
+        remote.backlog_bytes += sum(len(m.data) for m in carried)
+        remote.next_allow = now
+        self._starved.pop(remote, None)
+        self.counts["reaped"] += 1
+        self._set_presence(remote, _DEAD)
+        self._event_note(f"reaped {remote.name} session {session.local_index:08x}: silent {now - remote.last_heard:.0f} s, {freed} B held")
+        self._expire_backlog(remote, now, "no session (timeout before allow)")
+
     def _expire_backlog(self, remote: Remote, now: float, reason: str) -> None:
         expired = [m for m in remote.backlog if m.deadline is not None and m.deadline <= now]
         if expired:
             remote.backlog = [m for m in remote.backlog if m.deadline is None or m.deadline > now]
+            remote.backlog_bytes = sum(len(m.data) for m in remote.backlog)
             for msg in expired:
                 msg.reason = reason
                 msg._state = 2  # FAILED
@@ -1177,6 +1258,7 @@ class RoadStack(Stack):
         self._allowing.pop(attempt.tag, None)
         if attempt.session is not None:
             self._sessions.pop(attempt.session.local_index, None)
+            release(attempt.session.channel)
         remote.allowing = None
         remote.next_allow = now + self.allow_timeout
         self._event_note(f"allow with {remote.name} timed out")
@@ -1216,8 +1298,10 @@ class RoadStack(Stack):
         for remote in self.remotes.values():
             if remote.session is not None:
                 remote.session.channel.fail_all("stack closed")
+                release(remote.session.channel)
             for msg in remote.backlog:
                 msg.reason = "stack closed"
                 msg._state = 2
             remote.backlog = []
+            remote.backlog_bytes = 0
         super().close()

@@ -619,7 +619,7 @@ def test_tiny_held_segments_do_not_pin_whole_datagrams():
     try:
         base = tracemalloc.get_traced_memory()[0]
         for seq in range(1, 61):  # seq 0 of flow 0 never comes: each 1-byte segment is held
-            body = SEG.pack(FrameKind.SEG, 0, 0, seq, 0, 2, 1) + b"s" + MSG.pack(FrameKind.MSG, 0, 1, 0, len(filler)) + filler  # + a duplicate
+            body = SEG.pack(FrameKind.SEG, 0, 0, seq, 1, 2, 1) + b"s" + MSG.pack(FrameKind.MSG, 0, 1, 0, len(filler)) + filler  # + a duplicate
             inject_sealed(alpha, "beta", body)
             world.run_for(0.001)
         grown = tracemalloc.get_traced_memory()[0] - base

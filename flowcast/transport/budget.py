@@ -1,0 +1,207 @@
+"""One byte budget for what a stack's sessions hold before delivery.
+
+A channel holds messages that arrived out of order and pieces of messages
+not yet whole (reliable.py).  Each channel has its own hold limit, but under
+``once``/``always`` any key gets a session, so a per-session limit alone lets
+a few peers pin hundreds of MB.  The stack therefore gives all its channels
+one :class:`HoldBudget`.  When the budget is full the peer that holds more
+than its fair share (the budget over the number of peers holding anything)
+pays: its new data is refused (the packet stays unacknowledged, so an honest
+sender resends it later) and, when a peer within its share needs room, the
+largest holders' incomplete and out-of-order data is evicted.  Evicted data
+was acknowledged, so the sender's message does not complete: it fails by its
+own timeout and the sender's router reports it -- counted, never silent.
+
+Incomplete messages also expire ``incomplete_after`` seconds (at most a
+quarter more) after their last new piece -- the sweep runs from the
+channel's timers -- so what a peer that went silent left behind does not
+stay held until it comes back; the road reaps the silent session itself
+after ``idle_after``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+__all__ = [
+    "HoldBudget",
+    "DEFAULT_HOLD_BUDGET",
+    "DEFAULT_INCOMPLETE_AFTER",
+    "DEFAULT_IDLE_AFTER",
+    "DEFAULT_BACKLOG_MESSAGES",
+    "DEFAULT_BACKLOG_BYTES",
+]
+
+#: Room for two 64 MiB messages in reassembly at once, plus windows of many peers.
+DEFAULT_HOLD_BUDGET = 256 << 20
+#: An incomplete message with no new piece for this long is dropped.
+DEFAULT_INCOMPLETE_AFTER = 30.0
+#: A session silent this long (no authentic packet; a live peer heartbeats every second) is reaped.
+DEFAULT_IDLE_AFTER = 120.0
+#: What waits for one remote that is down (road.py), in messages and bytes.
+DEFAULT_BACKLOG_MESSAGES = 10_000
+DEFAULT_BACKLOG_BYTES = 64 << 20
+
+
+class HoldBudget:
+    """Bytes held by every channel of one stack, against one limit.
+
+    Channels report each change of their ``buffered`` here (a property
+    of :class:`~flowcast.transport.reliable.Channel`); ``holders`` are the
+    channels holding anything, which is what a fair share divides by.
+    """
+
+    __slots__ = ("limit", "used", "holders", "incomplete_after", "counts")
+
+    def __init__(self, limit: int = DEFAULT_HOLD_BUDGET, *, incomplete_after: float = DEFAULT_INCOMPLETE_AFTER) -> None:
+        if limit < 1 << 16:
+            raise ValueError("a hold budget under 64 KiB cannot hold one datagram")
+        if not incomplete_after > 0:
+            raise ValueError("incomplete_after must be positive")
+        self.limit = int(limit)
+        self.used = 0
+        self.holders: dict[Any, None] = {}
+        self.incomplete_after = float(incomplete_after)
+        #: refused: admissions refused (packets left unacknowledged); evicted /
+        #: expired: entries dropped; evicted_bytes / expired_bytes: what they held.
+        self.counts: Counter[str] = Counter()
+
+    def changed(self, channel: Any, before: int, after: int) -> None:
+        self.used += after - before
+        if after > 0:
+            if before <= 0:
+                self.holders[channel] = None
+        elif before > 0:
+            self.holders.pop(channel, None)
+
+    def share(self, channel: Any) -> int:
+        holders = len(self.holders) + (channel not in self.holders)
+        return self.limit // holders
+
+    def admit(self, channel: Any, size: int) -> bool:
+        """May ``channel`` hold ``size`` more bytes?  Called only when the budget is exceeded.
+
+        A channel within its fair share gets room made by evicting from the
+        channels furthest over theirs -- all they hold beyond their share, not
+        just what is needed now: an eviction sorts what a channel holds, and a
+        peer that must grow past its share again before the next one cannot
+        make every arriving piece pay for a sort.  One over its share is refused.
+        """
+        share = self.share(channel)
+        if channel.buffered + size > share:
+            self.counts["refused"] += 1
+            return False
+        need = self.used + size - self.limit
+        for other in sorted(self.holders, key=_buffered, reverse=True):
+            if need <= 0:
+                break
+            if other is channel or other.buffered <= share:
+                continue
+            need -= evict(other, other.buffered - share)
+        if need > 0:
+            self.counts["refused"] += 1
+            return False
+        return True
+
+
+def _buffered(channel: Any) -> int:
+    return channel.buffered
+
+
+def _entries(channel: Any) -> list[tuple[float, Any, Any, Any]]:
+    """What ``channel`` holds that may be dropped: (last progress, owner, key, item)."""
+    from flowcast.transport.reliable import _Partial  # reliable imports this module
+
+    out = []
+    for key, entry in channel.partials_unreliable.items():
+        out.append((entry.last, None, key, entry))
+    for state in channel.flows_in.values():
+        for seq, item in state.pending.items():
+            if isinstance(item, _Partial):
+                out.append((item.last, state, seq, item))
+            elif item[1] is not None:
+                out.append((float("inf"), state, seq, item))  # complete, out of order: last to go
+    return out
+
+
+def _drop(channel: Any, owner: Any, key: Any, item: Any) -> int:
+    from flowcast.transport.reliable import _held_cost
+
+    del (channel.partials_unreliable if owner is None else owner.pending)[key]
+    cost = _held_cost(item)
+    channel.buffered -= cost
+    return cost
+
+
+def _compact(channel: Any, owners: set) -> None:
+    """A dict keeps its table when entries go: copies of the emptied ones hold only what is left."""
+    for owner in owners:
+        if owner is None:
+            channel.partials_unreliable = dict(channel.partials_unreliable)
+        else:
+            owner.pending = dict(owner.pending)
+
+
+def evict(channel: Any, need: int) -> int:
+    """Drop ``channel``'s held data, least recently progressed first, until ``need`` bytes are free."""
+    freed = 0
+    dropped = 0
+    owners = set()
+    for _, owner, key, item in sorted(_entries(channel), key=lambda e: e[0]):
+        if freed >= need:
+            break
+        freed += _drop(channel, owner, key, item)
+        owners.add(owner)
+        dropped += 1
+    _compact(channel, owners)
+    channel.counts["evicted"] = channel.counts.get("evicted", 0) + dropped
+    budget = channel.budget
+    if budget is not None:
+        budget.counts["evicted"] += dropped
+        budget.counts["evicted_bytes"] += freed
+    return freed
+
+
+def expire(channel: Any, now: float) -> float | None:
+    """Drop ``channel``'s incomplete messages with no piece for ``incomplete_after``; the next sweep time."""
+    from flowcast.transport.reliable import _Partial
+
+    budget = channel.budget
+    after = budget.incomplete_after
+    cutoff = now - after
+    nearest: float | None = None
+    dropped = 0
+    freed = 0
+    owners = set()
+    for last, owner, key, item in _entries(channel):
+        if not isinstance(item, _Partial):
+            continue
+        if last <= cutoff:
+            freed += _drop(channel, owner, key, item)
+            owners.add(owner)
+            dropped += 1
+        elif nearest is None or last < nearest:
+            nearest = last
+    _compact(channel, owners)
+    if dropped:
+        channel.counts["expired"] = channel.counts.get("expired", 0) + dropped
+        budget.counts["expired"] += dropped
+        budget.counts["expired_bytes"] += freed
+    if nearest is None:
+        return None
+    # Not sooner than a quarter period from now: under a steady stream of new
+    # incomplete messages each sweep (a pass over them all) would otherwise
+    # find the next one due a moment later.  So one expires between
+    # incomplete_after and 1.25 times it after its last piece.
+    return max(nearest + after, now + after / 4)
+
+
+def release(channel: Any) -> int:
+    """Drop everything ``channel`` holds for delivery (its session is going); the bytes freed."""
+    freed = channel.buffered
+    channel.partials_unreliable = {}
+    for state in channel.flows_in.values():
+        state.pending = {}
+    channel.buffered = 0
+    return freed
