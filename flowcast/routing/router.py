@@ -39,10 +39,11 @@ from typing import Any
 
 import msgpack
 
-from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, packed_size, route_bytes
+from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, route_bytes
 from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
 from flowcast.store.share import QueueShare
+from flowcast.store.sizes import estimate
 from flowcast.transport.reliable import FAILED as _FAILED
 
 __all__ = ["Router", "envelope", "POLICY_SHARE", "POLICY_PROBLEM_SHARE", "presence_share", "ERROR_QUEUE_BOUND", "REPLY_TAGS"]
@@ -431,7 +432,8 @@ class Router:
             self._dispatch(self._pair(here, src), "value", self.now(), None, 0, share.fields(), True)
             return
         if isinstance(share, QueueShare):
-            size = len(frame) if frame is not None else (packed_size(self._pack, data) if share.budget else 0)
+            # Made in this house: passed by reference, never packed, so estimated (flowcast.store.sizes).
+            size = len(frame) if frame is not None else (estimate(data) if share.budget else 0)
             try:
                 pushed = share.push(envelope(src, dst, tag, stamp, data), size)
             except Exception as error:  # noqa: BLE001 - a watcher is user code

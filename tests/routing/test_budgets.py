@@ -36,7 +36,7 @@ def test_a_queue_over_its_byte_budget_refuses_routed_messages_with_queue_full(wo
     assert world.run_until(lambda: len(inbox.queue) == 1, 10)
 
 
-def test_messages_routed_within_a_house_count_their_packed_size():
+def test_messages_routed_within_a_house_count_their_estimated_size():
     world = World(seed=3)
     router = world.routed_estate("alpha", ["manor"])["manor"]
     inbox = router.store.queue("inbox", budget=500)
@@ -45,6 +45,40 @@ def test_messages_routed_within_a_house_count_their_packed_size():
     assert router.send("inbox", b"z" * 300, src="out")
     assert not router.send("inbox", b"z" * 300, src="out")
     assert 300 < inbox.held_bytes < 350
+    assert [e["data"]["kind"] for e in errors.drain()] == ["queue_full"]
+
+
+def test_messages_routed_within_a_house_are_not_packed_to_be_weighed():
+    # Their data is passed by reference; packing it just to measure it cost
+    # more than routing it (bench/export.py "send and land alone").
+    world = World(seed=3)
+    router = world.routed_estate("alpha", ["manor"])["manor"]
+    inbox = router.store.queue("inbox", budget=32 << 20)
+    router.store.queue("out")
+    packed = []
+    pack = router._pack
+    router._pack = lambda data: packed.append(data) or pack(data)
+    for i in range(5):
+        assert router.send("inbox", {"rows": [{"a": n, "b": "x" * 20} for n in range(50)]}, src="out")
+    assert packed == [] and len(inbox.queue) == 5
+    assert 5 * 1359 <= inbox.held_bytes  # counted no less than their msgpack (1,359 bytes each)
+
+
+class _Opaque:
+    """Data msgpack cannot pack, that a flow may still route within its house."""
+
+    def __sizeof__(self) -> int:
+        return 10_000
+
+
+def test_unpackable_data_routed_within_a_house_still_counts_against_the_budget():
+    world = World(seed=3)
+    router = world.routed_estate("alpha", ["manor"])["manor"]
+    inbox = router.store.queue("inbox", budget=25_000)
+    router.store.queue("out")
+    errors = router.store.queue("out.error")
+    results = [router.send("inbox", {"obj": _Opaque()}, src="out") for _ in range(3)]
+    assert results == [True, True, False] and len(inbox.queue) == 2
     assert [e["data"]["kind"] for e in errors.drain()] == ["queue_full"]
 
 
