@@ -100,3 +100,31 @@ def test_take_hands_over_a_message_with_the_bytes_it_was_counted_at():
     assert plain.take() == ("c", None)  # no budget: never sized
     with pytest.raises(IndexError):
         plain.take()
+
+
+def _forward(store, source, target):
+    registry = Registry()
+    registry.load_entry_points()
+    registry.find("forward").target(Io(store, inputs=[store.get(source)], outputs=[store.get(target)]))
+
+
+def test_forward_carries_each_message_s_bytes_to_the_output_budget():
+    store = Store(lambda: 0.0)
+    source = store.queue("in", budget=10_000)
+    target = store.queue("out", budget=2500)
+    for name in "abcd":
+        assert source.push(name, 1000)
+    _forward(store, "in", "out")
+    assert list(target.queue) == ["a", "b"] and target.held_bytes == 2000
+    assert target.dropped_budget == 2 and target.dropped_bytes == 2000
+    assert not source.queue and source.held_bytes == 0
+
+
+def test_forward_from_an_unbudgeted_queue_charges_an_estimate():
+    store = Store(lambda: 0.0)
+    source = store.queue("in")
+    target = store.queue("out", budget=2500)
+    for _ in range(3):
+        source.push({"data": b"x" * 1000})
+    _forward(store, "in", "out")
+    assert len(target.queue) == 2 and target.held_bytes > 2000 and target.dropped_budget == 1
