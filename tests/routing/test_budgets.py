@@ -112,3 +112,32 @@ def test_released_messages_give_their_held_bytes_back(world):
     world.connect(beta, alpha)
     assert world.run_until(lambda: len(inbox.queue) == 3, 5)
     assert alpha["manor"].status()["held_bytes"] == 0
+
+
+def test_a_held_message_that_can_never_fit_the_road_is_refused_at_once(world):
+    alpha = world.routed_estate("alpha", ["manor"], policy=ALLOW_BETA)
+    manor = alpha["manor"]
+    alpha.roads["main"].max_message = 4000
+    out = errors_of(alpha, "manor")
+    assert not manor.send("inbox@.beta", b"B" * 5000, src="out", tag="big")
+    assert manor.status()["held_bytes"] == 0 and manor.counts["held"] == 0
+    (error,) = out.drain()
+    assert (error["data"]["kind"], error["data"]["tag"]) == ("too_large", "big")
+
+
+def test_a_held_message_the_road_refuses_at_the_join_is_refused_alone(world):
+    alpha = world.routed_estate("alpha", ["manor"], policy=ALLOW_BETA)
+    beta = world.routed_estate("beta", ["manor"], policy=ALLOW_ALPHA)
+    manor, road = alpha["manor"], alpha.roads["main"]
+    inbox = beta.store("manor").queue("inbox")
+    out = errors_of(alpha, "manor")
+    assert manor.send("inbox@.beta", b"s" * 100, src="out", tag="m0")
+    assert manor.send("inbox@.beta", b"B" * 5000, src="out", tag="big")
+    assert manor.send("inbox@.beta", b"s" * 100, src="out", tag="m2")
+    road.max_message = 4000  # the limit changed while they waited: the join cannot send "big"
+    world.connect(beta, alpha)
+    assert world.run_until(lambda: len(inbox.queue) == 2, 5)
+    assert [m["tag"] for m in inbox.queue] == ["m0", "m2"]  # the one behind it is not lost
+    assert manor.status()["held_bytes"] == 0 and manor._held_count == 0 and manor.status()["held"] == {}
+    assert [(e["data"]["kind"], e["data"]["tag"]) for e in out.drain()] == [("too_large", "big")]
+    assert not road.counts.get("internal_errors")
