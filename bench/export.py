@@ -14,7 +14,8 @@ Figures:
 * ``logged share update`` -- the extra µs a share update costs when the
   share is watched by a recorder (with vs without, same updates);
 * ``routed message, recorder cost`` -- the extra µs a router's message
-  (routed within one house into a queue share: two events, ``routed`` and
+  (routed within one house into a queue share with the default byte budget
+  of ``do queue``, as a flow's queue has: two events, ``routed`` and
   ``landed``) costs with ``router.set_events(recorder)``;
 * ``routed message, recorder detached`` -- a router that had a recorder and
   was given ``None`` against one that never had one, same messages: what an
@@ -35,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import Figures, best_of, parser, timed  # noqa: E402
 
+from flowcast.behaving.stock import QUEUE_BUDGET  # noqa: E402
 from flowcast.export import Recorder  # noqa: E402
 from flowcast.routing import Router  # noqa: E402
 from flowcast.store import Store  # noqa: E402
@@ -90,7 +92,7 @@ def run_shares(n: int, root: Path | None) -> float:
 
 def run_router(n: int, root: Path | None, detached: bool = False) -> float:
     store = Store(now=lambda: 0.0)
-    inbox = store.queue("inbox")
+    inbox = store.queue("inbox", budget=QUEUE_BUDGET)  # what 'do queue' declares
     router = Router(store, estate="alpha", yard="bench")
     rec = None
     if root is not None:

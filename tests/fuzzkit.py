@@ -28,9 +28,12 @@ from __future__ import annotations
 
 import logging
 import random
+import shutil
 import struct
+import tempfile
 import time
 import tracemalloc
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,6 +87,12 @@ class World:
     alpha: Any  # Estate: the peer whose live session keys seal hostile plaintext
     beta: Any  # Estate: manor (road + router + lane) and worker (router + lane)
     samples: dict[str, list[bytes]] = field(default_factory=dict)
+    #: Export recorders hooked to every router, so the route-event hooks are fuzzed too.
+    recorders: list[Any] = field(default_factory=list)
+
+    def recorded(self) -> int:
+        """Route events the recorders took (journaled or pending)."""
+        return sum(rec.writer.events + rec.pending for rec in self.recorders)
 
     @property
     def road(self):
@@ -110,12 +119,39 @@ def build_world(seed: int = 1) -> World:
     beta = kit.routed_estate("beta", ["manor", "worker"], policy=[{"allow": "write", "estate": "alpha", "share": "fuzz.*"}])
     for yard in ("manor", "worker"):
         beta.store(yard).share("fuzz.board")
-        beta.store(yard).queue("fuzz.queue", 64)
+        beta.store(yard).queue("fuzz.queue", 64, budget=QUEUE_BUDGET)
     alpha.store("manor").share("fuzz.back")
     kit.connect(alpha, beta)
     world = World(kit, alpha, beta)
+    _record(world)
     _capture(world)
+    for rec in world.recorders:
+        rec.rotate()  # the first Parquet segment loads its codecs: not a cost of the inputs to come
     return world
+
+
+#: fuzz.queue's byte budget: small, so the budget's refusals are reached too.
+QUEUE_BUDGET = 4000
+
+
+def _record(world: World) -> None:
+    """Hook an export Recorder to every router (in a temporary directory gone with the world)."""
+    from flowcast.export import Recorder
+
+    root = tempfile.mkdtemp(prefix="flowcast-fuzz-events-")
+    clock = world.kit.scheduler.clock.now
+    for estate in (world.alpha, world.beta):
+        for yard, router in estate.houses.items():
+            rec = Recorder(f"{root}/{estate.name}-{yard}", estate=estate.name, house=yard, clock=clock, epoch=1.7e9)
+            router.set_events(rec)
+            world.recorders.append(rec)
+    weakref.finalize(world, _close_recorders, list(world.recorders), root)
+
+
+def _close_recorders(recorders: list[Any], root: str) -> None:
+    for rec in recorders:
+        rec.close()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _capture(world: World) -> None:

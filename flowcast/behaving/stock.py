@@ -8,6 +8,7 @@ from __future__ import annotations
 
 
 from flowcast.behaving.registry import Io, behaviour
+from flowcast.store.sizes import estimate
 
 
 @behaviour("count")
@@ -21,13 +22,24 @@ def count(io: Io, step: float = 1) -> None:
 
 @behaviour("forward")
 def forward(io: Io) -> None:
-    """Move every message from the input queue share to the output queue share."""
+    """Move every message from the input queue share to the output queue share.
+
+    Each message carries the bytes it was counted at over to the output's
+    byte budget (or, from a queue without one, an estimate of them): pushed
+    as 0 bytes, a forwarded flood would never meet that budget.
+    """
     source, target = io.input, io.output
     queue = getattr(source, "queue", None)
     if queue is None or not hasattr(target, "push"):
         raise ValueError("forward needs queue shares: 'do forward from Q1 to Q2'")
+    take = getattr(source, "take", None)
+    if take is None or not getattr(target, "budget", 0):
+        while queue:
+            target.push(queue.popleft())
+        return
     while queue:
-        target.push(queue.popleft())
+        message, size = take()
+        target.push(message, estimate(message) if size is None else size)
 
 
 @behaviour("mirror")

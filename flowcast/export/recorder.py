@@ -72,6 +72,8 @@ class Recorder:
         self._journaled = 0
         self._watched: list[Share] = []
         self.closed = False
+        #: Events offered after close and not recorded (a hook left in place).
+        self.after_close = 0
 
     @classmethod
     def for_house(cls, house: Any, root: Path | str, *, estate: str, **options: Any) -> Recorder:
@@ -111,6 +113,9 @@ class Recorder:
         share: str | None = None,
     ) -> None:
         """Record one message event (see the module docstring for the fields)."""
+        if self.closed:  # a stack or router still hooked to it must not fail for that
+            self.after_close += 1
+            return
         if kind not in _KINDS:
             raise ValueError(f"unknown message event kind {kind!r}; want one of {', '.join(MESSAGE_KINDS)}")
         stamp = self._now()
@@ -139,6 +144,9 @@ class Recorder:
             self.flush()
 
     def _add(self, row: tuple) -> None:
+        if self.closed:
+            self.after_close += 1
+            return
         rows = self._rows
         rows.append(row)
         n = len(rows)

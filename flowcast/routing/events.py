@@ -106,11 +106,18 @@ class RouteRecorder:
             msg_id, seen = self._route(pair, stamp)
             size = len(frame) - offset if frame is not None else self._packed(data)
             src, dst = seen[2], seen[3]
+        counts = self.router.counts
+        overflowed = counts["errors_overflowed"] if tag == "error" else 0
         try:
             self._land_base(pair, tag, stamp, frame, offset, data)
         except Exception:
             self._current = (pair, msg_id, size)  # for the refusal that follows at once
             raise
+        if tag == "error" and counts["errors_overflowed"] != overflowed:
+            # The report did not fit SHARE.error: dropped (and counted), not landed.
+            detail = f"errors_overflowed: share {pair.dst.share + '.error'!r} is full"
+            self.sink.message("refused", msg_id, src, dst, None, detail=detail, share=pair.dst.share)
+            return
         self.sink.message("landed", msg_id, src, dst, size, detail=tag, share=pair.dst.share)
 
     def refuse(self, pair: Any, tag: str, refused: Any) -> None:

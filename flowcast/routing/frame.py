@@ -18,7 +18,7 @@ from typing import Any
 
 import msgpack
 
-__all__ = ["FrameError", "MAX_HEADER", "encode", "open_header", "open_data", "pack_message", "packed_size", "route_bytes"]
+__all__ = ["FrameError", "MAX_HEADER", "encode", "open_header", "open_data", "pack_message", "route_bytes"]
 
 #: A header is two routes (at most ~700 bytes of names), a tag and a stamp.
 MAX_HEADER = 2048
@@ -32,15 +32,6 @@ class FrameError(ValueError):
 def route_bytes(route: Any) -> bytes:
     """A route packed once, to be reused in every header that carries it."""
     return msgpack.packb(list(route), use_bin_type=True)
-
-
-def packed_size(pack: Any, data: Any) -> int:
-    """What ``data`` would take as a frame's data, for a byte budget; 0 if it cannot be packed
-    (data a flow routes within its own house need not be)."""
-    try:
-        return len(pack(data))
-    except Exception:  # noqa: BLE001 - unpackable is not an error here
-        return 0
 
 
 def encode(pack: Any, src_dst: bytes, tag: str, stamp: float, data: bytes) -> bytes:

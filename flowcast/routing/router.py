@@ -39,10 +39,11 @@ from typing import Any
 
 import msgpack
 
-from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, packed_size, route_bytes
+from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, route_bytes
 from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
 from flowcast.store.share import QueueShare
+from flowcast.store.sizes import estimate
 from flowcast.transport.reliable import FAILED as _FAILED
 from flowcast.transport.road import BACKLOG_FULL
 
@@ -437,7 +438,8 @@ class Router:
             self._dispatch(self._pair(here, src), "value", self.now(), None, 0, share.fields(), True)
             return
         if isinstance(share, QueueShare):
-            size = len(frame) if frame is not None else (packed_size(self._pack, data) if share.budget else 0)
+            # Made in this house: passed by reference, never packed, so estimated (flowcast.store.sizes).
+            size = len(frame) if frame is not None else (estimate(data) if share.budget else 0)
             try:
                 pushed = share.push(envelope(src, dst, tag, stamp, data), size)
             except Exception as error:  # noqa: BLE001 - a watcher is user code
@@ -493,6 +495,9 @@ class Router:
     def _hold(self, pair: _Pair, tag: str, frame: bytes, reliable: bool) -> None:
         dst = pair.dst
         size = len(frame)
+        limit = getattr(self.roads.get(dst.channel), "max_message", None)
+        if limit is not None and size > limit:  # would wait only to fail at the join
+            raise _Refused(f"cannot send: message of {size} bytes exceeds the {limit}-byte limit", "too_large")
         if self.hold_timeout <= 0 or self._held_count >= self.hold_limit or self._held_bytes + size > self.hold_bytes:
             why = "" if self.hold_timeout <= 0 else (
                 f" (and {self._held_count} messages, {self._held_bytes} bytes, already wait for estates to join)"
@@ -509,21 +514,36 @@ class Router:
             self._hold_timer = self.scheduler.call_at(deadline, self._expire_held)
 
     def _release(self, channel: str, estate: str) -> None:
-        """The estate joined: send what waited for it, in order."""
+        """The estate joined: send what waited for it, in order.
+
+        Each message on its own: one the road will not take is refused (and
+        its sender told) while the rest go on, and every message leaving the
+        hold gives its count and bytes back.
+        """
         road = self.roads.get(channel)
         held = self._held.pop((channel, estate), None)
-        if road is None or not held:
+        if not held:
+            return
+        if road is None:  # no road to send them on: they wait, and expire as usual
+            self._held[(channel, estate)] = held
             return
         while held:
-            _deadline, pair, _tag, frame, reliable = held[0]
+            _deadline, pair, tag, frame, reliable = held[0]
             try:
                 road.send_bytes(frame, estate, flow=pair.flow, reliable=reliable)
+                failed = None
             except KeyError:  # not known yet after all (a presence change of another kind)
                 self._held[(channel, estate)] = held
                 return
+            except Exception as error:  # noqa: BLE001 - too large (ValueError) or refused by the road: this message only
+                failed = error
             held.popleft()
             self._held_count -= 1
             self._held_bytes -= len(frame)
+            if failed is not None:
+                counter = "too_large" if isinstance(failed, ValueError) else "undelivered"
+                self._refuse(pair, tag, _Refused(f"cannot send: {failed}", counter))
+                continue
             pair.count += 1
             self.counts["to_road"] += 1
             self.counts["released"] += 1

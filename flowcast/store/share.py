@@ -28,7 +28,7 @@ class Share:
     # behaviour that declares it a queue is built.
     __slots__ = (
         "name", "_fields", "stamp", "version", "history", "_now", "watchers",
-        "queue", "bound", "dropped", "budget", "_sizes", "_bytes", "dropped_bytes",
+        "queue", "bound", "dropped", "budget", "_sizes", "_bytes", "dropped_bytes", "dropped_budget",
     )
 
     def __init__(
@@ -152,7 +152,8 @@ class QueueShare(Share):
         self.budget = 0
         self._sizes: deque[int] = deque()
         self._bytes = 0
-        self.dropped_bytes = 0  # of the drops, those the byte budget refused
+        self.dropped_budget = 0  # of the drops, the messages the byte budget refused
+        self.dropped_bytes = 0  # and their bytes
         self._fields["value"] = self.queue
         self.set_budget(budget)
 
@@ -208,10 +209,12 @@ class QueueShare(Share):
             self.dropped += 1
             return False
         if self.budget:
-            held = self._settle()
+            # _settle inlined for the usual case (nothing taken since the last push)
+            held = self._settle() if len(self._sizes) != len(self.queue) else self._bytes
             if held + size > self.budget:
                 self.dropped += 1
-                self.dropped_bytes += 1
+                self.dropped_budget += 1
+                self.dropped_bytes += size
                 return False
             self._sizes.append(size)
             self._bytes = held + size
@@ -232,6 +235,18 @@ class QueueShare(Share):
         if self.budget:
             return f"queue {self.name!r} is full ({self._settle()} of {self.budget} bytes held, a {size}-byte message does not fit)"
         return f"queue {self.name!r} is full"
+
+    def take(self) -> tuple[Any, int | None]:
+        """The oldest message and the bytes it was counted at (None without a budget: not
+        sized); IndexError when empty.  What moves a message on to another queue
+        uses it, so the size it came with is charged there too."""
+        if not self.budget:
+            return self.queue.popleft(), None
+        self._settle()
+        message = self.queue.popleft()
+        size = self._sizes.popleft()
+        self._bytes -= size
+        return message, size
 
     def pop(self) -> Any:
         """The oldest message; IndexError when empty."""

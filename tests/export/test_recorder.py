@@ -144,3 +144,21 @@ def test_for_house_stamps_messages_on_the_house_clock(tmp_path: Path) -> None:
     assert [r["kind"] for r in rows].count("share") == 6
     sent = next(r for r in rows if r["kind"] == "sent")
     assert sent["stamp"] == house.stamp() >= 1.25 and sent["house"] == "demo"
+
+
+def test_a_closed_recorder_counts_what_it_is_still_offered_and_raises_nothing(tmp_path: Path) -> None:
+    from flowcast.store import Store
+    from flowcast.routing import Router
+
+    rec = Recorder(tmp_path, estate="alpha", house="h", clock=lambda: 0.0, epoch=EPOCH)
+    store = Store(now=lambda: 0.0)
+    inbox = store.queue("inbox")
+    router = Router(store, estate="alpha", yard="h")
+    router.set_events(rec)
+    assert router.send("inbox", 1, src="out")
+    rec.close()
+    assert router.send("inbox", 2, src="out")  # still hooked: routed and landed, not recorded
+    rec.presence("beta", "alive")
+    assert [m["data"] for m in inbox.queue] == [1, 2]
+    assert rec.after_close == 3
+    assert [r["kind"] for r in _table(tmp_path).to_pylist()] == ["routed", "landed"]

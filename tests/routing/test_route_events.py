@@ -88,4 +88,22 @@ def test_without_a_sink_the_router_runs_its_own_methods():
     assert "_dispatch" in router.__dict__
     router.set_events(None)
     assert not {"_dispatch", "_land", "_refuse"} & set(router.__dict__)
-    assert type(router)._dispatch is Router._dispatch
+    # The instance's own attribute lookup finds the class's methods again.
+    assert router._dispatch.__func__ is Router._dispatch
+    assert router._land.__func__ is Router._land and router._refuse.__func__ is Router._refuse
+
+
+def test_an_error_report_dropped_because_its_error_queue_is_full_is_recorded_refused():
+    router = World(seed=1).routed_estate("alpha", ["manor"])["manor"]
+    sink = Sink()
+    router.set_events(sink)
+    errors = router.store.queue("out.error", bound=1)
+    errors.push("old")  # full
+    router.store.queue("out")
+    assert not router.send("nowhere", 1, src="out")  # no_share: its report overflows out.error
+    assert router.counts["errors_overflowed"] == 1 and list(errors.queue) == ["old"]
+    kinds = [e["kind"] for e in sink.events]
+    assert kinds == ["routed", "refused", "routed", "refused"]  # the report was routed, then dropped
+    report, dropped = sink.events[2], sink.events[3]
+    assert dropped["id"] == report["id"] and dropped["detail"].startswith("errors_overflowed")
+    assert not sink.of("landed")
