@@ -13,19 +13,25 @@ receives.  Route ``fast`` carries 100 messages with latencies 1..100 ms,
 route ``slow`` 20 messages of 10 ms (latency left for the job to derive
 from sent/delivered times), with resends, missed segments, causal
 buffering, one denial, and presence changes seen by alpha.
+
+Their routers record share to share (flowcast.routing.events), on a third
+stretch of time: route ``tally`` 21 messages routed, 20 landed with
+latencies 3..60 ms (the last four of one stamp, numbered ``STAMP:N``), one
+never landed; one write to beta's ``secret`` refused by beta's policy, and
+the error report routed back to alpha.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from flowcast.export.recorder import Recorder
 
-__all__ = ["DEMO_FLOW", "EPOCH", "EXPECTED", "FAST", "SLOW", "write_demo", "main"]
+__all__ = ["DEMO_FLOW", "EPOCH", "EXPECTED", "FAST", "SLOW", "TALLY_ROUTE", "write_demo", "main"]
 
 #: 2026-11-22T00:00:00Z: the virtual clock's zero in wall time.
 EPOCH = 1_795_305_600.0
@@ -49,6 +55,12 @@ FAST = (("counter", "demo", "alpha", ""), ("counter", "main", "beta", ""))
 SLOW = (("light", "demo", "alpha", ""), ("light", "main", "beta", ""))
 FAST_ROUTE = "counter/demo/alpha/ -> counter/main/beta/"
 SLOW_ROUTE = "light/demo/alpha/ -> light/main/beta/"
+# Routers' routes, share/yard/estate/channel (docs/export.md "Routed messages"); beta's house is its manor.
+TALLY = ("counter/demo/alpha/main", "tally/main/beta/main")
+SECRET = ("counter/demo/alpha/main", "secret//beta/main")
+REPORT = ("secret/main/beta/main", "counter/demo/alpha/main")  # the error report for the refusal
+TALLY_ROUTE, SECRET_ROUTE, REPORT_ROUTE = (" -> ".join(r) for r in (TALLY, SECRET, REPORT))
+DENIAL = "denied: write of 'secret' by 'alpha' (peer) on 'main' denied by policy"
 
 EXPECTED: dict[str, Any] = {
     "share_events": {"counter": 5, "light": 1},
@@ -70,7 +82,13 @@ EXPECTED: dict[str, Any] = {
         ("beta", "lost", 60.0, 70.0),
         ("beta", "joined", 70.0, None),
     ],
-    "events": 6 + 100 * 2 + 20 + 19 + 2 + 3 + 5 + 1 + 3,
+    "routed": {  # route -> (routed, landed, refused, lost, timed, p50, p95, p99, max)
+        TALLY_ROUTE: (21, 20, 0, 1, 20, 0.030, 0.057, 0.060, 0.060),  # 20 landed after 3, 6, .. 60 ms
+        SECRET_ROUTE: (1, 0, 1, 0, 0, None, None, None, None),
+        REPORT_ROUTE: (1, 1, 0, 0, 1, 0.008, 0.008, 0.008, 0.008),
+    },
+    "routed_refused": {(SECRET_ROUTE, "denied"): 1},  # (route, reason) -> count
+    "events": 6 + 100 * 2 + 20 + 19 + 2 + 3 + 5 + 1 + 3 + (21 + 20) + (1 + 1) + (1 + 1),
 }
 
 
@@ -121,12 +139,33 @@ def write_demo(root: Path | str, **writer: Any) -> dict[str, Any]:
             beta.message("delivered", f"slow-{i}", SLOW[0], SLOW[1], 2048, lag=lag)
         else:
             beta.message("delivered", f"slow-{i}", SLOW[0], SLOW[1], 2048)
+    _routes(at, alpha, beta)
     for t, status in ((0.0, "joined"), (60.0, "lost"), (70.0, "joined")):
         at(t)
         alpha.presence("beta", status)
     alpha.close()
     beta.close()
     return EXPECTED
+
+
+def _routes(at: Callable[[float], None], alpha: Recorder, beta: Recorder) -> None:
+    """The routers' events, as alpha's and beta's routers record them (ids ``STAMP:N``, stamps = send times)."""
+    for i in range(21):  # tally: 16 a second apart from t=180, then 5 in one tick at t=200
+        t = 180.0 + i if i < 16 else 200.0
+        msg_id = f"{t!r}:{max(i - 16, 0)}"
+        at(t)
+        alpha.message("routed", msg_id, *TALLY, 12, detail="tally", share="counter")
+        if i == 20:
+            continue  # never lands: the house stopped with it on the way
+        at(t + 0.003 * (i + 1))
+        beta.message("landed", msg_id, *TALLY, 12, detail="tally", share="tally")
+    at(210.0)
+    alpha.message("routed", "210.0:0", *SECRET, 12, detail="tally", share="counter")
+    at(210.004)  # beta's manor refuses it as it arrives (no id there) and reports back
+    beta.message("refused", None, *SECRET, None, detail=DENIAL, share="secret")
+    beta.message("routed", "210.004:0", *REPORT, 140, detail="error", share="secret")
+    at(210.012)
+    alpha.message("landed", "210.004:0", *REPORT, 140, detail="error", share="counter")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -84,6 +84,23 @@ def test_presence_timeline(report) -> None:
     assert {r["observer"] for r in rows} == {"alpha"}
 
 
+def test_routed_share_to_share_per_route(report) -> None:
+    output, _ = report
+    got = {
+        r["route"]: tuple(r[k] for k in ("routed", "landed", "refused", "lost", "timed", "p50", "p95", "p99", "max"))
+        for r in _rows(output, "routed")
+    }
+    assert set(got) == set(EXPECTED["routed"])
+    for route, want in EXPECTED["routed"].items():
+        assert got[route][:5] == want[:5], route
+        if want[5] is None:
+            assert got[route][5:] == want[5:], route
+        else:
+            assert got[route][5:] == pytest.approx(want[5:], abs=1e-9), route
+    refused = {(r["route"], r["reason"]): r["count"] for r in _rows(output, "routed_refused")}
+    assert refused == EXPECTED["routed_refused"]
+
+
 def test_report_links_every_plot(report) -> None:
     output, _ = report
     index = (output / "index.html").read_text()
