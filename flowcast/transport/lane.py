@@ -4,9 +4,12 @@ Same message API as a road; different trust and failure model.  A lane's
 socket files are mode 0600 in a 0700 runtime directory (the port makes
 them so), so only this user's processes can reach them; the kernel
 delivers Unix datagrams in order and without loss (a full receiver makes
-the sender wait, never drops).  A lane therefore seals nothing.  What it
+the sender wait, never drops).  A lane therefore encrypts nothing.  What it
 does check is who is talking: datagrams from a socket path that is not a
-known yard are counted and dropped.
+known yard are counted and dropped -- and, since any process of the user
+can bind a yard's path, a stack given ``keys`` (lanekeys.py; every house of
+an estate) accepts a datagram only with a good MAC of that yard's key and
+a sequence number it has not seen (docs/protocol.md section 9).
 
 Large messages are cut into pages (SEG frames) and many small ones share
 a datagram, exactly as on a road.  Each stack instance picks a random,

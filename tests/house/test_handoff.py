@@ -133,3 +133,18 @@ def test_the_hand_off_round_trips_and_refuses_what_is_malformed():
     other = Handoff("manor", "/x/beta.yaml", "", 2, ("manor", "w1"), keys)
     with pytest.raises(ValueError, match="keys"):
         Handoff.decode(other.encode())
+
+
+def test_a_house_started_by_hand_without_a_hand_off_refuses(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.house.estates import ROOT
+
+    argv = [sys.executable, "-m", "flowcast.house.worker", str(tmp_path / "beta.yaml"), "--yard", "w1"]
+    alone = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, cwd=ROOT, timeout=60)
+    assert alone.returncode == 2 and b"no hand-off on stdin" in alone.stderr
+    keys = LaneKeys.derive(new_secret(), "manor", ["manor", "w1"])
+    other = Handoff("manor", str(tmp_path / "beta.yaml"), "", 2, ("manor", "w1"), keys).encode()
+    wrong = subprocess.run(argv, input=other, capture_output=True, cwd=ROOT, timeout=60)
+    assert wrong.returncode == 2 and b"not 'w1'" in wrong.stderr
