@@ -148,3 +148,27 @@ def test_a_house_started_by_hand_without_a_hand_off_refuses(tmp_path):
     other = Handoff("manor", str(tmp_path / "beta.yaml"), "", 2, ("manor", "w1"), keys).encode()
     wrong = subprocess.run(argv, input=other, capture_output=True, cwd=ROOT, timeout=60)
     assert wrong.returncode == 2 and b"not 'w1'" in wrong.stderr
+
+
+def test_a_start_interrupted_while_wiring_closes_the_lane_it_bound(tmp_path, monkeypatch):
+    import pytest
+
+    from flowcast.house import estate
+    from tests.house.estates import free_udp_port
+
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    idle_flow(flows / "idle.flo", "idle")
+    (tmp_path / "beta.yaml").write_text(
+        f"estate: beta\nroads:\n  main: {{port: {free_udp_port()}}}\n"
+        "houses:\n  - {name: manor, flow: flows/idle.flo, manor: true}\n  - {name: w1, flow: flows/idle.flo}\n"
+    )
+    layout = load_layout(tmp_path / "beta.yaml")
+
+    def interrupted(*args, **kwargs):  # a SIGTERM arriving while the manor opens its road
+        raise estate.StartInterrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(estate, "wire_road", interrupted)
+    with pytest.raises(estate.StartInterrupted):
+        open_house(layout, "manor", houses=2)
+    assert not (lane_dir(layout) / "manor").exists(), "the lane socket file was left behind"
