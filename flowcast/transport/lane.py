@@ -160,7 +160,8 @@ class LaneStack(Stack):
     it is read; only yards the keys name can be added.  Without keys the
     lane trusts the socket path, as it always did: for tests, benches and
     single-process tools.  An estate's houses always authenticate
-    (``wire_lane`` requires keys); every yard of a lane must agree.
+    (``open_house`` hands ``wire_lane`` the keys its supervisor gave it);
+    every yard of a lane must agree.
     """
 
     def __init__(
