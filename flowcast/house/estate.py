@@ -208,8 +208,9 @@ def run_house(handoff: Handoff) -> int:
     try:
         layout = load_layout(handoff.path, data=handoff.layout_text.encode())
         plan = plan_houses(layout, handoff.houses)
-        if tuple(p.yard for p in plan) != handoff.yards:
-            raise ValueError(f"the layout plans yards {[p.yard for p in plan]}, the supervisor {list(handoff.yards)}")
+        if tuple(p.yard for p in plan) != handoff.yards:  # the same text and count plan the same yards
+            log.error("house %s cannot start: the layout plans yards %s, the supervisor %s", yard, [p.yard for p in plan], list(handoff.yards))
+            return 1
         try:
             house = open_house(layout, yard, houses=handoff.houses, freeze=True, keys=handoff.keys)
         except (OSError, ValueError) as error:  # a port in use, an unwritable run dir, a bad keep: say so, not a traceback
@@ -226,6 +227,10 @@ def run_house(handoff: Handoff) -> int:
             house.close()
         log.info("house %s stopped while starting (%s)", yard, stop.signum.name)
         return 0
+    except BaseException:
+        if house is not None:  # e.g. an unwritable status dir: still remove the sockets (close runs each closer once)
+            house.close()
+        raise
     log.info("house %s stopped (%s)", yard, house.stopped_by.name if house.stopped_by else "flow ended")
     return 0
 
