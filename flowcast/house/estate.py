@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flowcast.house.handoff import Handoff
+from flowcast.house.handoff import Handoff, not_dumpable
 from flowcast.house.house import House, load_house
 from flowcast.house.layout import EstateLayout, HousePlan, load_layout, plan_houses
 from flowcast.routing.wiring import wire_lane, wire_road, wire_router
@@ -255,7 +255,9 @@ def launch(layout_path: str | Path, *, houses: int | None = None, out: Any = pri
     logs.mkdir(parents=True, exist_ok=True, mode=0o700)
     status_dir(layout).mkdir(parents=True, exist_ok=True, mode=0o700)
     # One secret per estate run, never written anywhere: each house gets the
-    # keys of its own pairs, the same ones at every restart.
+    # keys of its own pairs, the same ones at every restart.  This process
+    # keeps every hand-off, so it closes its memory to the user's others too.
+    not_dumpable()
     secret = new_secret()
     argv = [sys.executable, "-m", "flowcast.house.worker", str(layout.path)]
     children = [

@@ -13,22 +13,42 @@ any process of the same user, for as long as they exist.  A pipe is read
 once, by the house, at its start, and is then empty; the house makes
 itself non-dumpable first (``PR_SET_DUMPABLE``), which closes its
 ``/proc/PID/fd``, ``environ`` and ``mem`` to other processes of the user.
+The supervisor, which holds every house's hand-off, does the same.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from flowcast.transport.lanekeys import LaneKeys
 
-__all__ = ["Handoff", "MAX_HANDOFF", "read_handoff"]
+__all__ = ["Handoff", "MAX_HANDOFF", "read_handoff", "not_dumpable"]
 
 #: Largest hand-off a house reads (the layout is at most 1 MiB of text).
 MAX_HANDOFF = 4 << 20
 VERSION = 1
+_PR_SET_DUMPABLE = 4
+
+
+def not_dumpable() -> bool:
+    """Close this process's /proc files (fd, environ, mem) and ptrace to non-root processes of the user.
+
+    For a process that holds lane keys (a house, its supervisor).  The cost:
+    no core dumps, and a same-user debugger cannot attach.  Linux only;
+    False where it could not be done.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+        return False
 
 
 @dataclass(frozen=True)

@@ -12,30 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-_PR_SET_DUMPABLE = 4
-
-
-def _not_dumpable() -> None:
-    """Close this process's /proc files (fd, environ, mem) and ptrace to other processes of the user.
-
-    Done before the hand-off is read: the lane keys are then out of reach of
-    a same-user process that is not root.  Linux only; elsewhere a no-op.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
-        pass
-
 
 def main(argv: list[str] | None = None) -> int:
+    from flowcast.house.handoff import not_dumpable
+
+    not_dumpable()  # first: the hand-off waiting in stdin holds this house's lane keys
     from flowcast.house.estate import stop_on_signals_while_starting
 
-    stop_on_signals_while_starting()  # from the first moment: a stop now runs whatever closers exist
-    _not_dumpable()
+    stop_on_signals_while_starting()  # from here a stop runs whatever closers exist
     parser = argparse.ArgumentParser(prog="flowcast.house.worker")
     parser.add_argument("layout")
     parser.add_argument("--yard", required=True)

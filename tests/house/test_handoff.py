@@ -172,3 +172,25 @@ def test_a_start_interrupted_while_wiring_closes_the_lane_it_bound(tmp_path, mon
     with pytest.raises(estate.StartInterrupted):
         open_house(layout, "manor", houses=2)
     assert not (lane_dir(layout) / "manor").exists(), "the lane socket file was left behind"
+
+
+def test_a_process_holding_lane_keys_makes_itself_not_dumpable():
+    import subprocess
+    import sys
+
+    import pytest
+
+    from tests.house.estates import ROOT
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_DUMPABLE is Linux's")
+    code = (
+        "import ctypes\n"
+        "from flowcast.house.handoff import not_dumpable\n"
+        "prctl = ctypes.CDLL(None).prctl\n"
+        "before = prctl(3, 0, 0, 0, 0)\n"  # PR_GET_DUMPABLE
+        "ok = not_dumpable()\n"
+        "print(before, ok, prctl(3, 0, 0, 0, 0))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60, text=True)
+    assert out.stdout.split() == ["1", "True", "0"], out.stderr
