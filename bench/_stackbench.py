@@ -61,9 +61,12 @@ def _make(kind: str, name: str, peer: str, options: dict[str, Any], rundir: str 
         keep.ensure_local(name)
         return RoadStack(UdpPort("127.0.0.1", 0), keep, policy="always", **options)
     from flowcast.transport.lane import LaneStack
+    from flowcast.transport.lanekeys import LaneKeys
     from flowcast.transport.ports import UxdPort
 
-    return LaneStack(UxdPort(rundir, name), name, {peer: os.path.join(rundir, peer)}, **options)
+    secret = options.pop("_lane_secret", None)  # authenticated, as an estate's lane: each side derives its own keys
+    keys = LaneKeys.derive(secret, name, [name, peer]) if secret else None
+    return LaneStack(UxdPort(rundir, name), name, {peer: os.path.join(rundir, peer)}, keys=keys, **options)
 
 
 def _wait(stack: Any, timeout: float) -> None:

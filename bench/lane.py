@@ -6,6 +6,11 @@ peers measured in the same run (bench/peers.py):
 * ``lane_100B``    100-byte messages one way, msgs/s (target >= 300,000)
 * ``lane_64KiB``   64 KiB messages, MB/s
 * ``lane_rtt_100B`` 100-byte echo round trip, median microseconds
+* the same three ``..._auth``: with lane keys (every datagram sealed and
+  checked, lanekeys.py), ratio ``x plain`` to the unkeyed figure of this run
+* ``lane_100B_acked`` / ``lane_100B_acked_auth``: acknowledged lane
+  (``acks=True``), unkeyed and keyed -- the keyed one is what an estate's
+  houses run
 
 Run: ``.venv/bin/python bench/lane.py [--json] [--quick] [--repeats N] [--no-peers]``.
 """
@@ -52,10 +57,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     rtt = best(args.repeats, lambda: measure("lane", "echo", 100, 300 if quick else 5000, budget), "value", lower=True)
     figures.add("lane_rtt_100B", rtt.get("value"), "us", note=rtt.get("note", ""))
+    # With and without authentication, same run, same sizes.
+    from flowcast.transport.lanekeys import new_secret
+
+    keyed = {"_lane_secret": new_secret()}
+    small_auth = best(args.repeats, lambda: measure("lane", "stream", 100, 20_000 if quick else 3_000_000, budget, keyed), "msgs")
+    figures.add("lane_100B_auth", small_auth.get("msgs"), "msgs/s", ratios=_plain(small_auth.get("msgs"), small.get("msgs")), note=small_auth.get("note", ""))
+    large_auth = best(args.repeats, lambda: measure("lane", "stream", 65536, 500 if quick else 50_000, budget, keyed), "mbps")
+    figures.add("lane_64KiB_auth", large_auth.get("mbps"), "MB/s", ratios=_plain(large_auth.get("mbps"), large.get("mbps")), note=large_auth.get("note", ""))
+    rtt_auth = best(args.repeats, lambda: measure("lane", "echo", 100, 300 if quick else 5000, budget, keyed), "value", lower=True)
+    figures.add("lane_rtt_100B_auth", rtt_auth.get("value"), "us", ratios=_plain(rtt_auth.get("value"), rtt.get("value")), note=rtt_auth.get("note", ""))
+    acked = best(args.repeats, lambda: measure("lane", "stream", 100, 20_000 if quick else 3_000_000, budget, {"acks": True}), "msgs")
+    figures.add("lane_100B_acked", acked.get("msgs"), "msgs/s", ratios=_plain(acked.get("msgs"), small.get("msgs"), "x raw"), note=acked.get("note", ""))
+    acked_auth = best(
+        args.repeats, lambda: measure("lane", "stream", 100, 20_000 if quick else 3_000_000, budget, {"acks": True, **keyed}), "msgs"
+    )
+    figures.add(
+        "lane_100B_acked_auth", acked_auth.get("msgs"), "msgs/s", ratios=_plain(acked_auth.get("msgs"), acked.get("msgs")), note=acked_auth.get("note", "")
+    )
     for name, fig in peers.items():
         figures.add(f"peer.{name}", fig["value"], fig["unit"], note=fig["note"])
     figures.emit(args.json)
     return 0
+
+
+def _plain(value: float | None, plain: float | None, label: str = "x plain") -> dict[str, float]:
+    """``{label: value / plain}``: a figure against its reference in this run (keyed against unkeyed)."""
+    return {label: value / plain} if value and plain else {}
 
 
 if __name__ == "__main__":

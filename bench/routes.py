@@ -153,7 +153,11 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
     store = Store(scheduler.clock.now, name=yard)
     house = _House(store, scheduler)
     router = wire_router(house, estate=estate, yard=yard, manor="manor", policy=spec["policy"])
-    lane = wire_lane(house, spec["lanedir"], ["manor", "w1"])
+    from flowcast.transport.lanekeys import LaneKeys
+
+    # Authenticated as in an estate: each house derives only its own pair keys.
+    keys = LaneKeys.derive(spec["lane_secret"], yard, ["manor", "w1"])
+    lane = wire_lane(house, spec["lanedir"], ["manor", "w1"], keys=keys)
     road = None
     if yard == "manor":
         road = wire_road(house, "main", keep=spec["keep"], acceptance="always")
@@ -321,10 +325,14 @@ def routed(count: int, budget: float, window: int, every: int, burst: int, profi
     ctx = multiprocessing.get_context("spawn")
     procs: dict[str, _Proc] = {}
     policies = {"alpha": [{"allow": "write", "estate": "beta"}], "beta": [{"allow": "write", "estate": "alpha"}]}
+    from flowcast.transport.lanekeys import new_secret
+
+    secrets = {"alpha": new_secret(), "beta": new_secret()}
     try:
         for estate in ("alpha", "beta"):
             for yard in ("manor", "w1"):
                 spec = {
+                    "lane_secret": secrets[estate],
                     "estate": estate,
                     "yard": yard,
                     "policy": policies[estate],

@@ -1,12 +1,14 @@
 """An estate on one host: its houses as processes, wired by its layout.
 
-``launch`` is what ``flowcast run houses/ESTATE.yaml`` does: plan one house
-per core, then hand the plan to a Supervisor that runs each house as
-``python -m flowcast.house.worker LAYOUT --yard YARD``.  ``open_house`` is
-what that worker does: build the house's flow, give it a router, join the
-estate's lane and -- in the manor -- open the roads and join the remotes
-the layout names.  Every house writes a status file once a second, which
-``flowcast status`` reads; nothing is shared between houses but the lane.
+``launch`` is what ``flowcast run houses/ESTATE.yaml`` does: read the
+layout once, plan one house per core, draw a fresh lane secret, then hand
+each house its plan and its lane keys (handoff.py) through a Supervisor
+that runs it as ``python -m flowcast.house.worker LAYOUT --yard YARD``.
+``open_house`` is what that worker does: build the house's flow, give it a
+router, join the estate's lane and -- in the manor -- open the roads and
+join the remotes the layout names.  Every house writes a status file once
+a second, which ``flowcast status`` reads; nothing is shared between
+houses but the lane.
 """
 
 from __future__ import annotations
@@ -14,15 +16,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from flowcast.house.handoff import Handoff, not_dumpable
 from flowcast.house.house import House, load_house
 from flowcast.house.layout import EstateLayout, HousePlan, load_layout, plan_houses
 from flowcast.routing.wiring import wire_lane, wire_road, wire_router
 from flowcast.runtime import sleep
+from flowcast.transport.lanekeys import LaneKeys, new_secret
 
 __all__ = ["launch", "open_house", "run_house", "status_dir", "lane_dir", "STATUS_PERIOD"]
 
@@ -50,13 +55,37 @@ def _find(plan: list[HousePlan], yard: str) -> HousePlan:
 
 
 def open_house(
-    layout: EstateLayout, yard: str, *, houses: int | None = None, period: float = 0.125, freeze: bool = False
+    layout: EstateLayout,
+    yard: str,
+    *,
+    houses: int | None = None,
+    period: float = 0.125,
+    freeze: bool = False,
+    keys: LaneKeys | None = None,
 ) -> House:
-    """Build yard ``yard``'s house from ``layout`` and wire it; the caller runs it."""
+    """Build yard ``yard``'s house from ``layout`` and wire it; the caller runs it.
+
+    ``keys`` are the yard's lane credentials from its supervisor.  Without
+    them the house draws a secret of its own: its lane still authenticates,
+    it just hears no other yard (a house on its own, in a test).  If wiring
+    fails or is interrupted, what was opened is closed again.
+    """
     plan = plan_houses(layout, houses)
     mine = _find(plan, yard)
-    manor = plan[0].yard
+    if keys is None:
+        keys = LaneKeys.derive(new_secret(), yard, [p.yard for p in plan])
     house = load_house(mine.entry.flow, mine.entry.house, freeze=freeze, period=period)
+    try:
+        _wire(house, layout, plan, mine, keys)
+    except BaseException:
+        house.close()
+        raise
+    return house
+
+
+def _wire(house: House, layout: EstateLayout, plan: list[HousePlan], mine: HousePlan, keys: LaneKeys) -> None:
+    yard = mine.yard
+    manor = plan[0].yard
     channels = list(layout.roads)
     wire_router(
         house,
@@ -66,7 +95,7 @@ def open_house(
         policy=[_rule(rule) for rule in layout.policy],
         default_channel=channels[0] if channels else "main",
     )
-    wire_lane(house, lane_dir(layout), [p.yard for p in plan])
+    wire_lane(house, lane_dir(layout), [p.yard for p in plan], keys=keys)
     if mine.manor:
         for road in layout.roads.values():
             stack = wire_road(
@@ -78,7 +107,6 @@ def open_house(
                 house.scheduler.spawn(
                     _keep_joined(stack, remote.estate, (remote.host, remote.port)), name=f"join:{road.channel}:{remote.estate}"
                 )
-    return house
 
 
 def _keep_joined(road: Any, estate: str, address: tuple[str, int]):  # type: ignore[no-untyped-def]
@@ -147,39 +175,101 @@ def _status_writer(house: House, path: Path, yard: str, manor: bool):  # type: i
         yield sleep(STATUS_PERIOD)
 
 
-def run_house(layout_path: str | Path, yard: str, *, houses: int | None = None) -> int:
-    """Run one house of an estate in this process until SIGINT/SIGTERM."""
+class StartInterrupted(BaseException):
+    """SIGINT/SIGTERM while a house was still starting (a BaseException: no ``except Exception`` keeps it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signal.Signals(signum)
+
+
+def _interrupt_start(signum: int, _frame: object) -> None:
+    raise StartInterrupted(signum)
+
+
+def stop_on_signals_while_starting() -> dict[int, Any]:
+    """Until the house runs, SIGINT/SIGTERM abort its start with :class:`StartInterrupted`.
+
+    Without this a stop during start-up (a flow whose setup blocks, a slow
+    keep) killed the process by the default action: no closers, socket
+    files left behind.  Raising unwinds whatever is starting, and
+    ``open_house`` / ``House`` close what was opened.  ``House.run``
+    installs its own handlers once the house runs.
+    """
+    return {s: signal.signal(s, _interrupt_start) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+def run_house(handoff: Handoff) -> int:
+    """Run one house of an estate, as its supervisor handed it over, until SIGINT/SIGTERM."""
+    yard = handoff.yard
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {yard} %(name)s %(levelname)s %(message)s", stream=sys.stderr)
-    layout = load_layout(layout_path)
+    stop_on_signals_while_starting()
+    house: House | None = None
     try:
-        house = open_house(layout, yard, houses=houses, freeze=True)
-    except (OSError, ValueError) as error:  # a port in use, an unwritable run dir, a bad keep: say so, not a traceback
-        log.error("house %s cannot start: %s", yard, error)
-        return 1
-    plan = plan_houses(layout, houses)
-    status = status_dir(layout)
-    status.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = status / f"{yard}.json"
-    house.scheduler.spawn(_status_writer(house, path, yard, _find(plan, yard).manor), name="status")
-    log.info("house %s (%s) of estate %s running, pid %d", yard, house.name, layout.estate, os.getpid())
-    house.run(handle_signals=True)
+        layout = load_layout(handoff.path, data=handoff.layout_text.encode())
+        plan = plan_houses(layout, handoff.houses)
+        if tuple(p.yard for p in plan) != handoff.yards:  # the same text and count plan the same yards
+            log.error("house %s cannot start: the layout plans yards %s, the supervisor %s", yard, [p.yard for p in plan], list(handoff.yards))
+            return 1
+        try:
+            house = open_house(layout, yard, houses=handoff.houses, freeze=True, keys=handoff.keys)
+        except (OSError, ValueError) as error:  # a port in use, an unwritable run dir, a bad keep: say so, not a traceback
+            log.error("house %s cannot start: %s", yard, error)
+            return 1
+        status = status_dir(layout)
+        status.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = status / f"{yard}.json"
+        house.scheduler.spawn(_status_writer(house, path, yard, _find(plan, yard).manor), name="status")
+        log.info("house %s (%s) of estate %s running, pid %d", yard, house.name, layout.estate, os.getpid())
+        house.run(handle_signals=True)
+    except StartInterrupted as stop:
+        if house is not None:  # between open_house and run: what open_house opened is the house's to close
+            house.close()
+        log.info("house %s stopped while starting (%s)", yard, stop.signum.name)
+        return 0
+    except BaseException:
+        if house is not None:  # e.g. an unwritable status dir: still remove the sockets (close runs each closer once)
+            house.close()
+        raise
     log.info("house %s stopped (%s)", yard, house.stopped_by.name if house.stopped_by else "flow ended")
     return 0
 
 
 def launch(layout_path: str | Path, *, houses: int | None = None, out: Any = print) -> int:
     """Run every house of the estate under a supervisor until SIGINT/SIGTERM."""
+    from flowcast.house.layout import MAX_FILE_BYTES
     from flowcast.house.supervisor import ChildSpec, Supervisor
 
-    layout = load_layout(layout_path)
-    plan = plan_houses(layout, houses)
+    path = Path(layout_path)
+    try:
+        with path.open("rb") as handle:
+            text = handle.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        load_layout(path)  # raises the LayoutError that says why it cannot be read
+        raise
+    layout = load_layout(path, data=text)  # read once: this text is what every house gets
+    total = houses if houses is not None else (os.cpu_count() or 1)
+    plan = plan_houses(layout, total)
+    yards = tuple(p.yard for p in plan)
     logs = log_dir(layout)
     logs.mkdir(parents=True, exist_ok=True, mode=0o700)
     status_dir(layout).mkdir(parents=True, exist_ok=True, mode=0o700)
+    # One secret per estate run, never written anywhere: each house gets the
+    # keys of its own pairs, the same ones at every restart.  This process
+    # keeps every hand-off, so it closes its memory to the user's others too.
+    not_dumpable()
+    secret = new_secret()
     argv = [sys.executable, "-m", "flowcast.house.worker", str(layout.path)]
-    if houses is not None:
-        argv += ["--houses", str(houses)]
-    children = [ChildSpec(p.yard, [*argv, "--yard", p.yard], logs / f"{p.yard}.log") for p in plan]
+    children = [
+        ChildSpec(
+            p.yard,
+            [*argv, "--yard", p.yard],
+            logs / f"{p.yard}.log",
+            stdin=Handoff(p.yard, str(layout.path), text.decode(), total, yards, LaneKeys.derive(secret, p.yard, yards)).encode(),
+        )
+        for p in plan
+    ]
+    del secret
     out(
         f"estate {layout.estate}: {len(plan)} houses ({', '.join(p.yard for p in plan)}); "
         f"logs in {logs}, status with 'flowcast status {layout.path}'"

@@ -50,9 +50,15 @@ class House:
         #: by a flow's own wiring behaviours); None for a house on its own.
         self.router: Any = None
         self._closers: list[Callable[[], None]] = []
-        self.built: BuiltHouse = build_house(
-            spec, stamp=self.stamp, registry=registry, on_transition=on_transition, out=out, base=base, house=self
-        )
+        try:
+            self.built: BuiltHouse = build_house(
+                spec, stamp=self.stamp, registry=registry, on_transition=on_transition, out=out, base=base, house=self
+            )
+        except BaseException:
+            # A failed or interrupted build (a SIGTERM while a behaviour
+            # sets up) still closes what behaviours opened so far.
+            self.close()
+            raise
         self.skedder = Skedder(self.built.taskables, period, self.stamp)
         self.stopped_by: signal.Signals | None = None
 
@@ -89,13 +95,22 @@ class House:
             finally:
                 for s, handler in previous.items():
                     signal.signal(s, handler)
-                while self._closers:
-                    try:
-                        self._closers.pop()()
-                    except Exception:  # noqa: BLE001 - every closer gets its turn
-                        import logging
+                self.close()
 
-                        logging.getLogger("flowcast.house").exception("closing %s", self.name)
+    def close(self) -> None:
+        """Run the closers, newest first, each once; what :meth:`run` does when it ends.
+
+        Also for a house that never ran: one stopped while it was still
+        starting must release its sockets and files all the same.
+        """
+        while self._closers:
+            try:
+                self._closers.pop()()
+            except Exception:  # noqa: BLE001 - every closer gets its turn
+                import logging
+
+                name = getattr(getattr(self, "built", None), "name", "house")
+                logging.getLogger("flowcast.house").exception("closing %s", name)
 
     def stop(self) -> None:
         self.scheduler.stop()

@@ -219,16 +219,22 @@ class LayoutError(FlowErrors):
 # -- loading ------------------------------------------------------------------
 
 
-def load_layout(path: Path | str) -> EstateLayout:
-    """The estate layout in ``path``; :class:`LayoutError` listing every problem in it."""
+def load_layout(path: Path | str, *, data: bytes | None = None) -> EstateLayout:
+    """The estate layout in ``path``; :class:`LayoutError` listing every problem in it.
+
+    With ``data`` the layout is that text, as read from ``path`` earlier:
+    a restarted house gets the text its supervisor read, not the file as
+    edited since (relative paths still resolve against ``path``'s folder).
+    """
     p = Path(path)
     file = str(p)
-    try:
-        with p.open("rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise LayoutError([FlowError(f"cannot read layout {file}: {reason}")], p) from None
+    if data is None:
+        try:
+            with p.open("rb") as f:
+                data = f.read(MAX_FILE_BYTES + 1)
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise LayoutError([FlowError(f"cannot read layout {file}: {reason}")], p) from None
     if len(data) > MAX_FILE_BYTES:
         raise LayoutError([FlowError(f"layout {file} is larger than {MAX_FILE_BYTES} bytes")], p)
     try:

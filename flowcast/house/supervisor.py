@@ -56,11 +56,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
+from flowcast.house.childpipe import PIPE_MAX as _PIPE_MAX
+from flowcast.house.childpipe import filled_pipe as _filled_pipe
 from flowcast.runtime.durable import atomic_write
 
 __all__ = ["ChildSpec", "ChildState", "ChildStatus", "Supervisor", "read_status"]
@@ -103,6 +105,10 @@ class ChildSpec:
     ``log`` receives the child's stdout and stderr, appended, so one file per house
     keeps its whole history across restarts (each start adds a marker line).
     ``env`` None inherits the supervisor's environment; ``cwd`` None its directory.
+    ``stdin`` (bytes) is written into a pipe that is the child's stdin, the
+    same bytes at every start: how an estate hands a house its plan and its
+    lane keys without argv, environment or a file (handoff.py).  None gives
+    the child ``/dev/null``.
     """
 
     name: str
@@ -110,12 +116,15 @@ class ChildSpec:
     log: Path
     env: Mapping[str, str] | None = None
     cwd: Path | None = None
+    stdin: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("ChildSpec.name must not be empty")
         if not self.argv:
             raise ValueError(f"ChildSpec {self.name!r}: argv must not be empty")
+        if self.stdin is not None and len(self.stdin) > _PIPE_MAX:
+            raise ValueError(f"ChildSpec {self.name!r}: stdin is {len(self.stdin)} bytes, at most {_PIPE_MAX}")
 
 
 @dataclass(frozen=True)
@@ -320,16 +329,21 @@ class Supervisor:
                     f"{time.strftime('%Y-%m-%dT%H:%M:%S%z', time.localtime(now_wall))} ---\n".encode()
                 )
                 out.flush()
-                proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    cwd=spec.cwd,
-                    close_fds=True,
-                    process_group=0,
-                )
+                stdin = _filled_pipe(spec.stdin) if spec.stdin is not None else subprocess.DEVNULL
+                try:
+                    proc = subprocess.Popen(
+                        argv,
+                        stdin=stdin,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        cwd=spec.cwd,
+                        close_fds=True,
+                        process_group=0,
+                    )
+                finally:
+                    if spec.stdin is not None:
+                        os.close(stdin)  # the child has its own copy; EOF once it read all
         except OSError as exc:
             log.error("%s could not be started: %s", spec.name, exc)
             with self._lock:

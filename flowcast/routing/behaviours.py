@@ -45,8 +45,13 @@ def router_setup(io: Io, estate: str, yard: str, manor: str = "", channel: str =
 
 @behaviour("lane.setup")
 def lane_setup(io: Io, dir: str, yards: str = "") -> None:
-    """Join the estate's lane in ``dir``; ``yards`` lists the other yards, space-separated."""
-    wire_lane(_house(io), dir, yards.split())
+    """Join the estate's lane in ``dir``; ``yards`` lists the other yards, space-separated.
+
+    Unauthenticated (it trusts socket paths): a flow script has no
+    supervisor to hand it lane keys.  Houses run from a layout
+    (``flowcast run ESTATE.yaml``) always authenticate.
+    """
+    wire_lane(_house(io), dir, yards.split(), keys=None)
 
 
 @behaviour("road.setup")

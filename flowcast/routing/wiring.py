@@ -48,8 +48,14 @@ def wire_router(
     return router
 
 
-def wire_lane(house: Any, directory: str | Path, yards: Iterable[str]) -> Any:
-    """Bind this yard's socket in ``directory`` and accept the other ``yards``."""
+def wire_lane(house: Any, directory: str | Path, yards: Iterable[str], *, keys: Any) -> Any:
+    """Bind this yard's socket in ``directory`` and accept the other ``yards``.
+
+    ``keys`` (LaneKeys) must be given: an estate's houses pass the ones
+    their supervisor handed them, so their lane datagrams are always
+    authenticated; ``keys=None`` asks for a lane that trusts socket paths
+    (a flow script wiring its own lane with ``lane.setup``).
+    """
     from flowcast.transport.lane import LaneStack
     from flowcast.transport.ports import UxdPort, uxd_address
 
@@ -59,7 +65,11 @@ def wire_lane(house: Any, directory: str | Path, yards: Iterable[str]) -> Any:
     others = {name: uxd_address(directory, name) for name in yards if name != router.yard}
     # Acknowledged: a yard killed mid-stream gets what it had not taken once it
     # is back, so nothing a road acknowledged to a remote sender is lost.
-    lane = LaneStack(port, router.yard, others, scheduler=scheduler, acks=True)
+    try:
+        lane = LaneStack(port, router.yard, others, scheduler=scheduler, acks=True, keys=keys)
+    except BaseException:
+        port.close()
+        raise
     router.attach_lane(lane)
     house.on_close(lane.close)
     return lane

@@ -4,9 +4,12 @@ Same message API as a road; different trust and failure model.  A lane's
 socket files are mode 0600 in a 0700 runtime directory (the port makes
 them so), so only this user's processes can reach them; the kernel
 delivers Unix datagrams in order and without loss (a full receiver makes
-the sender wait, never drops).  A lane therefore seals nothing.  What it
+the sender wait, never drops).  A lane therefore encrypts nothing.  What it
 does check is who is talking: datagrams from a socket path that is not a
-known yard are counted and dropped.
+known yard are counted and dropped -- and, since any process of the user
+can bind a yard's path, a stack given ``keys`` (lanekeys.py; every house of
+an estate) accepts a datagram only with a good MAC of that yard's key and
+a sequence number it has not seen (docs/protocol.md section 9).
 
 Large messages are cut into pages (SEG frames) and many small ones share
 a datagram, exactly as on a road.  Each stack instance picks a random,
@@ -52,16 +55,18 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from collections import deque
 from typing import Any
 
 from flowcast.transport.keep import validate_name
+from flowcast.transport.lanekeys import REPLAYED, TRAILER_SIZE, LaneKeys, YardMac, check, seal
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.reliable import QUEUED, SENT, Channel, Outgoing
 from flowcast.transport.stack import ChannelEvents, EventSink, Stack
 from flowcast.transport.wire import F_UNRELIABLE, HEADER, HEADER_SIZE, MAGIC, PacketKind, WireError
 
-__all__ = ["LaneStack", "LANE_ACKED"]
+__all__ = ["LaneStack", "LANE_ACKED", "LANE_AUTH"]
 
 _LANE = PacketKind.LANE
 _pack = HEADER.pack
@@ -70,6 +75,9 @@ _unpack = HEADER.unpack_from
 #: Header flag of an acknowledged lane's datagrams: the body starts with
 #: the receiver's boot id (u32, 0 = not known yet), then frames.
 LANE_ACKED = 0x0001
+#: Header flag of an authenticated lane's datagrams: after the frames come a
+#: sequence number (u64) and a BLAKE2b tag (16 bytes), see lanekeys.py.
+LANE_AUTH = 0x0002
 _AHEADER = struct.Struct("!BBHIQI")  # header + the receiver's boot id
 _AHEADER_SIZE = _AHEADER.size  # 20
 _apack = _AHEADER.pack
@@ -113,6 +121,7 @@ class _Yard:
         "last_hello",
         "next_probe",
         "probe_every",
+        "mac",
     )
 
     def __init__(self, name: str, address: Address, tx: Channel | None) -> None:
@@ -129,6 +138,7 @@ class _Yard:
         self.last_hello = -1.0
         self.next_probe = 0.0
         self.probe_every = PROBE_FIRST
+        self.mac: YardMac | None = None  # authenticated lanes
 
 
 class LaneStack(Stack):
@@ -143,6 +153,15 @@ class LaneStack(Stack):
     must use the same mode.  ``receive_window`` (bytes delivered but not
     yet taken by the application before the sender must wait) applies to
     acknowledged lanes; a raw lane is paced by the kernel's socket queue.
+
+    ``keys`` (:class:`~flowcast.transport.lanekeys.LaneKeys`) authenticates
+    every datagram both ways: one that fails its tag is dropped
+    (``lane_forged``), one already heard (``lane_replayed``), before any of
+    it is read; only yards the keys name can be added.  Without keys the
+    lane trusts the socket path, as it always did: for tests, benches and
+    single-process tools.  An estate's houses always authenticate
+    (``open_house`` hands ``wire_lane`` the keys its supervisor gave it);
+    every yard of a lane must agree.
     """
 
     def __init__(
@@ -157,6 +176,7 @@ class LaneStack(Stack):
         events: EventSink | None = None,
         acks: bool = False,
         receive_window: int = 8 << 20,
+        keys: LaneKeys | None = None,
     ) -> None:
         super().__init__(port, scheduler=scheduler, clock=clock, name=validate_name(name))
         boot = 0
@@ -166,7 +186,16 @@ class LaneStack(Stack):
         self.acks = bool(acks)
         self.max_message = max_message
         self.receive_window = receive_window
-        self._max_body = port.max_datagram - (_AHEADER_SIZE if self.acks else HEADER_SIZE)
+        if keys is not None and keys.yard != self.name:
+            raise ValueError(f"lane keys are yard {keys.yard!r}'s, not {self.name!r}'s")
+        self.keys = keys
+        # Nothing sealed before this stack existed is accepted by it: the
+        # floor of every yard's sequence numbers (monotonic_ns is one clock
+        # for every process of the host; senders seal with it too).
+        self._seq = self._floor = time.monotonic_ns()
+        self._flag = 0 if keys is None else LANE_AUTH
+        trailer = 0 if keys is None else TRAILER_SIZE
+        self._max_body = port.max_datagram - (_AHEADER_SIZE if self.acks else HEADER_SIZE) - trailer
         if self.acks:
             self.default_timeout = None  # wait for a yard that is restarting; pass timeout= to bound it
         self._yards: dict[str, _Yard] = {}
@@ -186,6 +215,9 @@ class LaneStack(Stack):
         incarnation answers there.
         """
         validate_name(name, "yard name")
+        keys = self.keys
+        if keys is not None and name not in keys.send:
+            raise ValueError(f"no lane key for yard {name!r}: an authenticated lane hears only yards its keys name")
         old = self._yards.pop(name, None)
         if old is not None:
             self._by_address.pop(old.address, None)
@@ -198,6 +230,8 @@ class LaneStack(Stack):
         else:
             tx = Channel(self._max_body, _no_delivery, self._completed, acks=False, max_message=self.max_message)
             yard = _Yard(name, address, tx)
+        if keys is not None:
+            yard.mac = YardMac(keys.send[name], keys.hear[name], self._floor)
         self._watch_yard(yard)
         self._yards[name] = yard
         self._by_address[address] = yard
@@ -292,6 +326,10 @@ class LaneStack(Stack):
             yard.channel.fail_all("yard removed")
 
     @property
+    def authenticated(self) -> bool:
+        return self.keys is not None
+
+    @property
     def yards(self) -> list[str]:
         return list(self._yards)
 
@@ -364,6 +402,13 @@ class LaneStack(Stack):
         if yard is None:
             self.counts["unknown_yard"] += 1
             return
+        mac = yard.mac
+        if mac is not None:
+            end = check(mac, data)
+            if end < 0:
+                self._refused(data, end)
+                return
+            data = data[:end]
         if len(data) < HEADER_SIZE or data[0] != MAGIC or data[1] != _LANE:
             self.counts["malformed"] += 1
             return
@@ -371,6 +416,9 @@ class LaneStack(Stack):
             self._receive_acked(yard, data, now)
             return
         _, _, flags, boot, _ = _unpack(data)
+        if flags & LANE_AUTH != self._flag:
+            self.counts["lane_auth_mismatch"] += 1
+            return
         if flags & LANE_ACKED:
             self.counts["lane_mode_mismatch"] += 1  # the other end acknowledges; this one does not
             return
@@ -401,6 +449,9 @@ class LaneStack(Stack):
             self.counts["malformed"] += 1
             return
         _, _, flags, boot, counter, target = _aunpack(data)
+        if flags & LANE_AUTH != self._flag:
+            self.counts["lane_auth_mismatch"] += 1
+            return
         if not flags & LANE_ACKED:
             self.counts["lane_mode_mismatch"] += 1  # a raw lane's datagram: nothing to acknowledge it with
             return
@@ -428,6 +479,20 @@ class LaneStack(Stack):
             self.counts["bad_frames"] += 1
             return
         channel.received(counter)  # type: ignore[union-attr]
+
+    def _refused(self, data: bytes, why: int) -> None:
+        """Count a datagram that failed authentication (its bytes are not trusted, only counted)."""
+        if why == REPLAYED:
+            self.counts["lane_replayed"] += 1
+        elif len(data) >= HEADER_SIZE and data[0] == MAGIC and _unpack(data)[2] & LANE_AUTH:
+            self.counts["lane_forged"] += 1
+        else:
+            self.counts["lane_unauthenticated"] += 1  # an unkeyed stack, or not a lane datagram at all
+
+    def _seal(self, yard: _Yard, datagram: bytes) -> bytes:
+        now = time.monotonic_ns()
+        seq = self._seq = now if now > self._seq else self._seq + 1
+        return seal(yard.mac, datagram, seq)  # type: ignore[arg-type]
 
     def _new_peer(self, yard: _Yard, boot: int, now: float) -> None:
         """``yard`` speaks with a new boot id: a new channel for the new pair of incarnations.
@@ -477,15 +542,20 @@ class LaneStack(Stack):
         if self._outq and not self._drain_outq():
             return
         boot = self.boot
+        flag = self._flag
         if self.acks:
             emit = self._emit
+            flag |= LANE_ACKED
             for yard in self._yards.values():
                 peer = yard.peer
                 address = yard.address
                 if yard.hello_due:
                     yard.hello_due = False
                     yard.last_hello = now
-                    if not emit(_apack(MAGIC, _LANE, LANE_ACKED, boot, 0, peer), address):
+                    hello = _apack(MAGIC, _LANE, flag, boot, 0, peer)
+                    if yard.mac is not None:
+                        hello = self._seal(yard, hello)
+                    if not emit(hello, address):
                         return
                 if not peer:
                     continue
@@ -498,7 +568,10 @@ class LaneStack(Stack):
                     counter = yard.counter
                     yard.counter = counter + 1
                     channel.sent(counter, len(body), frames, now)  # type: ignore[union-attr]
-                    if not emit(_apack(MAGIC, _LANE, LANE_ACKED, boot, counter, peer) + body, address):
+                    datagram = _apack(MAGIC, _LANE, flag, boot, counter, peer) + body
+                    if yard.mac is not None:
+                        datagram = self._seal(yard, datagram)
+                    if not emit(datagram, address):
                         return
             return
         for yard in self._yards.values():
@@ -509,7 +582,10 @@ class LaneStack(Stack):
                     break
                 counter = yard.counter
                 yard.counter = counter + 1
-                if not self._emit(_pack(MAGIC, _LANE, 0, boot, counter) + built[0], yard.address, built[1]):
+                datagram = _pack(MAGIC, _LANE, flag, boot, counter) + built[0]
+                if yard.mac is not None:
+                    datagram = self._seal(yard, datagram)
+                if not self._emit(datagram, yard.address, built[1]):
                     return
 
     def _handed_over(self, carried: list) -> None:

@@ -117,3 +117,27 @@ class Stream:
         for n in range(self.next, end):
             router.send(self.dst, {"n": n}, src="play.out")
         self.next = end
+
+
+@behaviour("routeplay.slowstart")
+class SlowStart:
+    """A setup that blocks the house's start: it registers a closer, says so, then waits.
+
+    The closer appends ``{"closed": pid}`` to ``closed``; ``{"started": pid}``
+    goes to ``started`` once the closer is registered.  The wait is in the
+    build (where a behaviour that opens a connection would block), bounded
+    by ``limit`` seconds.
+    """
+
+    def __init__(self, io: Io, started: str, closed: str, limit: float = 60.0) -> None:
+        import time
+
+        pid = os.getpid()
+        io.house.on_close(lambda: _append(closed, {"closed": pid}))
+        _append(started, {"started": pid})
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            time.sleep(0.05)
+
+    def __call__(self) -> None:
+        return None

@@ -220,6 +220,38 @@ def test_kill9_running_child_is_restarted_once(tmp_path: Path) -> None:
         assert manor.pid == before["manor"].pid and manor.restarts == 0  # untouched
 
 
+READER = """\
+import hashlib, sys, time
+data = sys.stdin.buffer.read()
+print("got", len(data), hashlib.sha256(data).hexdigest(), flush=True)
+if sys.argv[1] == "crash":
+    sys.exit(4)
+time.sleep(60)
+"""
+
+
+def test_stdin_bytes_reach_every_start_of_a_child_whole(tmp_path: Path) -> None:
+    reader = script(tmp_path, "reader.py", READER)
+    small, large = b"plan and keys", os.urandom(300_000)  # large: more than a default pipe holds
+    children = [
+        spec(tmp_path, "steady", reader, "stay", stdin=small),
+        spec(tmp_path, "flaky", reader, "crash", stdin=large),
+        spec(tmp_path, "none", reader, "stay"),
+    ]
+    with supervising(children) as (sup, _):
+        wait_for(lambda: log_text(children[1]).count("got") >= 3, "three starts of flaky")
+        wait_for(lambda: "got" in log_text(children[0]) and "got" in log_text(children[2]), "the others")
+        import hashlib
+
+        assert f"got {len(small)} {hashlib.sha256(small).hexdigest()}" in log_text(children[0])
+        flaky = [line for line in log_text(children[1]).splitlines() if line.startswith("got")]
+        assert set(flaky) == {f"got {len(large)} {hashlib.sha256(large).hexdigest()}"}  # the same bytes each start
+        assert "got 0 " in log_text(children[2])  # /dev/null
+    assert "stdin=" not in repr(children[0]) and "plan and keys" not in repr(children[0])  # keys stay out of logs
+    with pytest.raises(ValueError, match="at most"):
+        ChildSpec("big", ["true"], tmp_path / "big.log", stdin=bytes((1 << 20) + 1))
+
+
 def test_stop_stops_all_and_no_process_remains(tmp_path: Path) -> None:
     sleeper = script(tmp_path, "sleeper.py", SLEEPER)
     children = [spec(tmp_path, f"w{i}", sleeper, f"w{i}") for i in range(3)]
