@@ -35,7 +35,7 @@ from typing import Any, Literal
 import yaml
 
 from flowcast.flow import flowords as w
-from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
+from flowcast.flow.errors import FlowError, FlowErrors, decode_error, did_you_mean
 from flowcast.flow.flolex import split_lines
 from flowcast.flow.loader import FLO_SUFFIXES, YAML_SUFFIXES
 from flowcast.flow.spec import Where
@@ -240,7 +240,7 @@ def load_layout(path: Path | str, *, data: bytes | None = None) -> EstateLayout:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise LayoutError([FlowError(f"{file}: not a UTF-8 text file ({exc.reason} at byte {exc.start})")], p) from None
+        raise LayoutError([decode_error(file, data, exc)], p) from None
     try:
         base = p.resolve().parent
         abspath = p.resolve()

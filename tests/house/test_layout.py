@@ -222,9 +222,11 @@ def test_unreadable_files(tree: Path) -> None:
     with pytest.raises(LayoutError, match="cannot read layout"):
         load_layout(str(tree / "a\0b"))
     bad = tree / "houses" / "latin1.yaml"
-    bad.write_bytes(b"estate: caf\xe9\n")
-    with pytest.raises(LayoutError, match="not a UTF-8 text file"):
+    bad.write_bytes(b"estate: alpha\nrole: caf\xe9\n")
+    with pytest.raises(LayoutError, match="not a UTF-8 text file") as raised:
         load_layout(bad)
+    where = raised.value.errors[0].where  # located by line and column, not by byte offset only
+    assert (where.line, where.col) == (2, 10), where
     huge = tree / "houses" / "huge.yaml"
     huge.write_bytes(b"#" * (2 << 20))
     with pytest.raises(LayoutError, match="larger than"):
