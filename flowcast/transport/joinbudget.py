@@ -11,14 +11,16 @@ spent from two token buckets:
 
 * a global one, ``rate`` joins a second (a burst of a quarter second's
   worth): the cap on what joins can cost this stack, whatever comes;
-* one per source address, refilled at that source's *fair share*:
-  ``rate`` divided by the number of sources heard in the last second (never
-  more than ``per_source``), a burst of ``burst`` (by default a quarter
-  second's worth, at least 5: WireGuard's 20 a second and 5).  Forty flooding ports
-  then get forty fortieths of the global rate between them and leave the
-  global bucket the room a new source needs: a legitimate joiner, with its
-  own address and a full bucket, is served at its first JOIN instead of
-  losing a lottery against the flood's datagrams.
+* one per source address, refilled at that source's *fair share*: half
+  of ``rate`` divided by the number of sources heard in the last second
+  (never more than ``per_source``), a burst of ``burst`` (by default a
+  quarter second's worth, at least 5: WireGuard's 20 a second and 5).
+  However many ports a steady flood comes from, between them they get half
+  the global rate and leave the other half as headroom: a legitimate
+  joiner, with its own address and a full bucket, is served at its first
+  JOIN instead of losing a lottery against the flood's datagrams (when the
+  shares summed to the whole rate, jitter kept the global bucket empty and
+  a newcomer's join took 1.5 s under a cookie-answering flood).
 
 Sources are addresses (host and port), not hosts: on loopback and behind
 one NAT every estate shares the host.  A flooder with many fresh ports gets
@@ -72,7 +74,7 @@ class JoinBudget:
         heard[address] = now
         if len(heard) > self.sources:
             del heard[next(iter(heard))]
-        share = min(self.per_source, self.rate / max(1, self.active(now)))
+        share = min(self.per_source, self.rate / (2 * max(1, self.active(now))))
         buckets = self._buckets
         held = buckets.pop(address, None)
         mine = self.burst if held is None else min(self.burst, held[0] + (now - held[1]) * share)
