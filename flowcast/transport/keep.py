@@ -16,7 +16,7 @@ key is refused, because routing policy authorizes by estate name (RAET's
 new key is an operator's act: :meth:`Keep.rotate` (``flowcast keys rotate``).
 
 Every per-join look-up goes through an index (fingerprint, name, X25519
-key, pending and evictable records), never through all records: a flood of
+key, pending records and strays, the only evictable ones), never through all records: a flood of
 joins costs each join the same whatever the keep holds.  A keep given a
 :class:`~flowcast.transport.keepwriter.KeepWriter` hands its file writes to
 it (off the stack's thread); ``ticket`` then says which write a caller must
@@ -152,7 +152,7 @@ class Verdict:
     record: RemoteRecord | None
     reason: str = ""
     events: list[str] = field(default_factory=list)
-    evicted: list[str] = field(default_factory=list)  # fingerprints forgotten to make room
+    evicted: list[str] = field(default_factory=list)  # fingerprints forgotten: strays to make room, a rotated-away key
 
 
 @dataclass
