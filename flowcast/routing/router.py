@@ -111,7 +111,7 @@ class _Pair:
 #: Road counts ``flowcast status`` shows per road: refused joins (and, of
 #: those, a known name with another key), cookies answered under load, and
 #: joins dropped while the keep's disk was behind.
-_JOIN_COUNTS = ("join_refused", "key_changed", "join_cookies", "bad_join", "bad_join_cookie", "keep_busy")
+_JOIN_COUNTS = ("join_refused", "key_changed", "join_cookies", "bad_join", "bad_join_cookie", "keep_busy", "join_limited", "keep_full", "rotations")
 
 class Router:
     """Route messages for one house (yard ``yard`` of estate ``estate``).

@@ -16,7 +16,7 @@ key is refused, because routing policy authorizes by estate name (RAET's
 new key is an operator's act: :meth:`Keep.rotate` (``flowcast keys rotate``).
 
 Every per-join look-up goes through an index (fingerprint, name, X25519
-key, pending and evictable records), never through all records: a flood of
+key, pending records and strays, the only evictable ones), never through all records: a flood of
 joins costs each join the same whatever the keep holds.  A keep given a
 :class:`~flowcast.transport.keepwriter.KeepWriter` hands its file writes to
 it (off the stack's thread); ``ticket`` then says which write a caller must
@@ -30,7 +30,7 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from typing import TYPE_CHECKING
@@ -107,11 +107,25 @@ class RemoteRecord:
         return fingerprint(self.verkey, self.pubkey)
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data["verkey"] = self.verkey.hex()
-        data["pubkey"] = self.pubkey.hex()
-        data["status"] = self.status.value
-        return data
+        # Field by field: dataclasses.asdict deep-copies, and this runs per admitted join.
+        return {
+            "name": self.name,
+            "role": self.role,
+            "mode": self.mode,
+            "verkey": self.verkey.hex(),
+            "pubkey": self.pubkey.hex(),
+            "status": self.status.value,
+            "uid": self.uid,
+            "note": self.note,
+            "stamp": self.stamp,
+            "origin": self.origin,
+            "allowed": self.allowed,
+        }
+
+    @property
+    def stray(self) -> bool:
+        """Pending and made by a join from the wire: an operator's to-do, worth no fsync."""
+        return self.origin == "wire" and self.status is Status.PENDING
 
     @classmethod
     def from_json(cls, data: dict) -> "RemoteRecord":
@@ -138,7 +152,7 @@ class Verdict:
     record: RemoteRecord | None
     reason: str = ""
     events: list[str] = field(default_factory=list)
-    evicted: list[str] = field(default_factory=list)  # fingerprints forgotten to make room
+    evicted: list[str] = field(default_factory=list)  # fingerprints forgotten: strays to make room, a rotated-away key
 
 
 @dataclass
@@ -159,11 +173,15 @@ class Keep:
         self._remotes: dict[str, RemoteRecord] = {}
         # Indexes (see _index): name -> fingerprint of the record bound to it
         # (pending or accepted); X25519 key -> accepted fingerprints; pending
-        # fingerprints; wire-made records never used, oldest first (eviction).
+        # fingerprints; strays (pending records joins made), least recently
+        # joined first: the only records a join may evict.
         self._by_name: dict[str, str] = {}
         self._by_pubkey: dict[bytes, dict[str, None]] = {}
         self._pending: dict[str, None] = {}
-        self._idle: dict[str, None] = {}
+        self._strays: dict[str, None] = {}
+        self._rechecked: dict[str, float] = {}  # name -> when its rotation was last looked for on disk
+        #: Joins refused because the keep was full of records it may not evict.
+        self.full_refusals = 0
         self._local: LocalIdentity | None = None
         self._next_uid = 2  # 1 is the local estate
         #: Where file writes go: None writes at once (the caller waits for the disk).
@@ -186,8 +204,8 @@ class Keep:
             self._by_pubkey.setdefault(record.pubkey, {})[fp] = None
         elif record.status is Status.PENDING:
             self._pending[fp] = None
-        if record.origin == "wire" and not record.allowed and record.status is not Status.REJECTED:
-            self._idle[fp] = None
+        if record.stray:
+            self._strays[fp] = None
 
     def _unindex(self, record: RemoteRecord) -> None:
         fp = record.fingerprint
@@ -199,7 +217,7 @@ class Keep:
             if not held:
                 del self._by_pubkey[record.pubkey]
         self._pending.pop(fp, None)
-        self._idle.pop(fp, None)
+        self._strays.pop(fp, None)
 
     def _note_ticket(self, fp: str) -> None:
         tickets = self._tickets
@@ -272,19 +290,29 @@ class Keep:
         if self.path is None:
             return
         target = self._remote_file(record.fingerprint)
+        sync = not record.stray  # a stray is acknowledged to nobody as durable: no fsync
         if self.writer is not None:
-            self.ticket = self.writer.submit(target, json.dumps(record.to_json(), indent=1, sort_keys=True).encode())
-            self._note_ticket(record.fingerprint)
-        else:
+            ticket = self.writer.submit(target, json.dumps(record.to_json(), indent=1, sort_keys=True).encode(), sync=sync)
+            if sync:
+                self.ticket = ticket
+                self._note_ticket(record.fingerprint)
+        elif sync:
             self._write(target, record.to_json())
+        else:
+            tmp = target.with_name(f".{target.name}.lazy")
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:
+                handle.write(json.dumps(record.to_json(), indent=1, sort_keys=True).encode())
+            os.replace(tmp, target)
 
-    def _unlink(self, fp: str) -> None:
+    def _unlink(self, fp: str, sync: bool = True) -> None:
         if self.path is None:
             return
         target = self._remote_file(fp)
         if self.writer is not None:
-            self.ticket = self.writer.submit(target, None)
-            self._note_ticket(fp)
+            ticket = self.writer.submit(target, None, sync=sync)
+            if sync:
+                self.ticket = ticket
+                self._note_ticket(fp)
             return
         try:
             os.unlink(target)
@@ -386,7 +414,7 @@ class Keep:
         record = self.find(fp)
         self._unindex(record)
         del self._remotes[record.fingerprint]
-        self._unlink(record.fingerprint)
+        self._unlink(record.fingerprint, sync=not record.stray)
         return record
 
     def rotate(self, name: str, verkey: bytes, pubkey: bytes) -> tuple[RemoteRecord, RemoteRecord]:
@@ -395,7 +423,8 @@ class Keep:
         The only way a bound name moves to another key.  The old record is
         forgotten (its key may be lost or stolen; it keeps no name), the new
         one is accepted with the old one's role and mode.  A stack already
-        running keeps the binding it loaded until it restarts.
+        running on this keep's directory picks the rotation up at the new
+        key's next JOIN (:meth:`pick_up_rotation`).
         """
         name = validate_name(name)
         if len(verkey) != 32 or len(pubkey) != 32:
@@ -413,13 +442,73 @@ class Keep:
         return old, self.add(new)
 
     def admit(
-        self, name: object, role: object, mode: object, verkey: bytes, pubkey: bytes, policy: Acceptance, stamp: float | None = None
+        self,
+        name: object,
+        role: object,
+        mode: object,
+        verkey: bytes,
+        pubkey: bytes,
+        policy: Acceptance,
+        stamp: float | None = None,
+        now: float | None = None,
     ) -> Verdict:
         """Apply ``policy`` to a join's (already signature-checked) presentation.
 
         ``stamp`` orders JOINs of one key: one not newer than the last seen
         changes nothing (a replayed JOIN cannot roll a name or role back).
+        With ``now`` (a running stack's clock), a bound name presented with
+        another key first looks for an operator's rotation on disk (see
+        :meth:`pick_up_rotation`); the record it replaces is in ``evicted``.
         """
+        rotated = self.pick_up_rotation(name, verkey, pubkey, now) if now is not None else None
+        verdict = self._admit(name, role, mode, verkey, pubkey, policy, stamp)
+        if rotated is not None:
+            verdict.evicted.append(rotated.fingerprint)
+            verdict.events.append(f"rotated {rotated.name} {rotated.fingerprint} {fingerprint(verkey, pubkey)}")
+        return verdict
+
+    def pick_up_rotation(self, name: object, verkey: bytes, pubkey: bytes, now: float) -> RemoteRecord | None:
+        """Adopt ``flowcast keys rotate`` run on this keep's files while it is loaded.
+
+        A bound name presented with another key is refused -- unless an
+        operator moved the name to exactly that key on disk: the new key's
+        file is accepted under the name and the bound key's file is gone
+        (and not merely unwritten yet by this keep).  Then the old record is
+        dropped here too and returned.  At most one look (a failed open, at
+        worst a small read) per name a second, so refused keys cost no disk.
+        """
+        if self.path is None or not isinstance(name, str) or len(verkey) != 32 or len(pubkey) != 32:
+            return None
+        old = self._remotes.get(self._by_name.get(name, ""))
+        fp = fingerprint(verkey, pubkey)
+        if old is None or old.fingerprint == fp or fp in self._remotes:
+            return None
+        last = self._rechecked.pop(name, None)
+        if last is not None and now - last < 1.0:
+            self._rechecked[name] = last
+            return None
+        self._rechecked[name] = now
+        if len(self._rechecked) > 4096:
+            del self._rechecked[next(iter(self._rechecked))]
+        try:
+            record = RemoteRecord.from_json(json.loads(self._remote_file(fp).read_text()))
+        except (OSError, KeyError, ValueError, TypeError):
+            return None
+        if record.fingerprint != fp or record.name != name or record.status is not Status.ACCEPTED:
+            return None
+        if self.unwritten(old.fingerprint) or self._remote_file(old.fingerprint).exists():
+            return None
+        self._unindex(old)
+        del self._remotes[old.fingerprint]
+        self._tickets.pop(old.fingerprint, None)
+        self._remotes[fp] = record
+        self._index(record)
+        self._next_uid = max(self._next_uid, record.uid + 1)
+        return old
+
+    def _admit(
+        self, name: object, role: object, mode: object, verkey: bytes, pubkey: bytes, policy: Acceptance, stamp: float | None
+    ) -> Verdict:
         try:
             name = validate_name(name)
             role = validate_name(role, "role")
@@ -468,23 +557,19 @@ class Keep:
                 [f"key-changed {name} {fp}"],
             )
         evicted: list[str] = []
-        if len(self._remotes) >= self.max_remotes:
-            # Full.  Records that joins from the wire made and that never had a
-            # session are cheap to make and worth nothing: the oldest goes, so
-            # a flood of strangers churns among itself instead of locking out
-            # the next genuine estate.  Operator-made and used records stay.
-            if not self._idle:
-                return Verdict(Status.REJECTED, None, "the keep is full: an operator must forget remotes first")
-            oldest = next(iter(self._idle))
+        status = Status.PENDING if policy is Acceptance.NEVER else Status.ACCEPTED
+        if len(self._remotes) >= self.max_remotes or (status is Status.PENDING and len(self._pending) >= MAX_PENDING):
+            # Full.  Only a stray (a pending record a join made: no trust, an
+            # operator's to-do) may go, the least recently joined first, so a
+            # flood of strangers churns among itself.  An accepted record is
+            # never evicted: its name would be free for the next key to take.
+            # Without a stray to evict, the new key is refused (counted).
+            if not self._strays:
+                self.full_refusals += 1
+                return Verdict(Status.REJECTED, None, "the keep is full: an operator must forget remotes first", [f"keep-full {name} {fp}"])
+            oldest = next(iter(self._strays))
             self.forget(oldest)
             evicted.append(oldest)
-        if policy is Acceptance.NEVER:
-            pending = len(self._pending)
-            if pending >= MAX_PENDING:
-                return Verdict(Status.REJECTED, None, "too many joins are pending")
-            status = Status.PENDING
-        else:
-            status = Status.ACCEPTED
         record = self.add(RemoteRecord(name, role, mode, bytes(verkey), bytes(pubkey), status, stamp=stamp or 0.0, origin="wire"))
         return Verdict(status, record, "new key", [f"{status.value} {name} {fp}"], evicted)
 
@@ -493,5 +578,4 @@ class Keep:
         record = self._remotes.get(fp)
         if record is not None and not record.allowed:
             record.allowed = when
-            self._idle.pop(fp, None)
             self._save(record)

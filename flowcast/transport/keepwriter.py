@@ -13,7 +13,11 @@ acknowledges joins whose records are durable -- never before.
 
 The queue is bounded: a stack asks ``room()`` before it admits a join and
 drops the join (counted; the joiner repeats it) when the disk is behind,
-so memory stays bounded however fast joins come.  A write that fails
+so memory stays bounded however fast joins come.  A write submitted with
+``sync=False`` (a pending record from an unknown key: nobody is told it is
+durable) is renamed into place without any fsync: it costs the page cache,
+not the disk, and a crash may lose it or leave it damaged (the keep then
+ignores it).  A write that fails
 stops ``durable`` from moving (``error`` says why): nothing is
 acknowledged as durable that is not.
 """
@@ -40,7 +44,7 @@ class KeepWriter:
     def __init__(self, *, limit: int = 4096, batch: int = 512, name: str = "keep-writer") -> None:
         self.limit = limit
         self.batch = batch
-        self._queue: list[tuple[int, Path, bytes | None]] = []
+        self._queue: list[tuple[int, Path, bytes | None, bool]] = []
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
         self._ticket = 0
@@ -66,13 +70,16 @@ class KeepWriter:
         """How many more writes the queue takes before the bound."""
         return self.limit - len(self._queue) if self.error is None else 0
 
-    def submit(self, path: Path, data: bytes | None) -> int:
-        """Queue ``data`` for ``path`` (None: delete it); returns its ticket."""
+    def submit(self, path: Path, data: bytes | None, *, sync: bool = True) -> int:
+        """Queue ``data`` for ``path`` (None: delete it); returns its ticket.
+
+        ``sync`` False: no fsync for this write (see the module's docstring).
+        """
         with self._lock:
             if self._closed:
                 raise RuntimeError("the keep writer is closed")
             self._ticket += 1
-            self._queue.append((self._ticket, path, data))
+            self._queue.append((self._ticket, path, data, sync))
             self._ready.notify()
             return self._ticket
 
@@ -120,15 +127,17 @@ class KeepWriter:
                     log.exception("keep writer listener failed")
 
     @staticmethod
-    def _write(batch: list[tuple[int, Path, bytes | None]]) -> None:
-        # The last write of a path in the batch is the one that counts.
-        final: dict[Path, bytes | None] = {}
-        for _, path, data in batch:
-            final.pop(path, None)
-            final[path] = data
+    def _write(batch: list[tuple[int, Path, bytes | None, bool]]) -> None:
+        # The last write of a path in the batch is the one that counts; it is
+        # synced if any write of that path in the batch asked for it.
+        final: dict[Path, tuple[bytes | None, bool]] = {}
+        for _, path, data, sync in batch:
+            held = final.pop(path, None)
+            final[path] = (data, sync or (held is not None and held[1]))
         directories: dict[Path, None] = {}
-        for path, data in final.items():
-            directories[path.parent] = None
+        for path, (data, sync) in final.items():
+            if sync:
+                directories[path.parent] = None
             if data is None:
                 try:
                     os.unlink(path)
@@ -140,8 +149,9 @@ class KeepWriter:
                 os.fchmod(fd, 0o600)
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
+                    if sync:
+                        handle.flush()
+                        os.fsync(handle.fileno())
                 os.replace(tmp, path)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)

@@ -9,7 +9,9 @@
 A remote's name stays bound to the key it first joined with: ``rotate`` is
 the only way to move it to new keys (the hex ``verkey`` and ``pubkey`` that
 ``flowcast keys show`` prints on the remote), because routing policy trusts
-the name.  A running estate sees the rotation when it restarts.
+the name.  An estate running on this keep sees the rotation at the new
+key's next JOIN (it reads that one record from disk, at most once a second
+per name, before it would refuse the key): no restart.
 
 The keep defaults to ``$FLOWCAST_KEEP`` or ``~/.flowcast/keep``.  Secret
 keys are never printed.

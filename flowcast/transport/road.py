@@ -37,6 +37,7 @@ from flowcast.transport.budget import (
     release,
 )
 from flowcast.transport.crypto import Scratch, derive_session_keys, fingerprint
+from flowcast.transport.joinbudget import JoinBudget
 from flowcast.transport.joingate import JoinGate, build_join_cookie, parse_join_cookie, unwrap_join, wrap_join
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
@@ -187,7 +188,10 @@ class RoadStack(Stack):
     ``events`` (any :class:`~flowcast.transport.stack.EventSink`, such as an
     export Recorder) records message events and presence changes.
     ``join_cookies`` (``load``, ``always``, ``never``) and ``join_rate`` say
-    when a JOIN must first prove its source address (joingate.py).  A keep
+    when a JOIN must first prove its source address (joingate.py);
+    ``join_work_rate`` caps the JOINs a second that are verified and
+    admitted, shared fairly between source addresses, each at most
+    ``join_source_rate`` (joinbudget.py).  A keep
     with a :class:`~flowcast.transport.keepwriter.KeepWriter` keeps disk
     work off this stack's thread; joins are then acknowledged once durable.
     """
@@ -215,6 +219,8 @@ class RoadStack(Stack):
         events: EventSink | None = None,
         join_cookies: str = "load",
         join_rate: float = 50.0,
+        join_work_rate: float = 100.0,
+        join_source_rate: float = 20.0,
     ) -> None:
         local = keep.local()
         if local is None:
@@ -268,6 +274,7 @@ class RoadStack(Stack):
         self._per_source: dict[Address, tuple[float, float]] = {}
         self._places: dict[Address, int] = {}  # address -> how many remotes are there (Remote.address)
         self._gate = JoinGate(mode=join_cookies, rate=join_rate)
+        self._join_budget = JoinBudget(join_work_rate, per_source=join_source_rate)
         # Join replies waiting for their keep records to be durable: (ticket, datagram, address, until).
         self._unwritten: deque[tuple[int, bytes, Address, float]] = deque()
         self._writer_wake: tuple[socket.socket, socket.socket] | None = None
@@ -608,7 +615,7 @@ class RoadStack(Stack):
         elif kind == PacketKind.JOIN:
             if self._gate.needs_cookie(now, self._loaded()):
                 self._ask_cookie(data, address, now)
-            elif self._afford(now, address):
+            elif self._join_affordable(address, now):
                 self._on_join(data, address, now)
         elif kind == PacketKind.COOKIED_JOIN:
             self._on_cookied_join(data, address, now)
@@ -740,10 +747,16 @@ class RoadStack(Stack):
             self.counts["bad_join"] += 1
             return
         tag = struct.unpack_from("!I", data, 4)[0]
-        verdict = self.keep.admit(request.name, request.role, request.mode, request.verkey, request.pubkey, self.policy, request.stamp)
+        verdict = self.keep.admit(request.name, request.role, request.mode, request.verkey, request.pubkey, self.policy, request.stamp, now)
+        carried: list[Outgoing] = []
         for note in verdict.events:
             if note.startswith("key-changed "):
                 self.counts["key_changed"] += 1  # a bound name with another key: refused
+            elif note.startswith("keep-full "):
+                self.counts["keep_full"] += 1  # no record may be evicted for it: refused
+            elif note.startswith("rotated "):
+                self.counts["rotations"] += 1  # an operator moved the name to this key meanwhile
+                carried = self._retire(verdict.evicted[-1])
             self._event_note(note)
         for fp in verdict.evicted:
             self._drop_remote(fp)
@@ -754,6 +767,7 @@ class RoadStack(Stack):
             # replayable, so only an authenticated INITIATE (which the joiner
             # sends next) or session traffic may say where a remote is.
             remote = self._add_remote(verdict.record, None)
+            remote.backlog.extend(carried)  # the old key's unsent messages go to the name's new key
             if remote.session is None and remote.presence is not Presence.JOINED:
                 self._set_presence(remote, Presence.JOINED)
         elif verdict.status is Status.PENDING:
@@ -772,6 +786,23 @@ class RoadStack(Stack):
             self._unwritten.append((max(ticket, self._unwritten[-1][0]) if self._unwritten else ticket, reply, address, now + self.allow_timeout))
             return
         self._emit(reply, address)
+
+    def _retire(self, fp: str) -> list[Outgoing]:
+        """The name of ``fp`` was rotated to another key: end its session, hand back what it had not delivered."""
+        remote = self.remotes.get(fp)
+        if remote is None:
+            return []
+        carried: list[Outgoing] = []
+        for session in (remote.session, remote.allowing.session if remote.allowing is not None else None):
+            if session is not None:
+                self._sessions.pop(session.local_index, None)
+        if remote.session is not None:
+            carried = remote.session.channel.take_unfinished()
+            remote.session = None
+        carried += remote.backlog
+        remote.backlog = []
+        remote.record.status = Status.REJECTED  # the object some caller may hold no longer names anyone
+        return carried
 
     def _loaded(self) -> bool:
         """Is this stack short of handshake tokens or of keep writes?  Then every JOIN gets a cookie."""
@@ -798,8 +829,15 @@ class RoadStack(Stack):
         join = unwrapped[1]
         if join[0] != MAGIC or join[1] != PacketKind.JOIN:
             self.counts["bad_join"] += 1
-        elif self._afford(now, address):
+        elif self._join_affordable(address, now):
             self._on_join(join, address, now)
+
+    def _join_affordable(self, address: Address, now: float) -> bool:
+        """The join budget (fair per source, capped in all) and then the key-work buckets."""
+        if not self._join_budget.take(address, now):
+            self.counts["join_limited"] += 1  # the joiner repeats; its address gets its share
+            return False
+        return self._afford(now, address)
 
     def _on_join_cookie(self, data: bytes, address: Address, now: float) -> None:
         """The joined estate is loaded: send our JOIN again with its cookie, once per send."""

@@ -220,7 +220,8 @@ class _Counting(dict):
 def test_admitting_joins_looks_nothing_up_by_walking_every_remote():
     """Was a finding: per-join scans over all records (keep.py, road.py)."""
     world = World(seed=56, delay=0.001)
-    main = world.estate("main", policy="always", join_cookies="never")
+    # No join budget here (joinbudget.py has its own tests): this counts walks.
+    main = world.estate("main", policy="always", join_cookies="never", join_work_rate=1e6, join_source_rate=1e6)
     main.remotes, main._by_name, main.keep._remotes = _Counting(), _Counting(), _Counting()
     sender = world.net.port("sender")
     for n in range(60):
