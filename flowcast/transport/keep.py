@@ -9,17 +9,13 @@ Remotes are keyed by key fingerprint (hex), never by a name from the wire:
 names and roles are validated for display and routing only and can never
 become paths.  Acceptance policies decide what a join from an unknown key
 does: ``never`` leaves it pending for an operator, ``once`` and ``always``
-accept it.  A pending record is a request, not a binding: several may carry
-one name with different keys.  A name is bound only when a record is
-accepted (by an operator under ``never``, by the join under once/always),
-and once bound it stays with that key under every policy: a join presenting
-it with another key is refused, and so is an accepted key presenting
-another name (a rename), because routing policy authorizes by estate name
-(RAET's ``auto`` mode would take the new key; flowcast cannot).  Moving a
-name to a new key is an operator's act, :meth:`Keep.rotate` (``flowcast
-keys rotate``), and so is a rename, :meth:`Keep.rename`.  A rotation keeps
-the old key's record as REJECTED ("rotated to ...") so neither a running
-stack nor a restart can give the name back to the old key.
+accept it.  A pending record is a request: it binds no name.  Accepting a
+record binds its name to its key for good, under every policy (routing
+authorizes by estate name; RAET's ``auto`` would take a changed key,
+flowcast cannot): another key presenting it is refused, and so is the key
+presenting another name.  Moving a name is an operator's act,
+:meth:`Keep.rotate`, and so is a rename, :meth:`Keep.rename`
+(docs/protocol.md section 3).
 
 Every per-join look-up goes through an index (fingerprint, name, X25519
 key, pending records and strays, the only evictable ones), never through all records: a flood of
@@ -165,6 +161,11 @@ class Verdict:
     successor: "RemoteRecord | None" = None  # a rotation found on disk: the record now bound to the name
 
 
+def _pinned(record: "RemoteRecord | None", name: str, holder: "RemoteRecord", fp: str) -> Verdict:
+    reason = f"the name is pinned to key {holder.fingerprint}; a changed key is refused under every policy (an operator moves it: flowcast keys rotate)"
+    return Verdict(Status.REJECTED, record, reason, [f"key-changed {name} {fp}"])
+
+
 @dataclass
 class LocalIdentity:
     name: str
@@ -291,16 +292,7 @@ class Keep:
             if file.stem != record.fingerprint:
                 continue
             loaded.append(record)
-        # A rotation wins over the key it replaced, whatever the files say
-        # (a running stack may have rewritten the old record after the
-        # rotation): newest first, an accepted record "rotated from X" makes
-        # X rejected, so a rotation undone by a later one stays undone.
-        by_fp = {record.fingerprint: record for record in loaded}
-        for record in sorted(loaded, key=lambda r: -r.uid):
-            if record.status is Status.ACCEPTED and record.note.startswith(_ROTATED_FROM):
-                old = by_fp.get(record.note[len(_ROTATED_FROM):].strip())
-                if old is not None and old is not record and old.status is Status.ACCEPTED and old.name == record.name:
-                    old.status, old.note = Status.REJECTED, f"{_ROTATED_TO}{record.fingerprint}"
+        keeplook.resolve_rotations(loaded)
         # In uid order: the oldest record keeps a name two old records share
         # (a keep written before names were bound), and eviction stays oldest-first.
         for record in sorted(loaded, key=lambda r: r.uid):
@@ -450,13 +442,10 @@ class Keep:
     def rotate(self, name: str, verkey: bytes, pubkey: bytes) -> tuple[RemoteRecord, RemoteRecord]:
         """Bind ``name`` to new keys (an operator's act); returns (old, new).
 
-        The only way a bound name moves to another key.  The old record stays
-        on disk as REJECTED, noted "rotated to NEW" (its key may be lost or
-        stolen: a running stack that still holds it reads that mark before it
-        accepts or rewrites it, and :meth:`_load` lets the rotation win even
-        over a rewritten old record).  The new record is accepted with the
-        old one's role and mode and is written first, so a crash between the
-        two writes leaves the rotation standing.
+        The only way a bound name moves to another key.  The new record
+        (the old one's role and mode) is written first, then the old one as
+        REJECTED "rotated to NEW": the mark a running stack reads before it
+        accepts or rewrites the old key, and a restart resolves by (keeplook).
         """
         name = validate_name(name)
         if len(verkey) != 32 or len(pubkey) != 32:
@@ -479,9 +468,7 @@ class Keep:
     def rename(self, text: str, name: str) -> RemoteRecord:
         """Give a remote another name (an operator's act: a join cannot rename an accepted key).
 
-        Refused when ``name`` is bound to another accepted key.  A stack
-        running on this keep's directory picks it up at that key's next JOIN
-        under the new name (one read of the record, at most once a second).
+        Refused when ``name`` is bound to another key; a running stack picks it up (keeplook).
         """
         record = self.find(text)
         name = validate_name(name)
@@ -511,18 +498,14 @@ class Keep:
         changes nothing (a replayed JOIN cannot roll a name or role back).
         With ``now`` (a running stack's clock), a bound name presented with
         another key first looks for an operator's rotation on disk (see
-        :meth:`pick_up_rotation`); the record it replaces is in ``evicted``.
+        keeplook.pick_up_rotation); the record it replaces is in ``evicted``.
         """
-        rotated = self.pick_up_rotation(name, verkey, pubkey, now) if now is not None else None
+        rotated = keeplook.pick_up_rotation(self, name, verkey, pubkey, now) if now is not None else None
         verdict = self._admit(name, role, mode, verkey, pubkey, policy, stamp, now)
         if rotated is not None:
             verdict.evicted.append(rotated.fingerprint)
             verdict.events.append(f"rotated {rotated.name} {rotated.fingerprint} {fingerprint(verkey, pubkey)}")
         return verdict
-
-    def pick_up_rotation(self, name: object, verkey: bytes, pubkey: bytes, now: float) -> RemoteRecord | None:
-        """Adopt ``flowcast keys rotate`` run on this keep's files while it is loaded (see keeplook)."""
-        return keeplook.pick_up_rotation(self, name, verkey, pubkey, now)
 
     def _admit(
         self, name: object, role: object, mode: object, verkey: bytes, pubkey: bytes, policy: Acceptance, stamp: float | None, now: float | None = None
@@ -549,12 +532,7 @@ class Keep:
         if holder is not None:
             # Under every policy: the policy's estate match is an authority,
             # so a name never moves to a new key by itself (see rotate()).
-            return Verdict(
-                Status.REJECTED,
-                None,
-                f"the name is pinned to key {holder.fingerprint}; a changed key is refused under every policy (an operator moves it: flowcast keys rotate)",
-                [f"key-changed {name} {fp}"],
-            )
+            return _pinned(None, name, holder, fp)
         evicted: list[str] = []
         status = Status.PENDING if policy is Acceptance.NEVER else Status.ACCEPTED
         if len(self._remotes) >= self.max_remotes or (status is Status.PENDING and len(self._pending) >= MAX_PENDING):
@@ -606,11 +584,7 @@ class Keep:
         if known.status is Status.PENDING and policy is Acceptance.ALWAYS:
             holder = self.bound(known.name)
             if holder is not None:
-                return Verdict(
-                    Status.REJECTED, known,
-                    f"the name is pinned to key {holder.fingerprint}; a changed key is refused under every policy (an operator moves it: flowcast keys rotate)",
-                    [f"key-changed {known.name} {fp}"],
-                )
+                return _pinned(known, known.name, holder, fp)
             self._unindex(known)
             known.status = Status.ACCEPTED  # saved below before anyone is told
             self._index(known)

@@ -18,7 +18,7 @@ from flowcast.transport.crypto import fingerprint
 if TYPE_CHECKING:
     from flowcast.transport.keep import Keep, RemoteRecord, Verdict
 
-__all__ = ["ROTATED_FROM", "ROTATED_TO", "read_record", "may_look", "recheck", "pick_up_rotation"]
+__all__ = ["ROTATED_FROM", "ROTATED_TO", "read_record", "may_look", "recheck", "pick_up_rotation", "resolve_rotations"]
 
 ROTATED_FROM = "rotated from "
 ROTATED_TO = "rotated to "
@@ -130,3 +130,21 @@ def pick_up_rotation(keep: "Keep", name: object, verkey: bytes, pubkey: bytes, n
     keep._index(record)
     keep._next_uid = max(keep._next_uid, record.uid + 1)
     return old
+
+
+def resolve_rotations(loaded: "list[RemoteRecord]") -> None:
+    """A rotation wins over the key it replaced, whatever the files say.
+
+    A running stack may have rewritten the old record after the rotation (or
+    a crash may fall between the command's two writes).  Newest first, an
+    accepted record "rotated from X" makes X rejected, so a rotation undone
+    by a later one (rotated back) stays undone.
+    """
+    from flowcast.transport.keep import Status
+
+    by_fp = {record.fingerprint: record for record in loaded}
+    for record in sorted(loaded, key=lambda r: -r.uid):
+        if record.status is Status.ACCEPTED and record.note.startswith(ROTATED_FROM):
+            old = by_fp.get(record.note[len(ROTATED_FROM):].strip())
+            if old is not None and old is not record and old.status is Status.ACCEPTED and old.name == record.name:
+                old.status, old.note = Status.REJECTED, f"{ROTATED_TO}{record.fingerprint}"
