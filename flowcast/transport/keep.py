@@ -9,11 +9,13 @@ Remotes are keyed by key fingerprint (hex), never by a name from the wire:
 names and roles are validated for display and routing only and can never
 become paths.  Acceptance policies decide what a join from an unknown key
 does: ``never`` leaves it pending for an operator, ``once`` and ``always``
-accept it.  Under every policy a name, once bound to a key (pending or
-accepted), stays bound to it: a join presenting a bound name with another
-key is refused, because routing policy authorizes by estate name (RAET's
-``auto`` mode would take the new key; flowcast cannot).  Moving a name to a
-new key is an operator's act: :meth:`Keep.rotate` (``flowcast keys rotate``).
+accept it.  A pending record is a request: it binds no name.  Accepting a
+record binds its name to its key for good, under every policy (routing
+authorizes by estate name; RAET's ``auto`` would take a changed key,
+flowcast cannot): another key presenting it is refused, and so is the key
+presenting another name.  Moving a name is an operator's act,
+:meth:`Keep.rotate`, and so is a rename, :meth:`Keep.rename`
+(docs/protocol.md section 3).
 
 Every per-join look-up goes through an index (fingerprint, name, X25519
 key, pending records and strays, the only evictable ones), never through all records: a flood of
@@ -35,6 +37,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from flowcast.transport import keeplook
 from flowcast.transport.crypto import LongTermKeys, fingerprint
 from flowcast.runtime.durable import atomic_write
 
@@ -54,6 +57,8 @@ __all__ = [
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}\Z")
 MAX_PENDING = 1000
+_ROTATED_FROM = keeplook.ROTATED_FROM
+_ROTATED_TO = keeplook.ROTATED_TO
 
 
 class KeepError(ValueError):
@@ -153,6 +158,12 @@ class Verdict:
     reason: str = ""
     events: list[str] = field(default_factory=list)
     evicted: list[str] = field(default_factory=list)  # fingerprints forgotten: strays to make room, a rotated-away key
+    successor: "RemoteRecord | None" = None  # a rotation found on disk: the record now bound to the name
+
+
+def _pinned(record: "RemoteRecord | None", name: str, holder: "RemoteRecord", fp: str) -> Verdict:
+    reason = f"the name is pinned to key {holder.fingerprint}; a changed key is refused under every policy (an operator moves it: flowcast keys rotate)"
+    return Verdict(Status.REJECTED, record, reason, [f"key-changed {name} {fp}"])
 
 
 @dataclass
@@ -171,8 +182,8 @@ class Keep:
         #: Joins from the wire never grow the keep past this (operators can add more).
         self.max_remotes = max_remotes
         self._remotes: dict[str, RemoteRecord] = {}
-        # Indexes (see _index): name -> fingerprint of the record bound to it
-        # (pending or accepted); X25519 key -> accepted fingerprints; pending
+        # Indexes (see _index): name -> fingerprint of the accepted record
+        # bound to it (a pending record binds nothing); X25519 key -> accepted fingerprints; pending
         # fingerprints; strays (pending records joins made), least recently
         # joined first: the only records a join may evict.
         self._by_name: dict[str, str] = {}
@@ -182,6 +193,8 @@ class Keep:
         self._rechecked: dict[str, float] = {}  # name -> when its rotation was last looked for on disk
         #: Joins refused because the keep was full of records it may not evict.
         self.full_refusals = 0
+        #: Joins of an accepted key presenting another name, refused (an operator renames).
+        self.rename_refusals = 0
         self._local: LocalIdentity | None = None
         self._next_uid = 2  # 1 is the local estate
         #: Where file writes go: None writes at once (the caller waits for the disk).
@@ -198,7 +211,7 @@ class Keep:
 
     def _index(self, record: RemoteRecord) -> None:
         fp = record.fingerprint
-        if record.status is not Status.REJECTED:
+        if record.status is Status.ACCEPTED:
             self._by_name.setdefault(record.name, fp)  # the first binding stands
         if record.status is Status.ACCEPTED:
             self._by_pubkey.setdefault(record.pubkey, {})[fp] = None
@@ -238,7 +251,7 @@ class Keep:
         return ticket
 
     def bound(self, name: str) -> RemoteRecord | None:
-        """The pending or accepted record ``name`` is bound to, if any."""
+        """The accepted record ``name`` is bound to, if any (pending records bind nothing)."""
         fp = self._by_name.get(name)
         return self._remotes.get(fp) if fp is not None else None
 
@@ -279,6 +292,7 @@ class Keep:
             if file.stem != record.fingerprint:
                 continue
             loaded.append(record)
+        keeplook.resolve_rotations(loaded)
         # In uid order: the oldest record keeps a name two old records share
         # (a keep written before names were bound), and eviction stays oldest-first.
         for record in sorted(loaded, key=lambda r: r.uid):
@@ -355,15 +369,23 @@ class Keep:
         return self._remotes.get(fp)
 
     def find(self, text: str) -> RemoteRecord:
-        """A remote by fingerprint, fingerprint prefix (≥6) or unique name (operators: scans)."""
+        """A remote by fingerprint, fingerprint prefix (≥6) or unique name (operators: scans).
+
+        A name matches every pending request that carries it as well as the
+        accepted record bound to it: with more than one, the operator must
+        give the fingerprint (accepting "billing" must never pick a key).
+        Rejected records match a name only when nothing else does.
+        """
         if text in self._remotes:
             return self._remotes[text]
-        if text in self._by_name:
-            return self._remotes[self._by_name[text]]
         hits = [r for f, r in self._remotes.items() if (len(text) >= 6 and f.startswith(text)) or r.name == text]
-        if len(hits) != 1:
-            raise KeepError(f"{'no' if not hits else 'more than one'} remote matches {text[:64]!r}")
-        return hits[0]
+        live = [r for r in hits if r.status is not Status.REJECTED]
+        if len(live) == 1 or (len(hits) == 1 and not live):
+            return (live or hits)[0]
+        if not hits:
+            raise KeepError(f"no remote matches {text[:64]!r}")
+        listed = ", ".join(f"{r.fingerprint} ({r.status.value})" for r in (live or hits)[:8])
+        raise KeepError(f"more than one remote matches {text[:64]!r}: give the fingerprint ({listed})")
 
     def is_accepted(self, verkey: bytes, pubkey: bytes) -> RemoteRecord | None:
         record = self._remotes.get(fingerprint(verkey, pubkey))
@@ -420,26 +442,44 @@ class Keep:
     def rotate(self, name: str, verkey: bytes, pubkey: bytes) -> tuple[RemoteRecord, RemoteRecord]:
         """Bind ``name`` to new keys (an operator's act); returns (old, new).
 
-        The only way a bound name moves to another key.  The old record is
-        forgotten (its key may be lost or stolen; it keeps no name), the new
-        one is accepted with the old one's role and mode.  A stack already
-        running on this keep's directory picks the rotation up at the new
-        key's next JOIN (:meth:`pick_up_rotation`).
+        The only way a bound name moves to another key.  The new record
+        (the old one's role and mode) is written first, then the old one as
+        REJECTED "rotated to NEW": the mark a running stack reads before it
+        accepts or rewrites the old key, and a restart resolves by (keeplook).
         """
         name = validate_name(name)
         if len(verkey) != 32 or len(pubkey) != 32:
             raise KeepError("keys must be 32 bytes each (64 hex digits)")
         old = self.bound(name)
         if old is None:
-            raise KeepError(f"no pending or accepted remote is named {name!r}")
+            raise KeepError(f"no accepted remote is named {name!r} (accept a pending one by fingerprint)")
         fp = fingerprint(verkey, pubkey)
         if fp == old.fingerprint:
             raise KeepError(f"{name!r} is already bound to key {fp}")
-        self.forget(old.fingerprint)
         if fp in self._remotes:
             self.forget(fp)  # a record of the new key under another name goes: one key, one name
-        new = RemoteRecord(name, old.role, old.mode, bytes(verkey), bytes(pubkey), Status.ACCEPTED, note=f"rotated from {old.fingerprint}")
-        return old, self.add(new)
+        self._unindex(old)
+        old.status, old.note = Status.REJECTED, f"{_ROTATED_TO}{fp}"
+        self._index(old)
+        new = self.add(RemoteRecord(name, old.role, old.mode, bytes(verkey), bytes(pubkey), Status.ACCEPTED, note=f"{_ROTATED_FROM}{old.fingerprint}"))
+        self._save(old)
+        return old, new
+
+    def rename(self, text: str, name: str) -> RemoteRecord:
+        """Give a remote another name (an operator's act: a join cannot rename an accepted key).
+
+        Refused when ``name`` is bound to another key; a running stack picks it up (keeplook).
+        """
+        record = self.find(text)
+        name = validate_name(name)
+        holder = self.bound(name)
+        if holder is not None and holder is not record:
+            raise KeepError(f"the name {name!r} is bound to key {holder.fingerprint}")
+        self._unindex(record)
+        record.name = name
+        self._index(record)
+        self._save(record)
+        return record
 
     def admit(
         self,
@@ -458,56 +498,17 @@ class Keep:
         changes nothing (a replayed JOIN cannot roll a name or role back).
         With ``now`` (a running stack's clock), a bound name presented with
         another key first looks for an operator's rotation on disk (see
-        :meth:`pick_up_rotation`); the record it replaces is in ``evicted``.
+        keeplook.pick_up_rotation); the record it replaces is in ``evicted``.
         """
-        rotated = self.pick_up_rotation(name, verkey, pubkey, now) if now is not None else None
-        verdict = self._admit(name, role, mode, verkey, pubkey, policy, stamp)
+        rotated = keeplook.pick_up_rotation(self, name, verkey, pubkey, now) if now is not None else None
+        verdict = self._admit(name, role, mode, verkey, pubkey, policy, stamp, now)
         if rotated is not None:
             verdict.evicted.append(rotated.fingerprint)
             verdict.events.append(f"rotated {rotated.name} {rotated.fingerprint} {fingerprint(verkey, pubkey)}")
         return verdict
 
-    def pick_up_rotation(self, name: object, verkey: bytes, pubkey: bytes, now: float) -> RemoteRecord | None:
-        """Adopt ``flowcast keys rotate`` run on this keep's files while it is loaded.
-
-        A bound name presented with another key is refused -- unless an
-        operator moved the name to exactly that key on disk: the new key's
-        file is accepted under the name and the bound key's file is gone
-        (and not merely unwritten yet by this keep).  Then the old record is
-        dropped here too and returned.  At most one look (a failed open, at
-        worst a small read) per name a second, so refused keys cost no disk.
-        """
-        if self.path is None or not isinstance(name, str) or len(verkey) != 32 or len(pubkey) != 32:
-            return None
-        old = self._remotes.get(self._by_name.get(name, ""))
-        fp = fingerprint(verkey, pubkey)
-        if old is None or old.fingerprint == fp or fp in self._remotes:
-            return None
-        last = self._rechecked.pop(name, None)
-        if last is not None and now - last < 1.0:
-            self._rechecked[name] = last
-            return None
-        self._rechecked[name] = now
-        if len(self._rechecked) > 4096:
-            del self._rechecked[next(iter(self._rechecked))]
-        try:
-            record = RemoteRecord.from_json(json.loads(self._remote_file(fp).read_text()))
-        except (OSError, KeyError, ValueError, TypeError):
-            return None
-        if record.fingerprint != fp or record.name != name or record.status is not Status.ACCEPTED:
-            return None
-        if self.unwritten(old.fingerprint) or self._remote_file(old.fingerprint).exists():
-            return None
-        self._unindex(old)
-        del self._remotes[old.fingerprint]
-        self._tickets.pop(old.fingerprint, None)
-        self._remotes[fp] = record
-        self._index(record)
-        self._next_uid = max(self._next_uid, record.uid + 1)
-        return old
-
     def _admit(
-        self, name: object, role: object, mode: object, verkey: bytes, pubkey: bytes, policy: Acceptance, stamp: float | None
+        self, name: object, role: object, mode: object, verkey: bytes, pubkey: bytes, policy: Acceptance, stamp: float | None, now: float | None = None
     ) -> Verdict:
         try:
             name = validate_name(name)
@@ -525,45 +526,22 @@ class Keep:
         # A join proves possession of its Ed25519 key only.  A record that
         # pairs it with someone else's X25519 key is harmless: sessions are
         # looked up by both keys, and only the X25519 secret can vouch.
-        holder = self.bound(name)
-        taken = holder if holder is not None and holder.fingerprint != fp else None
         if known is not None:
-            if known.status is Status.REJECTED:
-                return Verdict(Status.REJECTED, known, "this key was rejected by an operator")
-            self._unindex(known)
-            try:
-                if known.status is Status.PENDING and policy is Acceptance.ALWAYS:
-                    known.status = Status.ACCEPTED
-                if stamp is not None:
-                    if stamp <= known.stamp:
-                        return Verdict(known.status, known, "known key (stale join: nothing changed)")
-                    known.stamp = stamp
-                if known.name != name and taken is not None:
-                    # An accepted key may not rename itself onto another estate's name.
-                    return Verdict(Status.REJECTED, known, f"the name is held by another key ({taken.fingerprint})", [f"rename-refused {known.name} {fp}"])
-                if (known.name, known.role, known.mode) != (name, role, mode) and known.status is Status.ACCEPTED:
-                    known.name, known.role, known.mode = name, role, mode
-            finally:
-                self._index(known)
-            self._save(known)
-            return Verdict(known.status, known, "known key")
-        if taken is not None:
+            return self._admit_known(known, name, role, mode, policy, stamp, now)
+        holder = self.bound(name)
+        if holder is not None:
             # Under every policy: the policy's estate match is an authority,
             # so a name never moves to a new key by itself (see rotate()).
-            return Verdict(
-                Status.REJECTED,
-                None,
-                f"the name is pinned to key {taken.fingerprint}; a changed key is refused under every policy (an operator moves it: flowcast keys rotate)",
-                [f"key-changed {name} {fp}"],
-            )
+            return _pinned(None, name, holder, fp)
         evicted: list[str] = []
         status = Status.PENDING if policy is Acceptance.NEVER else Status.ACCEPTED
         if len(self._remotes) >= self.max_remotes or (status is Status.PENDING and len(self._pending) >= MAX_PENDING):
-            # Full.  Only a stray (a pending record a join made: no trust, an
-            # operator's to-do) may go, the least recently joined first, so a
-            # flood of strangers churns among itself.  An accepted record is
-            # never evicted: its name would be free for the next key to take.
-            # Without a stray to evict, the new key is refused (counted).
+            # Full.  Only a stray (a pending request a join made: it binds no
+            # name, it is an operator's to-do) may go, the least recently
+            # joined first, so a flood of strangers churns among itself and
+            # frees nothing bound.  An accepted record is never evicted: its
+            # name would be free for the next key to take.  Without a stray
+            # to evict, the new key is refused (counted).
             if not self._strays:
                 self.full_refusals += 1
                 return Verdict(Status.REJECTED, None, "the keep is full: an operator must forget remotes first", [f"keep-full {name} {fp}"])
@@ -572,6 +550,52 @@ class Keep:
             evicted.append(oldest)
         record = self.add(RemoteRecord(name, role, mode, bytes(verkey), bytes(pubkey), status, stamp=stamp or 0.0, origin="wire"))
         return Verdict(status, record, "new key", [f"{status.value} {name} {fp}"], evicted)
+
+    def _admit_known(
+        self, known: RemoteRecord, name: str, role: str, mode: int, policy: Acceptance, stamp: float | None, now: float | None
+    ) -> Verdict:
+        """A join from a key the keep holds: ``stamp`` orders its joins (a stale one changes nothing)."""
+        fp = known.fingerprint
+        stale = stamp is not None and stamp <= known.stamp
+        if known.status is Status.ACCEPTED and (not stale or now is not None):
+            # An operator may have rotated, rejected or renamed it on disk:
+            # look before a write (which would undo that), else once a second.
+            found = keeplook.recheck(self, known, name, now or 0.0, force=not stale)
+            if found is not None:
+                return found
+        if known.status is Status.REJECTED:
+            return Verdict(Status.REJECTED, known, "this key was rejected by an operator")
+        if known.status is Status.ACCEPTED:
+            if known.name != name:
+                # Under every policy: the old name stays bound to this key
+                # and the new one is not taken (flowcast keys rename).
+                self.rename_refusals += 1
+                return Verdict(
+                    Status.REJECTED, known,
+                    f"this key is bound to the name {known.name!r}; a rename is an operator's act (flowcast keys rename)",
+                    [f"rename-refused {known.name} {name} {fp}"],
+                )
+            if stale:
+                return Verdict(known.status, known, "known key (stale join: nothing changed)")
+        elif not stale:
+            self._unindex(known)
+            known.name = name  # a pending request may change what it asks for
+            self._index(known)
+        if known.status is Status.PENDING and policy is Acceptance.ALWAYS:
+            holder = self.bound(known.name)
+            if holder is not None:
+                return _pinned(known, known.name, holder, fp)
+            self._unindex(known)
+            known.status = Status.ACCEPTED  # saved below before anyone is told
+            self._index(known)
+        elif stale:
+            return Verdict(known.status, known, "known key (stale join: nothing changed)")
+        if not stale:
+            if stamp is not None:
+                known.stamp = stamp
+            known.role, known.mode = role, mode
+        self._save(known)
+        return Verdict(known.status, known, "known key")
 
     def mark_allowed(self, fp: str, when: float) -> None:
         """Note that ``fp`` had a session (such records are never evicted)."""

@@ -5,13 +5,17 @@
     flowcast keys [--keep DIR] list [--status accepted|pending|rejected]
     flowcast keys [--keep DIR] accept|reject|forget FINGERPRINT-OR-NAME
     flowcast keys [--keep DIR] rotate NAME VERKEY PUBKEY
+    flowcast keys [--keep DIR] rename FINGERPRINT-OR-NAME NEWNAME
 
-A remote's name stays bound to the key it first joined with: ``rotate`` is
+A pending remote is a request: several may carry one name with different
+keys, and ``accept NAME`` then refuses and asks for the fingerprint (``list``
+prints it).  Accepting binds the name to that key for good: ``rotate`` is
 the only way to move it to new keys (the hex ``verkey`` and ``pubkey`` that
-``flowcast keys show`` prints on the remote), because routing policy trusts
-the name.  An estate running on this keep sees the rotation at the new
-key's next JOIN (it reads that one record from disk, at most once a second
-per name, before it would refuse the key): no restart.
+``flowcast keys show`` prints on the remote; the old key's record stays,
+rejected, as the mark of the rotation), and ``rename`` the only way to give
+an accepted key another name, because routing policy trusts the name.  An
+estate running on this keep sees either at the key's next JOIN (it reads
+that one record from disk, at most once a second per name): no restart.
 
 The keep defaults to ``$FLOWCAST_KEEP`` or ``~/.flowcast/keep``.  Secret
 keys are never printed.
@@ -48,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     for verb, text in (("accept", "trust a pending remote"), ("reject", "refuse a remote for good"), ("forget", "delete a remote")):
         cmd = sub.add_parser(verb, help=text)
         cmd.add_argument("remote", help="fingerprint, fingerprint prefix (6+) or name")
-    rotate = sub.add_parser("rotate", help="bind a remote's name to its new keys (the old key is forgotten)")
+    rename = sub.add_parser("rename", help="give a remote another name (an accepted key cannot rename itself)")
+    rename.add_argument("remote", help="fingerprint, fingerprint prefix (6+) or name")
+    rename.add_argument("name")
+    rotate = sub.add_parser("rotate", help="bind a remote's name to its new keys (the old key is rejected)")
     rotate.add_argument("name")
     rotate.add_argument("verkey", help="the new Ed25519 verify key, 64 hex digits")
     rotate.add_argument("pubkey", help="the new X25519 public key, 64 hex digits")
@@ -90,10 +97,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "list":
             for record in sorted(keep.remotes(), key=lambda r: (r.status.value, r.name)):
                 if args.status is None or record.status.value == args.status:
-                    print(f"{record.fingerprint} {record.status.value:8} {record.name} {record.role}", file=out)
+                    note = f" ({record.note})" if record.note else ""
+                    print(f"{record.fingerprint} {record.status.value:8} {record.name} {record.role}{note}", file=out)
         elif args.command == "rotate":
             old, new = keep.rotate(args.name, _hex_key(args.verkey, "verkey"), _hex_key(args.pubkey, "pubkey"))
             print(f"rotated {new.name} {old.fingerprint} -> {new.fingerprint}", file=out)
+        elif args.command == "rename":
+            record = keep.rename(args.remote, args.name)
+            print(f"renamed {record.fingerprint} -> {record.name}", file=out)
         else:
             if args.command == "forget":
                 record = keep.forget(args.remote)

@@ -752,6 +752,8 @@ class RoadStack(Stack):
         for note in verdict.events:
             if note.startswith("key-changed "):
                 self.counts["key_changed"] += 1  # a bound name with another key: refused
+            elif note.startswith("rename-refused "):
+                self.counts["rename_refused"] += 1  # an accepted key presenting another name: refused
             elif note.startswith("keep-full "):
                 self.counts["keep_full"] += 1  # no record may be evicted for it: refused
             elif note.startswith("rotated "):
@@ -760,6 +762,9 @@ class RoadStack(Stack):
             self._event_note(note)
         for fp in verdict.evicted:
             self._drop_remote(fp)
+        if verdict.successor is not None and verdict.status is not Status.ACCEPTED:
+            # The old key of a rotated name joined first: its messages go to the new key.
+            self._add_remote(verdict.successor, None).backlog.extend(carried)
         if verdict.status is Status.ACCEPTED:
             kind = PacketKind.JOIN_ACCEPT
             assert verdict.record is not None

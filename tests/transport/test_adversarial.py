@@ -842,7 +842,10 @@ def test_a_name_given_up_by_a_rename_does_not_keep_routing_to_the_old_holder():
     mallory = world.estate("mallory")
     mallory.join("main")
     assert world.run_until(lambda: main.is_allowed("mallory"), 5)
-    mallory.local.name = "zed"  # renames itself (allowed: the name zed is free)
+    mallory.local.name = "zed"  # renames itself: refused since the binding rules (an operator renames)
+    refused = mallory.join("main")
+    assert world.run_until(lambda: refused.result == "refused", 5) and main.counts["rename_refused"] == 1
+    main.keep.rename("mallory", "zed")  # the operator allows it
     again = mallory.join("main")
     assert world.run_until(lambda: again.result == "accepted", 5)
     newcomer = world.estate("mallory", "mallory-2")  # an honest estate now takes the free name

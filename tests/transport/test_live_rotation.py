@@ -44,7 +44,7 @@ def test_a_rotation_on_disk_is_picked_up_at_the_new_keys_join(tmp_path, policy, 
     assert attempt.result == "accepted" and main.counts["rotations"] == 1
     assert main.remote("alpha").fingerprint == renewed.keys.fingerprint
     assert main.keep.find("alpha").fingerprint == renewed.keys.fingerprint
-    assert alpha.keys.fingerprint not in main.remotes and main.keep.get(alpha.keys.fingerprint) is None
+    assert alpha.keys.fingerprint not in main.remotes and main.keep.get(alpha.keys.fingerprint).status is Status.REJECTED
     # the new key writes as alpha; the old key's session is over
     sent = renewed.send({"from": "renewed"}, "main")
     stale = alpha.send({"from": "old key"}, "main", timeout=2.0)
