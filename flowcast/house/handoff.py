@@ -9,10 +9,11 @@ its plan go to every house, and again, byte for byte, to every restart.
 
 Why stdin: the hand-off carries the house's lane keys.  argv is readable
 by every user (``/proc/PID/cmdline``); the environment and a 0600 file by
-any process of the same user, for as long as they exist.  A pipe is read
-once, by the house, at its start, and is then empty; the house makes
-itself non-dumpable first (``PR_SET_DUMPABLE``), which closes its
-``/proc/PID/fd``, ``environ`` and ``mem`` to other processes of the user.
+any process of the same user, for as long as they exist.  Stdin is a
+socket (childpipe.py) the supervisor fills only once the house asks, and
+the house asks only after it made itself non-dumpable
+(``PR_SET_DUMPABLE``), which closes its ``/proc/PID/fd``, ``environ`` and
+``mem`` to other processes of the user; it is read once, and then empty.
 The supervisor, which holds every house's hand-off, does the same.
 """
 
@@ -102,7 +103,7 @@ class Handoff:
 
 
 def read_handoff(stream: BinaryIO) -> Handoff:
-    """Read the whole hand-off from ``stream`` (the house's stdin pipe), up to EOF."""
+    """Read the whole hand-off from ``stream`` (the house's stdin), up to EOF."""
     data = stream.read(MAX_HANDOFF + 1)
     if not data:
         raise ValueError("no hand-off on stdin: a house takes its plan from the supervisor ('flowcast run LAYOUT')")

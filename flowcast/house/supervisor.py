@@ -62,7 +62,7 @@ from types import FrameType
 from typing import Any, Literal
 
 from flowcast.house.childpipe import PIPE_MAX as _PIPE_MAX
-from flowcast.house.childpipe import filled_pipe as _filled_pipe
+from flowcast.house.childpipe import Offer as _Offer
 from flowcast.runtime.durable import atomic_write
 
 __all__ = ["ChildSpec", "ChildState", "ChildStatus", "Supervisor", "read_status"]
@@ -105,10 +105,11 @@ class ChildSpec:
     ``log`` receives the child's stdout and stderr, appended, so one file per house
     keeps its whole history across restarts (each start adds a marker line).
     ``env`` None inherits the supervisor's environment; ``cwd`` None its directory.
-    ``stdin`` (bytes) is written into a pipe that is the child's stdin, the
-    same bytes at every start: how an estate hands a house its plan and its
-    lane keys without argv, environment or a file (handoff.py).  None gives
-    the child ``/dev/null``.
+    ``stdin`` (bytes) is written into a socket that is the child's stdin, the
+    same bytes at every start, once the child has asked for them
+    (childpipe.signal_ready, after it made itself non-dumpable): how an
+    estate hands a house its plan and its lane keys without argv,
+    environment or a file (handoff.py).  None gives the child ``/dev/null``.
     """
 
     name: str
@@ -329,11 +330,11 @@ class Supervisor:
                     f"{time.strftime('%Y-%m-%dT%H:%M:%S%z', time.localtime(now_wall))} ---\n".encode()
                 )
                 out.flush()
-                stdin = _filled_pipe(spec.stdin) if spec.stdin is not None else subprocess.DEVNULL
+                offer = _Offer(spec.stdin) if spec.stdin is not None else None
                 try:
                     proc = subprocess.Popen(
                         argv,
-                        stdin=stdin,
+                        stdin=offer.child_fd() if offer is not None else subprocess.DEVNULL,
                         stdout=out,
                         stderr=subprocess.STDOUT,
                         env=env,
@@ -341,9 +342,12 @@ class Supervisor:
                         close_fds=True,
                         process_group=0,
                     )
-                finally:
-                    if spec.stdin is not None:
-                        os.close(stdin)  # the child has its own copy; EOF once it read all
+                except BaseException:
+                    if offer is not None:
+                        offer.abandon()
+                    raise
+                if offer is not None:
+                    offer.started(spec.name)  # written when the child asks, on a thread of its own
         except OSError as exc:
             log.error("%s could not be started: %s", spec.name, exc)
             with self._lock:

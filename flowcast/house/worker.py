@@ -1,8 +1,9 @@
 """One house process of an estate: ``python -m flowcast.house.worker LAYOUT --yard YARD``.
 
 The supervisor starts this; its stdout and stderr go to the house's log,
-and its stdin is a pipe holding the hand-off (its plan and lane keys,
-handoff.py).  LAYOUT and YARD on the command line only say, in ``ps``,
+and its stdin is a socket the supervisor writes the hand-off into (its
+plan and lane keys, handoff.py) once this process, non-dumpable, asks for
+it (childpipe.py).  LAYOUT and YARD on the command line only say, in ``ps``,
 which house this is: the plan comes from the hand-off, and they must agree
 with it.  Run by hand without a hand-off it refuses to start.
 """
@@ -14,9 +15,11 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from flowcast.house.childpipe import signal_ready
     from flowcast.house.handoff import not_dumpable
 
-    not_dumpable()  # first: the hand-off waiting in stdin holds this house's lane keys
+    not_dumpable()  # first: the hand-off about to come on stdin holds this house's lane keys
+    signal_ready(0)  # only now does the supervisor write it
     from flowcast.house.estate import stop_on_signals_while_starting
 
     stop_on_signals_while_starting()  # from here a stop runs whatever closers exist

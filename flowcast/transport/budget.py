@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from flowcast.transport import evicted as _evicted
+
 __all__ = [
     "HoldBudget",
     "DEFAULT_HOLD_BUDGET",
@@ -148,12 +150,18 @@ def evict(channel: Any, need: int) -> int:
     freed = 0
     dropped = 0
     owners = set()
+    flow_of: dict[int, int] | None = None
     for _, owner, key, item in sorted(_entries(channel), key=lambda e: e[0]):
         if freed >= need:
             break
         freed += _drop(channel, owner, key, item)
         owners.add(owner)
         dropped += 1
+        if owner is not None:
+            # acknowledged, never sent again: its sender must hear (evicted.py)
+            if flow_of is None:
+                flow_of = {id(state): flow for flow, state in channel.flows_in.items()}
+            _evicted.note(channel, flow_of[id(owner)], key)
     _compact(channel, owners)
     channel.counts["evicted"] = channel.counts.get("evicted", 0) + dropped
     budget = channel.budget

@@ -17,9 +17,14 @@ so memory stays bounded however fast joins come.  A write submitted with
 ``sync=False`` (a pending record from an unknown key: nobody is told it is
 durable) is renamed into place without any fsync: it costs the page cache,
 not the disk, and a crash may lose it or leave it damaged (the keep then
-ignores it).  A write that fails
-stops ``durable`` from moving (``error`` says why): nothing is
-acknowledged as durable that is not.
+ignores it).  A batch that fails
+(a full disk, a directory briefly gone) is written again after a back-off
+that doubles from ``backoff`` up to ``backoff_max``, ``retries`` times at
+most; ``durable`` does not move meanwhile, so nothing is acknowledged as
+durable that is not, and ``failures`` counts the failed attempts.  Only a
+batch that fails every retry stops the writer for good: ``error`` says
+why, ``room()`` is 0 (joins are dropped, counted) and ``submit`` raises,
+so no caller queues writes that nobody will take.
 """
 
 from __future__ import annotations
@@ -41,15 +46,30 @@ log = logging.getLogger(__name__)
 class KeepWriter:
     """Batched, durable file writes for one keep, off the callers' thread."""
 
-    def __init__(self, *, limit: int = 4096, batch: int = 512, name: str = "keep-writer") -> None:
+    def __init__(
+        self,
+        *,
+        limit: int = 4096,
+        batch: int = 512,
+        name: str = "keep-writer",
+        retries: int = 8,
+        backoff: float = 0.05,
+        backoff_max: float = 5.0,
+    ) -> None:
         self.limit = limit
         self.batch = batch
+        self.retries = retries
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+        #: Failed write attempts (each retried until ``retries`` run out).
+        self.failures = 0
         self._queue: list[tuple[int, Path, bytes | None, bool]] = []
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
         self._ticket = 0
         #: Every ticket up to this one is on disk (read from any thread: an int).
         self.durable = 0
+        #: Why the writer stopped for good (every retry of a batch failed); None while it writes.
         self.error: OSError | None = None
         self.batches = 0
         self.written = 0
@@ -76,6 +96,8 @@ class KeepWriter:
         ``sync`` False: no fsync for this write (see the module's docstring).
         """
         with self._lock:
+            if self.error is not None:
+                raise RuntimeError(f"the keep writer failed for good after {self.retries + 1} attempts: {self.error}")
             if self._closed:
                 raise RuntimeError("the keep writer is closed")
             self._ticket += 1
@@ -106,14 +128,7 @@ class KeepWriter:
                 if not self._queue and self._closed:
                     return
                 taken, self._queue = self._queue[: self.batch], self._queue[self.batch :]
-            try:
-                self._write(taken)
-            except OSError as error:
-                log.error("keep writes stopped: %s", error)
-                with self._lock:
-                    self.error = error
-                    self._queue.clear()
-                    self._ready.notify_all()
+            if not self._write_retrying(taken):
                 return
             with self._lock:
                 self.durable = taken[-1][0]
@@ -125,6 +140,28 @@ class KeepWriter:
                     callback()
                 except Exception:  # noqa: BLE001 - a listener must not stop the writes
                     log.exception("keep writer listener failed")
+
+    def _write_retrying(self, taken: list[tuple[int, Path, bytes | None, bool]]) -> bool:
+        """Write ``taken``, again after a back-off while it fails; False once the writer failed for good."""
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            try:
+                self._write(taken)
+                return True
+            except OSError as error:
+                with self._lock:
+                    self.failures += 1
+                    if attempt == self.retries:
+                        log.error("keep writes stopped for good after %d attempts: %s", attempt + 1, error)
+                        self.error = error
+                        self._queue.clear()
+                        self._ready.notify_all()
+                        return False
+                    log.warning("keep write failed (attempt %d of %d), again in %.3g s: %s", attempt + 1, self.retries + 1, delay, error)
+                    # close() cuts the wait short; the batch is still tried once more
+                    self._ready.wait_for(lambda: self._closed, delay)
+                delay = min(delay * 2, self.backoff_max)
+        return False  # pragma: no cover - the loop returns
 
     @staticmethod
     def _write(batch: list[tuple[int, Path, bytes | None, bool]]) -> None:

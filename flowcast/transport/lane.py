@@ -232,6 +232,10 @@ class LaneStack(Stack):
             yard = _Yard(name, address, tx)
         if keys is not None:
             yard.mac = YardMac(keys.send[name], keys.hear[name], self._floor)
+            if old is not None and old.mac is not None:
+                # what was heard stays heard: a fresh floor would let every
+                # datagram recorded since this stack started be replayed once
+                yard.mac.heard = max(old.mac.heard, self._floor)
         self._watch_yard(yard)
         self._yards[name] = yard
         self._by_address[address] = yard

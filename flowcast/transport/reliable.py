@@ -45,6 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flowcast.transport import budget as _budget
+from flowcast.transport import evicted as _evicted
 from flowcast.transport.wire import (
     ACK,
     ACK_FLOW,
@@ -56,6 +57,7 @@ from flowcast.transport.wire import (
     PATH,
     PING,
     SEG,
+    EVICT,
     SKIP,
     FrameKind,
     WireError,
@@ -90,6 +92,7 @@ _ACK_ONE_SIZE = _ACK_ONE_STRUCT.size
 _ACK_MAX_SIZE = ACK.size + MAX_ACK_RANGES * ACK_RANGE.size + MAX_ACK_FLOWS * ACK_FLOW.size
 assert _ACK_ONE_SIZE == ACK.size + ACK_RANGE.size + ACK_FLOW.size
 _PATH_CHALLENGE, _PATH_RESPONSE = FrameKind.PATH_CHALLENGE, FrameKind.PATH_RESPONSE
+_EVICTED_KIND = FrameKind.EVICTED
 
 REORDER_THRESHOLD = 3  # packets acknowledged after one before it is called lost
 MIN_RTO = 0.05
@@ -252,6 +255,7 @@ class Channel:
         "deliver",
         "flows_in",
         "fresh",
+        "evicted_owed",
         "held",
         "inflight",
         "inflight_bytes",
@@ -337,6 +341,8 @@ class Channel:
         # receiver
         self.flows_in: dict[int, _FlowIn] = {}
         self.partials_unreliable: dict[tuple[int, int], _Partial] = {}
+        #: (flow, seq) of reliable messages the hold budget dropped: EVICTED notices owed (evicted.py).
+        self.evicted_owed: dict[tuple[int, int], None] | None = None
         #: The stack's byte budget, shared by all its channels (None: this channel's limit only).
         self.budget = budget
         self._buffered = 0  # bytes and entries held for order or reassembly (see _held_cost)
@@ -454,7 +460,7 @@ class Channel:
         item is None when nothing in the body needs acknowledging.
         """
         fresh = self.fresh
-        if len(fresh) == 1 and not extra and not self.resend and not self.ping_owed and self.acks:
+        if len(fresh) == 1 and not extra and not self.resend and not self.ping_owed and self.acks and self.evicted_owed is None:
             # The latency path (one small reliable message, perhaps an ACK
             # to carry): the general loop below, unrolled.
             msg = fresh[0]
@@ -476,6 +482,10 @@ class Channel:
             frame = self._ack_frame()
             parts.append(frame)
             size += len(frame)
+            if self.evicted_owed is not None:
+                frame = _evicted.frames(self, self.max_body - size)
+                parts.append(frame)
+                size += len(frame)
         frames: list = []
         eliciting = False
         if self.ping_owed:
@@ -1000,6 +1010,10 @@ class Channel:
                 elif kind == _PING_KIND:
                     off += 2
                     eliciting = True
+                elif kind == _EVICTED_KIND:
+                    _, flags, flow, seq = EVICT.unpack_from(body, off)
+                    off += EVICT.size
+                    _evicted.heard(self, flow, seq)
                 elif kind == _PATH_CHALLENGE or kind == _PATH_RESPONSE:
                     _, flags, token = PATH.unpack_from(body, off)
                     off += PATH.size

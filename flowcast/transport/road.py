@@ -51,6 +51,8 @@ __all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL"]
 
 #: The reason of a message refused because its remote's backlog is full.
 BACKLOG_FULL = "backlog full"
+#: The reason of a message failed because its remote left the keep (evicted) while it waited.
+REMOTE_FORGOTTEN = "remote forgotten"
 
 _ALLOW_ACK_KIND = FrameKind.ALLOW_ACK
 _SEALED = PacketKind.SEALED
@@ -383,8 +385,21 @@ class RoadStack(Stack):
         remote.address = None  # leaves the address count
         if self._by_name.get(remote.name) is remote:
             del self._by_name[remote.name]
-        if remote.allowing is not None:
-            self._allowing.pop(remote.allowing.tag, None)
+        attempt = remote.allowing
+        if attempt is not None:
+            self._allowing.pop(attempt.tag, None)
+            if attempt.session is not None:
+                self._sessions.pop(attempt.session.local_index, None)
+                release(attempt.session.channel)
+            remote.allowing = None
+        # What waited for it can never go now: it fails, so its senders hear
+        # (the router routes an error back) rather than wait on a remote gone.
+        backlog, remote.backlog = remote.backlog, []
+        remote.backlog_bytes = 0
+        for msg in backlog:
+            msg.reason = REMOTE_FORGOTTEN
+            msg._state = 2  # FAILED
+            self._completed(msg)
         remote.due = None  # its heap entries are stale now
         self._dirty.pop(remote, None)
         self._flushq.pop(remote, None)

@@ -106,6 +106,7 @@ class FrameKind:
     CLOSE = 7  # the session ends
     PATH_CHALLENGE = 8  # is the sender of this session really at this address?
     PATH_RESPONSE = 9  # yes: the challenge's token, from the address asked about
+    EVICTED = 10  # the receiver dropped acknowledged pieces of this message (hold budget): fail it
 
 
 # frame flags
@@ -118,6 +119,7 @@ ACK = struct.Struct("!BBHHI")  # kind, flags, ranges, flows, receive window (byt
 ACK_RANGE = struct.Struct("!QQ")  # first, last (inclusive)
 ACK_FLOW = struct.Struct("!HQ")  # flow, next undelivered seq
 SKIP = struct.Struct("!BBHQ")  # kind, flags, flow, seq
+EVICT = struct.Struct("!BBHQ")  # kind, flags, flow, seq
 ALLOW_ACK = struct.Struct("!BBI")  # kind, flags, responder session id
 PING = struct.Struct("!BB")  # kind, flags
 CLOSE = struct.Struct("!BB")  # kind, flags

@@ -222,6 +222,8 @@ def test_kill9_running_child_is_restarted_once(tmp_path: Path) -> None:
 
 READER = """\
 import hashlib, sys, time
+from flowcast.house.childpipe import signal_ready
+signal_ready(0)  # stdin bytes are written only once the child asks (a house asks once non-dumpable)
 data = sys.stdin.buffer.read()
 print("got", len(data), hashlib.sha256(data).hexdigest(), flush=True)
 if sys.argv[1] == "crash":

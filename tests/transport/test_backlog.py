@@ -82,3 +82,33 @@ def test_backlog_expiry_keeps_its_byte_count():
     assert alpha.remote("gamma").backlog_bytes == 0
     later = [alpha.send_bytes(b"l" * 10_000, "gamma", timeout=600.0) for _ in range(5)]
     assert all(o.state == "queued" for o in later)  # room again once the expired went
+
+
+def test_a_remote_forgotten_by_the_keep_fails_what_waited_for_it():
+    """Was a finding: a remote evicted from a full keep (a join flood) took its backlog
+    with it -- messages stayed ``queued`` forever, past their timeouts, and pending() said 0."""
+    import os
+
+    from flowcast.transport import handshake as hs
+    from flowcast.transport.crypto import LongTermKeys
+    from flowcast.transport.keep import Keep
+    from flowcast.transport.road import REMOTE_FORGOTTEN
+
+    world = World(seed=503, delay=0.001)
+    beta = world.estate("beta", keep=Keep(None, max_remotes=4), policy="once", join_cookies="never")
+    mallory = world.net.port("mallory")
+    mallory.on_readable(lambda: mallory.receive_many(1000))
+    alpha = LongTermKeys.generate()
+    mallory.send(hs.build_join(alpha, "alpha", "alpha", 0, os.urandom(16), 1), "beta")
+    world.run_for(0.01)
+    assert beta.keep.bound("alpha") is not None  # accepted from the wire, never had a session
+    failed = []
+    beta.on_done = lambda msg: failed.append(msg) if msg.state == "failed" else None
+    outs = [beta.send({"n": n}, "alpha", timeout=None) for n in range(3)] + [beta.send({"n": 3}, "alpha", timeout=600.0)]
+    assert [o.state for o in outs] == ["queued"] * 4 and beta.pending() == 4
+    for n in range(4):  # strangers fill the keep: alpha, the oldest, is evicted
+        mallory.send(hs.build_join(LongTermKeys.generate(), f"junk{n}", f"junk{n}", 0, os.urandom(16), 2 + n), "beta")
+        world.run_for(0.01)
+    assert beta.keep.bound("alpha") is None and all(r.name != "alpha" for r in beta.remotes.values())
+    assert [(o.state, o.reason) for o in outs] == [("failed", REMOTE_FORGOTTEN)] * 4
+    assert failed == outs and beta.pending() == 0
