@@ -86,7 +86,11 @@ def test_backlog_expiry_keeps_its_byte_count():
 
 def test_a_remote_forgotten_by_the_keep_fails_what_waited_for_it():
     """Was a finding: a remote evicted from a full keep (a join flood) took its backlog
-    with it -- messages stayed ``queued`` forever, past their timeouts, and pending() said 0."""
+    with it -- messages stayed ``queued`` forever, past their timeouts, and pending() said 0.
+
+    Accepted records are no longer evicted at all (a full keep refuses new keys
+    instead), so the flood now leaves alpha and its backlog alone; dropping a
+    remote (the path an eviction of a record takes) still fails what waited."""
     import os
 
     from flowcast.transport import handshake as hs
@@ -106,9 +110,13 @@ def test_a_remote_forgotten_by_the_keep_fails_what_waited_for_it():
     beta.on_done = lambda msg: failed.append(msg) if msg.state == "failed" else None
     outs = [beta.send({"n": n}, "alpha", timeout=None) for n in range(3)] + [beta.send({"n": 3}, "alpha", timeout=600.0)]
     assert [o.state for o in outs] == ["queued"] * 4 and beta.pending() == 4
-    for n in range(4):  # strangers fill the keep: alpha, the oldest, is evicted
+    for n in range(4):  # strangers fill the keep: alpha is accepted, so it is never evicted for them
         mallory.send(hs.build_join(LongTermKeys.generate(), f"junk{n}", f"junk{n}", 0, os.urandom(16), 2 + n), "beta")
         world.run_for(0.01)
-    assert beta.keep.bound("alpha") is None and all(r.name != "alpha" for r in beta.remotes.values())
+    assert beta.keep.bound("alpha") is not None and beta.counts["keep_full"] >= 1
+    assert [o.state for o in outs] == ["queued"] * 4 and beta.pending() == 4 and failed == []
+    (fp,) = [fp for fp, r in beta.remotes.items() if r.name == "alpha"]
+    beta._drop_remote(fp)
+    assert all(r.name != "alpha" for r in beta.remotes.values())
     assert [(o.state, o.reason) for o in outs] == [("failed", REMOTE_FORGOTTEN)] * 4
     assert failed == outs and beta.pending() == 0
