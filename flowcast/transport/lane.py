@@ -76,7 +76,8 @@ _unpack = HEADER.unpack_from
 #: the receiver's boot id (u32, 0 = not known yet), then frames.
 LANE_ACKED = 0x0001
 #: Header flag of an authenticated lane's datagrams: after the frames come a
-#: sequence number (u64) and a BLAKE2b tag (16 bytes), see lanekeys.py.
+#: sequence number (u64) and a 16-byte tag (BLAKE2b, or Poly1305 from
+#: 4 KiB), see lanekeys.py.
 LANE_AUTH = 0x0002
 _AHEADER = struct.Struct("!BBHIQI")  # header + the receiver's boot id
 _AHEADER_SIZE = _AHEADER.size  # 20
