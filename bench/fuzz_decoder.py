@@ -11,7 +11,10 @@ Targets (``tests/fuzzkit.py``, shared with the short run in
   opens and meets the reliable layer and the message decoder (a fifth of
   them the other way, into the initiator);
 * ``lane``: acknowledged-lane datagrams from the other yard's address (both
-  ways), with the live boot ids (so they reach the channel);
+  ways) into keyed lanes (as an estate's): three quarters hostile and
+  sealed with the real pair key and live boot ids (so they reach the
+  channel), a quarter impostors (no trailer, a wrong or reflected key, a
+  replay, a flipped bit), each of which must be one counted drop;
 * ``router``: routed frames, header and data, into both routers from the
   road and the lane.
 
@@ -21,8 +24,9 @@ refill.  The baseline in the same run is the old fuzzer's regime: frozen
 clock, one source address, no memory tracing; the reach figures give the
 ratio to it.  Memory is measured with tracemalloc (peak allocation while
 one input runs, bytes still held after it, growth over the run).  Exit
-status 1 if anything escaped, a stack counted an internal error, or the
-road and lane no longer deliver afterwards.
+status 1 if anything escaped, a stack counted an internal error, a lane
+impostor was not one counted drop, or the road and lane no longer deliver
+afterwards.
 
 Run: ``.venv/bin/python bench/fuzz_decoder.py [--inputs N] [--seed S] [--json] [--quick]``.
 """
@@ -63,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         figures.add(f"reach.{handler}", after, "calls", ratios={"x frozen clock": after / before} if before else {}, note=f"frozen clock: {before}")
     figures.add("escaped", len(report.escaped), "exceptions", note=f"frozen clock: {len(frozen.escaped)}")
     figures.add("internal_errors", report.internal_errors, "counted")
+    lane = report.lane
+    figures.add("lane.sealed", lane["sealed"], "inputs", note=f"{lane['sealed_authentic']} passed the tag (all should)")
+    figures.add("lane.impostor", lane["impostor"], "inputs", note=", ".join(f"{k} {lane['impostor.' + k]}" for k in fuzzkit.IMPOSTOR_KINDS))
+    figures.add("lane.impostor_heard", lane["impostor_heard"], "inputs", note="impostors not counted as exactly one drop (must be 0)")
     figures.add("sessions_reestablished", report.sessions, "sessions", note="after a hostile CLOSE ended one")
     for target in fuzzkit.TARGETS:
         figures.add(f"max_time.{target}", report.max_seconds.get(target, 0.0) * 1e3, "ms/input")
@@ -82,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     figures.emit(args.json)
     for line in (report.escaped + frozen.escaped)[:10]:
         print("  " + line, file=sys.stderr)
-    ok = not report.escaped and not frozen.escaped and report.internal_errors == 0 and alive
+    ok = not report.escaped and not frozen.escaped and report.internal_errors == 0 and alive and lane["impostor_heard"] == 0
     return 0 if ok else 1
 
 

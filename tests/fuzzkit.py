@@ -10,7 +10,11 @@ inputs, and sealed datagrams never open.  So here:
 * hostile *plaintext* is sealed with a live session's own keys, so it
   passes the AEAD and reaches the reliable layer and the message decoder,
   the way a connected peer's bugs or malice would;
-* acknowledged-lane datagrams and router frames are fuzzed too;
+* acknowledged-lane datagrams and router frames are fuzzed too; the lanes
+  are keyed, as every estate's are, so hostile lane datagrams are sealed
+  with the real pair key (they reach the channel), and impostors -- no
+  trailer, a wrong or reflected key, a replay, a flipped bit -- must each
+  be one counted drop;
 * every input is timed and (when asked) its memory measured with
   tracemalloc: a decoder that does not raise but takes a second or pins
   megabytes is a finding too.
@@ -44,6 +48,7 @@ import msgpack
 from flowcast.routing.frame import pack_message
 from flowcast.transport import handshake as hs
 from flowcast.transport.crypto import open_sealed
+from flowcast.transport.lanekeys import TRAILER_SIZE, YardMac, seal
 from flowcast.transport.reliable import Channel
 from flowcast.transport.stack import Message
 from flowcast.transport.wire import (
@@ -115,8 +120,8 @@ def build_world(seed: int = 1) -> World:
     from tests.routing.kit import World as KitWorld
 
     kit = KitWorld(seed=seed, delay=0.001, record=True)
-    alpha = kit.routed_estate("alpha", ["manor"], policy=[{"allow": "any"}])
-    beta = kit.routed_estate("beta", ["manor", "worker"], policy=[{"allow": "write", "estate": "alpha", "share": "fuzz.*"}])
+    alpha = kit.routed_estate("alpha", ["manor"], policy=[{"allow": "any"}], lane_keys=True)
+    beta = kit.routed_estate("beta", ["manor", "worker"], policy=[{"allow": "write", "estate": "alpha", "share": "fuzz.*"}], lane_keys=True)
     for yard in ("manor", "worker"):
         beta.store(yard).share("fuzz.board")
         beta.store(yard).queue("fuzz.queue", 64, budget=QUEUE_BUDGET)
@@ -188,7 +193,17 @@ def _capture(world: World) -> None:
     ]
     handshakes = [d for d in road if len(d) > 1 and d[1] in _HANDSHAKE_KINDS]
     assert road and lane and lane_back and bodies and handshakes, "capture found no traffic: the world did not run"
-    world.samples = {"road": road, "handshakes": handshakes, "lane": lane, "lane_back": lane_back, "bodies": bodies, "frames": frames}
+    assert all(beta[y].lane.authenticated for y in ("manor", "worker")), "the fuzz world's lanes must be keyed, as an estate's are"
+    world.samples = {
+        "road": road,
+        "handshakes": handshakes,
+        "lane": lane,  # sealed, as captured: what impostors replay and flip
+        "lane_back": lane_back,
+        "lane_plain": [d[:-TRAILER_SIZE] for d in lane],  # what hostile inputs mutate before sealing
+        "lane_back_plain": [d[:-TRAILER_SIZE] for d in lane_back],
+        "bodies": bodies,
+        "frames": frames,
+    }
 
 
 # -- inputs ---------------------------------------------------------------------------------
@@ -321,6 +336,10 @@ class FuzzReport:
     max_seconds: dict[str, float] = field(default_factory=dict)
     max_alloc: dict[str, int] = field(default_factory=dict)  # peak bytes allocated while one input ran
     max_kept: dict[str, int] = field(default_factory=dict)  # bytes still held after one input
+    #: Lane inputs by kind: ``sealed`` (from the sender's path, real key) and how many
+    #: passed the tag (``sealed_authentic``); ``impostor`` (and per kind), and
+    #: ``impostor_heard``, those that were not exactly one counted drop.
+    lane: Counter[str] = field(default_factory=Counter)
     growth: int = 0  # traced bytes after the run minus before it
     sessions: int = 0  # sessions re-established after a hostile frame ended one
     internal_errors: int = 0
@@ -336,6 +355,7 @@ class FuzzReport:
             "max_ms_per_input": {k: round(v * 1000, 3) for k, v in self.max_seconds.items()},
             "max_alloc_bytes": dict(self.max_alloc),
             "max_kept_bytes": dict(self.max_kept),
+            "lane": dict(self.lane),
             "growth_bytes": self.growth,
             "sessions_reestablished": self.sessions,
             "internal_errors": self.internal_errors,
@@ -414,23 +434,7 @@ class Fuzzer:
             source = w.peer_road.address if rng.random() < 0.95 else rng.choice(self.sources)
             return (lambda now: w.road._receive(datagram, source, now)), body
         if target == "lane":
-            if rng.random() < 0.2:  # the other way: worker -> manor
-                lane, sender, samples = w.beta["manor"].lane, w.beta["worker"].lane, s["lane_back"]
-            else:
-                lane, sender, samples = w.beta["worker"].lane, w.beta["manor"].lane, s["lane"]
-            if rng.random() < 0.5:
-                sample = rng.choice(samples)
-                data = sample[: _lane_header(sample)] + b"".join(hostile_frame(rng) for _ in range(rng.randint(1, 3)))
-            else:
-                data = mutate(rng, samples)
-            if len(data) >= _LANE_IDS.stop:
-                # The real boot ids stay: a datagram naming a new boot from the manor's
-                # address replaces the manor for good (a lane finding, reported; it is
-                # what per-datagram lane authentication closes), and every later input
-                # would then only meet the stale-boot check.
-                data = data[:4] + sender.boot.to_bytes(4, "big") + data[8:16] + lane.boot.to_bytes(4, "big") + data[20:]
-            source = sender.address if rng.random() < 0.95 else rng.choice(self.sources)
-            return (lambda now: lane._receive(data, source, now)), data
+            return self._lane_input()
         frame = hostile_router_frame(rng, s["frames"])
         where = rng.randrange(3)
         if where == 0:
@@ -441,6 +445,73 @@ class Fuzzer:
             return (lambda now: lane.on_message(Message("worker", 0, frame))), frame
         lane = w.beta["worker"].lane
         return (lambda now: lane.on_message(Message("manor", 0, frame))), frame
+
+    def _lane_input(self) -> tuple[Callable[[float], None], bytes]:
+        """A hostile datagram sealed with the real pair key, or (a quarter of them) an impostor."""
+        rng, w = self.rng, self.world
+        s = w.samples
+        if rng.random() < 0.2:  # the other way: worker -> manor
+            lane, sender, key = w.beta["manor"].lane, w.beta["worker"].lane, "lane_back"
+        else:
+            lane, sender, key = w.beta["worker"].lane, w.beta["manor"].lane, "lane"
+        if rng.random() < IMPOSTORS:
+            return self._impostor(lane, sender, s[key])
+        plain = s[key + "_plain"]
+        if rng.random() < 0.5:
+            sample = rng.choice(plain)
+            data = sample[: _lane_header(sample)] + b"".join(hostile_frame(rng) for _ in range(rng.randint(1, 3)))
+        else:
+            data = mutate(rng, plain)
+        if len(data) >= _LANE_IDS.stop:
+            # The real boot ids stay: a datagram naming a new boot replaces the
+            # sender's incarnation for good, and every later input would then
+            # only meet the stale-boot check.
+            data = data[:4] + sender.boot.to_bytes(4, "big") + data[8:16] + lane.boot.to_bytes(4, "big") + data[20:]
+        # Sealed by the sender's own stack (its seq, its key for this receiver):
+        # what a yard's bugs or malice would send.
+        data = sender._seal(sender._yards[lane.name], data, b"")
+        source = sender.address if rng.random() < 0.95 else rng.choice(self.sources)
+        counts = self.report.lane
+
+        def feed(now: float) -> None:
+            refused = _lane_refusals(lane)
+            lane._receive(data, source, now)
+            if source == sender.address:
+                counts["sealed"] += 1
+                counts["sealed_authentic" if _lane_refusals(lane) == refused else "sealed_refused"] += 1
+
+        return feed, data
+
+    def _impostor(self, lane: Any, sender: Any, sealed: list[bytes]) -> tuple[Callable[[float], None], bytes]:
+        """A datagram from the sender's path that its pair key did not seal (now): each must be one counted drop."""
+        rng = self.rng
+        sample = rng.choice(sealed)
+        plain = sample[:-TRAILER_SIZE]
+        kind = rng.choice(IMPOSTOR_KINDS)
+        if kind == "unsealed":
+            data = mutate(rng, [plain]) if rng.random() < 0.5 else plain
+        elif kind == "wrong_key":
+            mac = YardMac(rng.randbytes(32), rng.randbytes(32), 0)
+            data = seal(mac, plain, b"", time.monotonic_ns())
+        elif kind == "reflected":  # sealed with the key of the other direction
+            data = lane._seal(lane._yards[sender.name], plain, b"")  # what the receiver itself sent the sender
+        elif kind == "replayed":
+            data = sample
+        else:  # flipped: a real sealed datagram with one bit changed
+            flipped = bytearray(sample)
+            flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+            data = bytes(flipped)
+        counts = self.report.lane
+
+        def feed(now: float) -> None:
+            refused = _lane_refusals(lane)
+            lane._receive(data, sender.address, now)
+            counts["impostor"] += 1
+            counts[f"impostor.{kind}"] += 1
+            if _lane_refusals(lane) != refused + 1:
+                counts["impostor_heard"] += 1  # a finding: the test asserts there are none
+
+        return feed, data
 
     def _session(self):
         """alpha's live session with beta, re-established (and counted) if a hostile frame ended it."""
@@ -533,6 +604,16 @@ class Fuzzer:
                         share = None
                     if share is not None and hasattr(share, "drain"):
                         share.drain()
+
+
+#: The share of lane inputs that are impostors, and what they are.
+IMPOSTORS = 0.25
+IMPOSTOR_KINDS = ("unsealed", "wrong_key", "reflected", "replayed", "flipped")
+
+
+def _lane_refusals(lane: Any) -> int:
+    counts = lane.counts
+    return counts["lane_forged"] + counts["lane_unauthenticated"] + counts["lane_replayed"]
 
 
 #: Where an acknowledged lane datagram carries its boot ids (sender's at 4, receiver's at 16).

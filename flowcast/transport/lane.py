@@ -76,7 +76,8 @@ _unpack = HEADER.unpack_from
 #: the receiver's boot id (u32, 0 = not known yet), then frames.
 LANE_ACKED = 0x0001
 #: Header flag of an authenticated lane's datagrams: after the frames come a
-#: sequence number (u64) and a BLAKE2b tag (16 bytes), see lanekeys.py.
+#: sequence number (u64) and a 16-byte tag (BLAKE2b, or Poly1305 from
+#: 4 KiB), see lanekeys.py.
 LANE_AUTH = 0x0002
 _AHEADER = struct.Struct("!BBHIQI")  # header + the receiver's boot id
 _AHEADER_SIZE = _AHEADER.size  # 20
@@ -407,17 +408,18 @@ class LaneStack(Stack):
             self.counts["unknown_yard"] += 1
             return
         mac = yard.mac
-        if mac is not None:
-            end = check(mac, data)
+        if mac is None:
+            end = len(data)
+        else:
+            end = check(mac, data)  # the frames end where the trailer starts: sliced once, below
             if end < 0:
                 self._refused(data, end)
                 return
-            data = data[:end]
-        if len(data) < HEADER_SIZE or data[0] != MAGIC or data[1] != _LANE:
+        if end < HEADER_SIZE or data[0] != MAGIC or data[1] != _LANE:
             self.counts["malformed"] += 1
             return
         if self.acks:
-            self._receive_acked(yard, data, now)
+            self._receive_acked(yard, data, end, now)
             return
         _, _, flags, boot, _ = _unpack(data)
         if flags & LANE_AUTH != self._flag:
@@ -444,12 +446,12 @@ class LaneStack(Stack):
             if self._events is not None:
                 self._watch_yard(yard)
         try:
-            rx.handle(data[HEADER_SIZE:], now)
+            rx.handle(data[HEADER_SIZE:end], now)
         except WireError:
             self.counts["bad_frames"] += 1
 
-    def _receive_acked(self, yard: _Yard, data: bytes, now: float) -> None:
-        if len(data) < _AHEADER_SIZE:
+    def _receive_acked(self, yard: _Yard, data: bytes, end: int, now: float) -> None:
+        if end < _AHEADER_SIZE:
             self.counts["malformed"] += 1
             return
         _, _, flags, boot, counter, target = _aunpack(data)
@@ -467,18 +469,18 @@ class LaneStack(Stack):
         if target != self.boot:
             # Meant for an earlier incarnation of this yard (or a HELLO that
             # does not know this one yet): say who answers here now.
-            if len(data) == _AHEADER_SIZE:
+            if end == _AHEADER_SIZE:
                 yard.hello_due = True
             else:
                 self.counts["stale_target"] += 1
                 if now - yard.last_hello >= STALE_REPLY_GAP or yard.last_hello < 0:
                     yard.hello_due = True
             return
-        if len(data) == _AHEADER_SIZE:
+        if end == _AHEADER_SIZE:
             return  # a HELLO to this incarnation: nothing more to learn
         channel = yard.channel
         try:
-            channel.handle(data[_AHEADER_SIZE:], now)  # type: ignore[union-attr]
+            channel.handle(data[_AHEADER_SIZE:end], now)  # type: ignore[union-attr]
         except WireError:
             self.counts["bad_frames"] += 1
             return
@@ -493,10 +495,10 @@ class LaneStack(Stack):
         else:
             self.counts["lane_unauthenticated"] += 1  # an unkeyed stack, or not a lane datagram at all
 
-    def _seal(self, yard: _Yard, datagram: bytes) -> bytes:
+    def _seal(self, yard: _Yard, head: bytes, body: bytes) -> bytes:
         now = time.monotonic_ns()
         seq = self._seq = now if now > self._seq else self._seq + 1
-        return seal(yard.mac, datagram, seq)  # type: ignore[arg-type]
+        return seal(yard.mac, head, body, seq)  # type: ignore[arg-type]
 
     def _new_peer(self, yard: _Yard, boot: int, now: float) -> None:
         """``yard`` speaks with a new boot id: a new channel for the new pair of incarnations.
@@ -558,7 +560,7 @@ class LaneStack(Stack):
                     yard.last_hello = now
                     hello = _apack(MAGIC, _LANE, flag, boot, 0, peer)
                     if yard.mac is not None:
-                        hello = self._seal(yard, hello)
+                        hello = self._seal(yard, hello, b"")
                     if not emit(hello, address):
                         return
                 if not peer:
@@ -572,9 +574,8 @@ class LaneStack(Stack):
                     counter = yard.counter
                     yard.counter = counter + 1
                     channel.sent(counter, len(body), frames, now)  # type: ignore[union-attr]
-                    datagram = _apack(MAGIC, _LANE, flag, boot, counter, peer) + body
-                    if yard.mac is not None:
-                        datagram = self._seal(yard, datagram)
+                    head = _apack(MAGIC, _LANE, flag, boot, counter, peer)
+                    datagram = head + body if yard.mac is None else self._seal(yard, head, body)
                     if not emit(datagram, address):
                         return
             return
@@ -586,9 +587,8 @@ class LaneStack(Stack):
                     break
                 counter = yard.counter
                 yard.counter = counter + 1
-                datagram = _pack(MAGIC, _LANE, flag, boot, counter) + built[0]
-                if yard.mac is not None:
-                    datagram = self._seal(yard, datagram)
+                head = _pack(MAGIC, _LANE, flag, boot, counter)
+                datagram = head + built[0] if yard.mac is None else self._seal(yard, head, built[0])
                 if not self._emit(datagram, yard.address, built[1]):
                     return
 

@@ -10,13 +10,18 @@ from flowcast.routing import Policy, Router
 from flowcast.store import Store
 from flowcast.transport.keep import Keep
 from flowcast.transport.lane import LaneStack
+from flowcast.transport.lanekeys import LaneKeys, new_secret
 from flowcast.transport.road import RoadStack
 from tests.transport.roadkit import World as _World
 
 
 class Estate:
-    def __init__(self, world: "World", name: str, yards: list[str], channels: tuple[str, ...], policy, role: str, acceptance: str) -> None:
+    def __init__(
+        self, world: "World", name: str, yards: list[str], channels: tuple[str, ...], policy, role: str, acceptance: str, lane_keys: bool = False
+    ) -> None:
         self.name = name
+        #: The estate's lane secret when its lanes are authenticated (as a supervisor's are).
+        self.lane_secret = new_secret() if lane_keys else None
         self.houses: dict[str, Router] = {}
         net = world.net
         sched = world.scheduler
@@ -34,6 +39,7 @@ class Estate:
                 {other: addr for other, addr in addresses.items() if other != yard},
                 scheduler=sched,
                 acks=True,
+                keys=None if self.lane_secret is None else LaneKeys.derive(self.lane_secret, yard, yards),
             )
             router.attach_lane(lane)
             if yard == manor:
@@ -60,8 +66,9 @@ class World(_World):
         policy=(),
         role: str = "estate",
         acceptance: str = "always",
+        lane_keys: bool = False,
     ) -> Estate:
-        return Estate(self, name, yards, channels, list(policy), role, acceptance)
+        return Estate(self, name, yards, channels, list(policy), role, acceptance, lane_keys)
 
     def connect(self, a: Estate, b: Estate, channel: str = "main") -> None:
         a.roads[channel].join(f"{b.name}:{channel}")

@@ -70,6 +70,22 @@ def test_a_frozen_clock_starves_the_handlers() -> None:
         assert moving.reach[handler] > frozen.reach[handler], (handler, moving.reach, frozen.reach)
 
 
+def test_keyed_lanes_hear_sealed_hostile_datagrams_and_drop_every_impostor(fuzzed) -> None:
+    """The fuzz world's lanes are keyed, as an estate's: hostile datagrams sealed with the
+    real pair key reach the channel; impostors (no trailer, a wrong or reflected key, a
+    replay, a flipped bit) are each exactly one counted drop."""
+    world, report = fuzzed
+    lanes = [world.beta[yard].lane for yard in ("manor", "worker")]
+    assert all(lane.authenticated for lane in lanes)
+    lane, per_target = report.lane, INPUTS // len(fuzzkit.TARGETS)
+    assert lane["sealed"] >= per_target // 2 and lane["sealed_authentic"] == lane["sealed"], lane
+    assert sum(stack.counts["bad_frames"] for stack in lanes) > per_target // 10  # the frames got past the tag
+    assert lane["impostor"] >= per_target // 10 and lane["impostor_heard"] == 0, lane
+    for kind in fuzzkit.IMPOSTOR_KINDS:
+        assert lane[f"impostor.{kind}"] > 0, (kind, lane)
+    assert sum(fuzzkit._lane_refusals(stack) for stack in lanes) >= lane["impostor"]
+
+
 def test_the_stacks_still_carry_messages_afterwards(fuzzed) -> None:
     world, _ = fuzzed
     assert fuzzkit.still_works(world)
