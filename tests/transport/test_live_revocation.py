@@ -11,6 +11,7 @@ import pytest
 
 from flowcast.transport import keycli
 from flowcast.transport.keep import Keep, RemoteRecord, Status
+from flowcast.transport.keepwriter import KeepWriter
 from flowcast.transport.road import REMOTE_FORGOTTEN
 
 from .roadkit import World
@@ -29,17 +30,21 @@ def _inbox(stack):
     return got
 
 
-def _estates(tmp_path, seed):
+def _estates(tmp_path, seed, writer=None):
     world = World(seed=seed, delay=0.001)
-    main = world.estate("main", keep=Keep(tmp_path / "keep"), policy="never")
+    main = world.estate("main", keep=Keep(tmp_path / "keep", writer=writer), policy="never")
     alpha = world.estate("alpha")
     _knows(main, alpha)
     _knows(alpha, main, "main")
+    if writer is not None:
+        assert writer.wait(main.keep.ticket)  # the operator acts on what is on disk
     return world, main, alpha
 
 
-def test_a_key_rotated_away_cannot_allow_without_joining(tmp_path):
-    world, main, alpha = _estates(tmp_path, 91)
+@pytest.mark.parametrize("background", [False, True])
+def test_a_key_rotated_away_cannot_allow_without_joining(tmp_path, background):
+    writer = KeepWriter() if background else None
+    world, main, alpha = _estates(tmp_path, 91, writer)
     waiting = main.send({"to": "alpha"}, "alpha")  # alpha has not allowed yet: it waits in the backlog
     renewed = world.estate("alpha", address="alpha2")
     argv = ["--keep", str(tmp_path / "keep"), "rotate", "alpha", renewed.keys.verkey.hex(), renewed.keys.pubkey.hex()]
@@ -61,6 +66,9 @@ def test_a_key_rotated_away_cannot_allow_without_joining(tmp_path):
     renewed.allow("main")
     assert world.run_until(lambda: waiting.delivered, 10)
     assert _inbox(renewed) == [("main", {"to": "alpha"})]
+    if writer is not None:
+        assert writer.wait(main.keep.ticket)
+        writer.close()
     assert Keep(tmp_path / "keep").find("alpha").fingerprint == renewed.keys.fingerprint
 
 
