@@ -128,3 +128,23 @@ def test_allows_look_at_the_disk_at_most_once_a_second_per_key(tmp_path, monkeyp
         world.run_for(0.15)
     assert sum(e.startswith("allowed alpha") for e in main.events) - sessions == 5
     assert opened.count(alpha.keys.fingerprint) == 2  # one look (a stat, then the read), not one per allow
+
+
+def test_the_sweep_reads_a_bounded_number_of_records_a_second_and_reaches_every_session(tmp_path, monkeypatch):
+    world = World(seed=95, delay=0.001)
+    main = world.estate("main", keep=Keep(tmp_path / "keep"), policy="never")
+    others = [world.estate(f"e{n}") for n in range(40)]
+    for other in others:
+        _knows(main, other)
+        _knows(other, main, "main")
+        other.allow("main")
+    assert world.run_until(lambda: all(main.is_allowed(o.local.name) for o in others), 10)
+    world.run_for(1.5)  # the allows' looks are over a second old: the sweep's looks are due
+    opened = []
+    real_file = Keep._remote_file
+    monkeypatch.setattr(Keep, "_remote_file", lambda self, fp: opened.append(fp) or real_file(self, fp))
+    world.run_for(1.0)
+    assert 0 < len(opened) <= 2 * 32  # a stat and a read per look, 32 looks a second
+    world.run_for(2.0)
+    assert {o.keys.fingerprint for o in others} <= set(opened)  # a round reaches every session
+    assert main.counts["session_revoked"] == 0 and all(main.is_allowed(o.local.name) for o in others)
