@@ -14,6 +14,7 @@ from flowcast.transport.keep import Keep, RemoteRecord, Status
 from flowcast.transport.keepwriter import KeepWriter
 from flowcast.transport.road import REMOTE_FORGOTTEN
 
+from .attacks import Attacks, inject_sealed
 from .roadkit import World
 
 
@@ -148,3 +149,20 @@ def test_the_sweep_reads_a_bounded_number_of_records_a_second_and_reaches_every_
     world.run_for(2.0)
     assert {o.keys.fingerprint for o in others} <= set(opened)  # a round reaches every session
     assert main.counts["session_revoked"] == 0 and all(main.is_allowed(o.local.name) for o in others)
+
+
+def test_what_an_ended_session_held_leaves_the_hold_budget(tmp_path):
+    """Was a leak on the rotation path: a retired session's held pieces stayed counted in the stack's budget."""
+    world, main, alpha = _estates(tmp_path, 96)
+    alpha.allow("main")
+    assert world.run_until(lambda: main.is_allowed("alpha"), 10)
+    attacks = Attacks(main.datagram_size - 64, main.max_message)
+    for body in attacks.never():  # pieces of a message that never completes: held at main
+        inject_sealed(alpha, "main", body)
+    world.run_for(0.1)
+    assert main.hold_budget.used > 0
+    renewed = world.estate("alpha", address="alpha2")
+    argv = ["--keep", str(tmp_path / "keep"), "rotate", "alpha", renewed.keys.verkey.hex(), renewed.keys.pubkey.hex()]
+    assert keycli.main(argv) == 0
+    assert world.run_until(lambda: main.counts["session_revoked"] == 1, 5)
+    assert main.hold_budget.used == 0
