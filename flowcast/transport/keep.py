@@ -191,6 +191,7 @@ class Keep:
         self._pending: dict[str, None] = {}
         self._strays: dict[str, None] = {}
         self._rechecked: dict[str, float] = {}  # name -> when its rotation was last looked for on disk
+        self._key_looked: dict[str, float] = {}  # fingerprint -> when an allow or a session last looked (keeplook.look_key)
         #: Joins refused because the keep was full of records it may not evict.
         self.full_refusals = 0
         #: Joins of an accepted key presenting another name, refused (an operator renames).

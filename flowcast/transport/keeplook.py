@@ -18,7 +18,7 @@ from flowcast.transport.crypto import fingerprint
 if TYPE_CHECKING:
     from flowcast.transport.keep import Keep, RemoteRecord, Verdict
 
-__all__ = ["ROTATED_FROM", "ROTATED_TO", "read_record", "may_look", "recheck", "pick_up_rotation", "resolve_rotations"]
+__all__ = ["ROTATED_FROM", "ROTATED_TO", "read_record", "may_look", "recheck", "look_key", "pick_up_rotation", "resolve_rotations"]
 
 ROTATED_FROM = "rotated from "
 ROTATED_TO = "rotated to "
@@ -82,6 +82,46 @@ def recheck(keep: "Keep", known: "RemoteRecord", name: str, now: float, force: b
         known.name = name  # an operator's `flowcast keys rename`
         keep._index(known)
     return None
+
+
+def look_key(keep: "Keep", known: "RemoteRecord", now: float) -> "Verdict | None":
+    """Is accepted ``known`` still accepted on disk?  Asked before an allow and of live sessions.
+
+    An allow needs no JOIN, so without this look a key an operator rejected,
+    rotated away or forgot would keep its name's authority until a restart.
+    Returns the refusal (as :func:`recheck`: a rotation's successor loaded;
+    a forgotten key leaves memory too, named in ``evicted``), else None.
+    At most one look a second per key; none while this keep's own write of
+    the record is queued (memory is newer then), none of an in-memory keep.
+    """
+    from flowcast.transport.keep import Status, Verdict
+
+    fp = known.fingerprint
+    if keep.path is None or known.status is not Status.ACCEPTED or not _may_look_key(keep, fp, now) or keep.unwritten(fp):
+        return None
+    try:
+        keep._remote_file(fp).stat()
+    except FileNotFoundError:
+        if keep._remotes.get(fp) is known:
+            keep._unindex(known)
+            del keep._remotes[fp]
+        known.status = Status.REJECTED  # the object a stack holds names no one now
+        return Verdict(Status.REJECTED, known, "this key was forgotten by an operator", [f"forgotten {known.name} {fp}"], [fp])
+    except OSError:
+        return None  # unreadable now: the next look decides (a damaged file is left to the join path and a restart)
+    return recheck(keep, known, known.name, now, force=True)
+
+
+def _may_look_key(keep: "Keep", fp: str, now: float) -> bool:
+    looked = keep._key_looked
+    last = looked.pop(fp, None)
+    if last is not None and now - last < 1.0:
+        looked[fp] = last
+        return False
+    looked[fp] = now
+    if len(looked) > 4096:
+        del looked[next(iter(looked))]
+    return True
 
 
 def _load_successor(keep: "Keep", name: str, fp: str) -> "RemoteRecord | None":

@@ -43,6 +43,7 @@ from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.presence import Presence, PresenceListener
 from flowcast.transport.reliable import Channel, Outgoing
+from flowcast.transport.revoke import Sweep, may_allow
 from flowcast.transport.session import Session
 from flowcast.transport.stack import ChannelEvents, EventSink, Stack
 from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PATH, PING, FrameKind, PacketKind, WireError
@@ -280,6 +281,7 @@ class RoadStack(Stack):
         # Join replies waiting for their keep records to be durable: (ticket, datagram, address, until).
         self._unwritten: deque[tuple[int, bytes, Address, float]] = deque()
         self._writer_wake: tuple[socket.socket, socket.socket] | None = None
+        self._sweep = Sweep()  # live sessions' keys looked at on disk (revoke.py)
         self.on_presence: PresenceListener | None = None
         self.on_event: Callable[[str], None] | None = None
         self.events: list[str] = []
@@ -818,6 +820,7 @@ class RoadStack(Stack):
                 self._sessions.pop(session.local_index, None)
         if remote.session is not None:
             carried = remote.session.channel.take_unfinished()
+            release(remote.session.channel)  # what it held for delivery leaves the budget with it
             remote.session = None
         carried += remote.backlog
         remote.backlog = []
@@ -1087,6 +1090,8 @@ class RoadStack(Stack):
             # Simultaneous allow: the smaller long-term key's initiation wins.
             self.counts["allow_collision"] += 1
             return
+        if not may_allow(self, remote, now):
+            return  # an operator rejected, rotated away or forgot the key since it was loaded
         self._jar.remember(now, initiate.client_short)
         server_public = hs.public_of(initiate.server_short_secret)
         session_key = hs.session_shared(initiate.server_short_secret, initiate.client_short)
@@ -1228,6 +1233,8 @@ class RoadStack(Stack):
             self._remote_timers(remote, now)
             dirty[remote] = None
             flushq[remote] = None
+        if now >= self._sweep.at and self._sessions:
+            self._sweep.run(self, now)
 
     def _remote_timers(self, remote: Remote, now: float) -> None:
         """Run what is due of ``remote``'s: allow resends and timeout, channel timers, presence, heartbeat."""
