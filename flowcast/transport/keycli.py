@@ -14,8 +14,11 @@ the only way to move it to new keys (the hex ``verkey`` and ``pubkey`` that
 ``flowcast keys show`` prints on the remote; the old key's record stays,
 rejected, as the mark of the rotation), and ``rename`` the only way to give
 an accepted key another name, because routing policy trusts the name.  An
-estate running on this keep sees either at the key's next JOIN (it reads
-that one record from disk, at most once a second per name): no restart.
+estate running on this keep sees a change without a restart: at the key's
+next JOIN or allow (it reads that one record from disk, at most once a
+second per key), and a live session of a key rotated away, rejected or
+forgotten ends within a second per 32 sessions (a bounded sweep of the
+records); a rename is seen at the next JOIN.
 
 The keep defaults to ``$FLOWCAST_KEEP`` or ``~/.flowcast/keep``.  Secret
 keys are never printed.
