@@ -33,6 +33,7 @@ Run: ``.venv/bin/python bench/fuzz_decoder.py [--inputs N] [--seed S] [--json] [
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -52,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     inputs = 2_000 if args.quick else args.inputs
     figures = Figures("bench/fuzz_decoder.py", inputs=inputs, seed=args.seed, quick=args.quick)
+    # Hostile input is counted by the stacks and reported below; their
+    # rate-limited warnings would only interleave with the figures.
+    logging.getLogger("flowcast").setLevel(logging.CRITICAL)
 
     frozen = fuzzkit.Fuzzer(fuzzkit.build_world(), seed=args.seed, advance=0.0, sources=1, memory=False).run(inputs)
     world = fuzzkit.build_world()
