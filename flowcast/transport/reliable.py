@@ -116,7 +116,7 @@ _VIEW_HELD = _BYTES + _VIEW  # a view's own object and its datagram's bytes head
 _EMPTY_DICT = sys.getsizeof({})
 _FIRST_TABLE = sys.getsizeof({1 << 20: None}) - _EMPTY_DICT  # what a dict's first insert allocates
 MIN_PIECE = 128  # every piece of a message but its last is this long at least (a segment: max_body - 88)
-_VIEW_SHARE = 0.9  # a piece this much of its datagram is kept as a view of it, a smaller one is copied
+# A piece at least nine tenths of its datagram is kept as a view of it, a smaller one is copied (handle).
 MIN_CWND = 64 * 1024
 MAX_INFLIGHT_PACKETS = 1024
 ACK_DELAY = 0.002
@@ -975,7 +975,7 @@ class Channel:
                     # A piece that is nearly its whole datagram is kept as a view
                     # (copied once, when joined) and counted as the whole datagram;
                     # a smaller one is copied, so it never pins more than it counts.
-                    if length >= _VIEW_SHARE * end:
+                    if length * 10 >= end * 9:  # nine tenths, in ints: no float per piece
                         piece = memoryview(body)[off:stop]
                         held = len(piece.obj) + _VIEW_HELD  # type: ignore[arg-type]  # the datagram stays while the view does
                     else:
