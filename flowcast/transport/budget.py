@@ -49,9 +49,11 @@ DEFAULT_BACKLOG_BYTES = 64 << 20
 class HoldBudget:
     """Bytes held by every channel of one stack, against one limit.
 
-    Channels report each change of their ``buffered`` here (a property
-    of :class:`~flowcast.transport.reliable.Channel`); ``holders`` are the
-    channels holding anything, which is what a fair share divides by.
+    Channels keep these books themselves, in
+    :meth:`~flowcast.transport.reliable.Channel._charge` (it runs per
+    datagram: no call here each time): each change of their ``buffered``
+    goes into ``used``, and ``holders`` are the channels holding anything,
+    which is what a fair share divides by.
     """
 
     __slots__ = ("limit", "used", "holders", "incomplete_after", "counts")
@@ -68,14 +70,6 @@ class HoldBudget:
         #: refused: admissions refused (packets left unacknowledged); evicted /
         #: expired: entries dropped; evicted_bytes / expired_bytes: what they held.
         self.counts: Counter[str] = Counter()
-
-    def changed(self, channel: Any, before: int, after: int) -> None:
-        self.used += after - before
-        if after > 0:
-            if before <= 0:
-                self.holders[channel] = None
-        elif before > 0:
-            self.holders.pop(channel, None)
 
     def share(self, channel: Any) -> int:
         holders = len(self.holders) + (channel not in self.holders)

@@ -46,6 +46,7 @@ from typing import Any
 
 from flowcast.transport import budget as _budget
 from flowcast.transport import evicted as _evicted
+from flowcast.transport.tablesize import GROW_AT, SIZE_AT
 from flowcast.transport.wire import (
     ACK,
     ACK_FLOW,
@@ -111,10 +112,11 @@ _PARTIAL = 240  # an incomplete message: its object, an empty dict of pieces, it
 _BYTES = sys.getsizeof(b"")  # a bytes object's header
 _INT = sys.getsizeof(1 << 20)
 _VIEW = sys.getsizeof(memoryview(b""))
+_VIEW_HELD = _BYTES + _VIEW  # a view's own object and its datagram's bytes header
 _EMPTY_DICT = sys.getsizeof({})
 _FIRST_TABLE = sys.getsizeof({1 << 20: None}) - _EMPTY_DICT  # what a dict's first insert allocates
 MIN_PIECE = 128  # every piece of a message but its last is this long at least (a segment: max_body - 88)
-_VIEW_SHARE = 0.9  # a piece this much of its datagram is kept as a view of it, a smaller one is copied
+# A piece at least nine tenths of its datagram is kept as a view of it, a smaller one is copied (handle).
 MIN_CWND = 64 * 1024
 MAX_INFLIGHT_PACKETS = 1024
 ACK_DELAY = 0.002
@@ -201,7 +203,7 @@ class _FlowIn:
 
 
 class _Partial:
-    __slots__ = ("count", "parts", "size", "flags", "born", "last", "waste", "piece", "table")
+    __slots__ = ("count", "parts", "size", "flags", "born", "last", "waste", "piece", "table", "step", "grow_at")
 
     def __init__(self, count: int, flags: int, born: float) -> None:
         self.count = count
@@ -213,6 +215,8 @@ class _Partial:
         self.waste = 0  # bytes held beyond the pieces' data: objects, keys, the dict, datagrams kept whole
         self.piece = 0  # the length every piece but the last has (0: none seen yet)
         self.table = _EMPTY_DICT  # sys.getsizeof(parts), as last accounted
+        self.step = 0  # index in tablesize.GROW_AT of the next length at which parts grows
+        self.grow_at = GROW_AT[0]
 
 
 _SKIPPED = (0, None)
@@ -369,10 +373,24 @@ class Channel:
 
     @buffered.setter
     def buffered(self, value: int) -> None:
+        self._charge(value - self._buffered)
+
+    def _charge(self, delta: int) -> None:
+        """Hold ``delta`` more bytes (fewer if negative), here and in the stack's budget.
+
+        The receive path calls this once per piece or drained run, not a
+        property and a budget method per step: it runs per datagram.
+        """
         before = self._buffered
-        self._buffered = value
-        if self.budget is not None:
-            self.budget.changed(self, before, value)
+        after = self._buffered = before + delta
+        budget = self.budget
+        if budget is not None:
+            budget.used += delta
+            if after > 0:
+                if before <= 0:
+                    budget.holders[self] = None
+            elif before > 0:
+                budget.holders.pop(self, None)
 
     def _room(self, size: int) -> bool:
         """May this channel hold ``size`` more bytes (its own limit, then the stack's budget)?"""
@@ -816,11 +834,6 @@ class Channel:
             if msg._state == QUEUED:
                 self.fail(msg, "timeout")
 
-    def _sweep_from(self, now: float) -> None:
-        """An incomplete message was started: make sure a sweep will look at it."""
-        if self.sweep_at is None and self.budget is not None:
-            self.sweep_at = now + self.budget.incomplete_after
-
     def shrink(self) -> None:
         """Let go of empty send queues (an idle remote's channel keeps none)."""
         if self.fresh is not _NO_QUEUE and not self.fresh:
@@ -948,7 +961,7 @@ class Channel:
                             raise _Refused
                         else:
                             state.pending[seq] = (flags, body[off:stop])
-                            self.buffered += length + _ENTRY
+                            self._charge(length + _ENTRY)
                             if watch is not None:
                                 watch.arrived(flow, seq, length, expected, state.pending)
                     off = stop
@@ -958,17 +971,20 @@ class Channel:
                     stop = off + length
                     if stop > end or count < 2 or number >= count:
                         raise WireError("bad segment frame")
-                    if number < count - 1 and (length < MIN_PIECE or (count - 1) * length > self.max_message):
-                        # Every piece but the last is one full segment, never under
-                        # MIN_PIECE: 2^32-1 one-byte pieces are no message, only a
-                        # way to make a receiver hold ~80 B of books per byte sent.
-                        raise WireError("segment length and count cannot make a message")
                     eliciting = True
                     # A piece that is nearly its whole datagram is kept as a view
                     # (copied once, when joined) and counted as the whole datagram;
                     # a smaller one is copied, so it never pins more than it counts.
-                    piece = memoryview(body)[off:stop] if length >= _VIEW_SHARE * end else body[off:stop]
-                    self._segment_in(flags, flow, seq, number, count, piece, now)
+                    if length * 10 >= end * 9:  # nine tenths, in ints: no float per piece
+                        piece = memoryview(body)[off:stop]
+                        held = len(piece.obj) + _VIEW_HELD  # type: ignore[arg-type]  # the datagram stays while the view does
+                    else:
+                        piece = body[off:stop]
+                        if type(piece) is memoryview:  # a body that is a view itself
+                            held = len(piece.obj) + _VIEW_HELD  # type: ignore[arg-type]
+                        else:
+                            held = length + _BYTES if length > 1 else 0  # one-byte bytes are shared
+                    self._segment_in(flags, flow, seq, number, count, piece, held, now)
                     off = stop
                 elif kind == _ACK_KIND:
                     _, flags, nranges, nflows, window = _ack_unpack(body, off)
@@ -1003,9 +1019,8 @@ class Channel:
                         old = state.pending.get(seq)
                         if old is None and not self._room(_SKIP_ENTRY):
                             raise _Refused
-                        self.buffered -= _held_cost(old) if old is not None else 0
                         state.pending[seq] = _SKIPPED
-                        self.buffered += _SKIP_ENTRY
+                        self._charge(_SKIP_ENTRY - _held_cost(old) if old is not None else _SKIP_ENTRY)
                         self._drain(flow, state)
                 elif kind == _PING_KIND:
                     off += 2
@@ -1040,110 +1055,163 @@ class Channel:
             elif self.ack_due is None:
                 self.ack_due = now + ACK_DELAY
 
-    def _segment_in(self, flags: int, flow: int, seq: int, number: int, count: int, piece: bytes, now: float) -> None:
-        if flags & F_UNRELIABLE:
-            key = (flow, seq)
-            entry = self.partials_unreliable.get(key)
-            if entry is None:
-                if len(self.partials_unreliable) >= 64:
-                    oldest = min(self.partials_unreliable, key=lambda k: self.partials_unreliable[k].born)
-                    self.buffered -= _held_cost(self.partials_unreliable.pop(oldest))
-                if not self._room(_PARTIAL):
-                    raise _Refused
-                entry = self.partials_unreliable[key] = _Partial(count, flags, now)
-                self._sweep_from(now)
-                self.buffered += _PARTIAL
-            complete = self._add_piece(entry, number, count, piece, now)
-            if complete is not None:
-                del self.partials_unreliable[key]
-                self.buffered -= _held_cost(entry)
-                if self.watch is not None:
-                    self.watch.loose(flow, seq, len(complete))
-                self.deliver(flow, flags, complete)
-            return
-        state = self.flows_in.get(flow)
-        if state is None:
-            state = self.flows_in[flow] = _FlowIn()
-            if self.adopt:  # a message whose start we missed is skipped whole
-                state.expected = seq if number == 0 else seq + 1
-        if seq < state.expected:
-            self.counts["duplicates"] += 1
-            return
-        entry = state.pending.get(seq)
-        if entry is None:
-            if seq - state.expected > MAX_AHEAD or not self._room(_PARTIAL):
-                raise _Refused
-            entry = state.pending[seq] = _Partial(count, flags, now)
-            self._sweep_from(now)
-            self.buffered += _PARTIAL
-        elif not isinstance(entry, _Partial):
-            self.counts["duplicates"] += 1
-            return
-        watch = self.watch
-        if watch is not None and number not in entry.parts:
-            watch.piece(flow, seq, number, entry.parts)
-            if seq > state.expected:
-                watch.gap(flow, seq, state.expected, state.pending)
-        complete = self._add_piece(entry, number, count, piece, now)
-        if complete is not None:
-            self.buffered += len(complete) + _ENTRY - _held_cost(entry)
-            state.pending[seq] = (flags, complete)
-            if watch is not None:
-                watch.arrived(flow, seq, len(complete), state.expected, state.pending)
-            if seq == state.expected:
-                self._drain(flow, state)
+    def _segment_in(self, flags: int, flow: int, seq: int, number: int, count: int, piece: bytes, held: int, now: float) -> None:
+        """Hold ``piece`` (``held`` bytes as kept), or deliver its message if it was the last.
 
-    def _add_piece(self, entry: _Partial, number: int, count: int, piece: bytes, now: float) -> bytes | None:
+        One method per piece, the accounting inline: it runs per datagram.  A
+        message's entry is made here but kept only with its first piece (one
+        charge for both), so a refused piece leaves nothing behind.  The
+        piece that completes a message needs room as any other but is never
+        charged: what the entry counted turns into the whole message's cost
+        -- or into nothing, delivered in order -- with one change.
+        """
+        extra = 0
+        if flags & F_UNRELIABLE:
+            state = None
+            holder: dict = self.partials_unreliable
+            key: Any = (flow, seq)
+            entry = holder.get(key)
+            if entry is None:
+                if len(holder) >= 64:
+                    oldest = min(holder, key=lambda k: holder[k].born)
+                    self._charge(-_held_cost(holder.pop(oldest)))
+                entry = _Partial(count, flags, now)
+                extra = _PARTIAL
+            watch = None
+        else:
+            state = self.flows_in.get(flow)
+            if state is None:
+                state = self.flows_in[flow] = _FlowIn()
+                if self.adopt:  # a message whose start we missed is skipped whole
+                    state.expected = seq if number == 0 else seq + 1
+            expected = state.expected
+            if seq < expected:
+                self.counts["duplicates"] += 1
+                return
+            holder = state.pending
+            key = seq
+            entry = holder.get(seq)
+            if entry is None:
+                if seq - expected > MAX_AHEAD:
+                    raise _Refused
+                entry = _Partial(count, flags, now)
+                extra = _PARTIAL
+            elif type(entry) is not _Partial:
+                self.counts["duplicates"] += 1
+                return
+            watch = self.watch
+            if watch is not None and number not in entry.parts:
+                watch.piece(flow, seq, number, entry.parts)
+                if seq > expected:
+                    watch.gap(flow, seq, expected, holder)
         if entry.count != count:
             raise WireError("segment count changed within a message")
-        if number in entry.parts:
-            self.counts["duplicates"] += 1
-            return None
-        size = len(piece)
-        if number < count - 1 and entry.piece != size:
-            if entry.piece:  # a sender cuts every piece but the last to one length
-                raise WireError("segment length changed within a message")
-            entry.piece = size
-        if type(piece) is memoryview:
-            held = len(piece.obj) + _BYTES + _VIEW  # type: ignore[arg-type]  # the whole datagram stays while the view does
-        else:
-            held = size + _BYTES if size > 1 else 0
-        if number > 256:
-            held += _INT
         parts = entry.parts
+        if number in parts:
+            self.counts["duplicates"] += 1
+            return
+        size = len(piece)
+        if size != entry.piece and number != count - 1:
+            # once a message: every piece but the last is one full segment,
+            # never under MIN_PIECE -- 2^32-1 one-byte pieces are no message,
+            # only a way to make a receiver hold ~80 B of books per byte sent
+            if entry.piece:
+                raise WireError("segment length changed within a message")
+            if size < MIN_PIECE or (count - 1) * size > self.max_message:
+                raise WireError("segment length and count cannot make a message")
+            entry.piece = size
+        if number > 256:
+            held += _INT  # its key: small ints are shared
         table = entry.table
         # room for the piece, and for its dict's table to double (it may: the cost is known only after)
-        if entry.size + size > self.max_message or not self._room(held + (table if table > _FIRST_TABLE else _FIRST_TABLE)):
+        need = extra + held + (table if table > _FIRST_TABLE else _FIRST_TABLE)
+        budget = self.budget
+        if (
+            entry.size + size > self.max_message
+            or self._buffered + need > self._hold_limit
+            or (budget is not None and budget.used + need > budget.limit and not budget.admit(self, need))
+        ):
             raise _Refused
         parts[number] = piece
-        grown = sys.getsizeof(parts) - table
-        entry.table = table + grown
-        entry.size += size
-        entry.waste += held - size + grown
-        entry.last = now
-        self.buffered += held + grown
-        if len(entry.parts) < count:
-            return None
-        parts = entry.parts
-        return b"".join([parts[i] for i in range(count)])
+        filled = len(parts)
+        if filled < count:
+            if filled >= entry.grow_at:  # the dict's table grew (tablesize.py)
+                step = entry.step
+                table_now = SIZE_AT[step]
+                if table_now < 0:  # longer than measured: ask
+                    table_now = sys.getsizeof(parts)
+                    entry.grow_at = filled + 1
+                else:
+                    entry.step = step + 1
+                    entry.grow_at = GROW_AT[step + 1]
+                held += table_now - table
+                entry.table = table_now
+            entry.size += size
+            entry.waste += held - size
+            entry.last = now
+            # the books, as _charge keeps them
+            held += extra
+            after = self._buffered = self._buffered + held
+            if budget is not None:
+                budget.used += held
+                if after <= held:
+                    budget.holders[self] = None
+            if extra:
+                holder[key] = entry
+                if self.sweep_at is None and budget is not None:
+                    self.sweep_at = now + budget.incomplete_after  # a sweep will look at it
+            return
+        complete = b"".join([parts[i] for i in range(count)])
+        counted = 0 if extra else _held_cost(entry)  # every piece but this last one
+        if state is None:
+            if not extra:
+                del holder[key]
+                self._charge(-counted)
+            if self.watch is not None:
+                self.watch.loose(flow, seq, len(complete))
+            self.deliver(flow, flags, complete)
+            return
+        if seq == expected and watch is None:
+            # in order: delivered now, never held whole
+            if not extra:
+                del holder[seq]
+                self._charge(-counted)
+            state.expected = seq + 1
+            self.deliver(flow, flags, complete)
+            if holder:
+                self._drain(flow, state)
+            return
+        self._charge(len(complete) + _ENTRY - counted)
+        holder[seq] = (flags, complete)
+        if watch is not None:
+            watch.arrived(flow, seq, len(complete), expected, holder)
+        if seq == expected:
+            self._drain(flow, state)
 
     def _drain(self, flow: int, state: _FlowIn) -> None:
         pending = state.pending
         deliver = self.deliver
         watch = self.watch
-        while True:
-            item = pending.get(state.expected)
-            if item is None or isinstance(item, _Partial):
-                return
-            seq = state.expected
-            del pending[seq]
-            state.expected = seq + 1
-            flags, data = item
-            self.buffered -= _held_cost(item)
-            if data is not None:
+        freed = 0
+        try:
+            while True:
+                seq = state.expected
+                item = pending.get(seq)
+                if item is None or type(item) is _Partial:
+                    return
+                del pending[seq]
+                state.expected = seq + 1
+                flags, data = item
+                if data is None:
+                    freed += _SKIP_ENTRY
+                    continue
+                freed += len(data) + _ENTRY
                 if watch is not None:
                     watch.released(flow, seq, len(data))
                 deliver(flow, flags, data)
+        finally:
+            if freed:  # one change to the books for the whole run released
+                self._charge(-freed)
 
 
 def _held_cost(item: Any) -> int:
