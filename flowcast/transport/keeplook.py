@@ -37,12 +37,16 @@ def read_record(keep: "Keep", fp: str) -> "RemoteRecord | None":
 
 def may_look(keep: "Keep", name: str, now: float) -> bool:
     """At most one look a second per name (bounded memory: the oldest names go)."""
-    looked = keep._rechecked
-    last = looked.pop(name, None)
+    return _once_a_second(keep._rechecked, name, now)
+
+
+def _once_a_second(looked: dict, key: str, now: float) -> bool:
+    """True at most once a second per ``key``; ``looked`` keeps the 4,096 latest keys."""
+    last = looked.pop(key, None)
     if last is not None and now - last < 1.0:
-        looked[name] = last
+        looked[key] = last
         return False
-    looked[name] = now
+    looked[key] = now
     if len(looked) > 4096:
         del looked[next(iter(looked))]
     return True
@@ -113,15 +117,7 @@ def look_key(keep: "Keep", known: "RemoteRecord", now: float) -> "Verdict | None
 
 
 def _may_look_key(keep: "Keep", fp: str, now: float) -> bool:
-    looked = keep._key_looked
-    last = looked.pop(fp, None)
-    if last is not None and now - last < 1.0:
-        looked[fp] = last
-        return False
-    looked[fp] = now
-    if len(looked) > 4096:
-        del looked[next(iter(looked))]
-    return True
+    return _once_a_second(keep._key_looked, fp, now)
 
 
 def _load_successor(keep: "Keep", name: str, fp: str) -> "RemoteRecord | None":
