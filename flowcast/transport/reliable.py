@@ -1024,6 +1024,8 @@ class Channel:
                         self._drain(flow, state)
                 elif kind == _PING_KIND:
                     off += 2
+                    if off > end:
+                        raise WireError("truncated ping frame")
                     eliciting = True
                 elif kind == _EVICTED_KIND:
                     _, flags, flow, seq = EVICT.unpack_from(body, off)

@@ -133,7 +133,8 @@ class Frame(NamedTuple):
     """A decoded frame; the generic form used by tests, docs and the fuzzer.
 
     The stacks decode frames inline on the hot path; this function is the
-    reference decoder with the same checks.
+    reference decoder with the same checks, and
+    tests/transport/test_wire_differential.py holds the two to it.
     """
 
     kind: int
@@ -175,19 +176,18 @@ def decode_frames(body: bytes | memoryview) -> list[Frame]:
                 for _ in range(nranges):
                     first, last = ACK_RANGE.unpack_from(body, off)
                     off += ACK_RANGE.size
-                    if last < first:
-                        raise WireError("ack range reversed")
-                    ranges.append((first, last))
+                    if first <= last:  # a reversed range acknowledges nothing (docs/protocol.md §6)
+                        ranges.append((first, last))
                 flows = []
                 for _ in range(nflows):
                     flows.append(ACK_FLOW.unpack_from(body, off))
                     off += ACK_FLOW.size
                 frames.append(Frame(kind, flags, (window, tuple(ranges), tuple(flows)), b""))
-            elif kind == FrameKind.SKIP:
+            elif kind == FrameKind.SKIP or kind == FrameKind.EVICTED:
                 _, flags, flow, seq = SKIP.unpack_from(body, off)
                 off += SKIP.size
                 frames.append(Frame(kind, flags, (flow, seq), b""))
-            elif kind == FrameKind.ALLOW_ACK:
+            elif kind == FrameKind.ALLOW_ACK and off == 0:  # first frame only: the stack strips it
                 _, flags, session = ALLOW_ACK.unpack_from(body, off)
                 off += ALLOW_ACK.size
                 frames.append(Frame(kind, flags, (session,), b""))
@@ -195,7 +195,7 @@ def decode_frames(body: bytes | memoryview) -> list[Frame]:
                 _, flags, token = PATH.unpack_from(body, off)
                 off += PATH.size
                 frames.append(Frame(kind, flags, (token,), b""))
-            elif kind in (FrameKind.PING, FrameKind.CLOSE):
+            elif kind == FrameKind.PING:  # CLOSE is reserved: no version-1 stack sends or takes it
                 _, flags = PING.unpack_from(body, off)
                 off += PING.size
                 frames.append(Frame(kind, flags, (), b""))
