@@ -295,10 +295,6 @@ class SegmentWriter:
         self.journaled = 0
         self.opened_at: float | None = None  # event-time stamp of the first event
 
-    def mark_pending(self, pending: int) -> None:
-        """Record how many events the caller holds unflushed (one 8-byte store)."""
-        _COUNT.pack_into(self.counter, 0, pending, self.journaled)
-
     def append(self, rows: Sequence[tuple], now: float) -> None:
         """Journal ``rows`` (all the caller's pending events); roll the segment if due."""
         if self.closed:

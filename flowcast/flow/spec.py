@@ -28,8 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Scalar = str | int | float | bool | None
-
 #: When an act runs in its frame's life.  ``benter`` acts are entry
 #: conditions; ``precur`` acts are transitions (and other interrupters);
 #: the rest are Ioflo's enter / renter / recur / exit / rexit.

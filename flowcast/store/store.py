@@ -39,9 +39,6 @@ class Store:
     def stamp(self) -> float:
         return self._now()
 
-    def set_clock(self, now: Callable[[], float]) -> None:
-        self._now = now  # shares read it through _stamp_now
-
     @staticmethod
     def normalise(name: str) -> str:
         """Strip the leading dot of an absolute name and validate it."""

@@ -388,10 +388,6 @@ class Keep:
         listed = ", ".join(f"{r.fingerprint} ({r.status.value})" for r in (live or hits)[:8])
         raise KeepError(f"more than one remote matches {text[:64]!r}: give the fingerprint ({listed})")
 
-    def is_accepted(self, verkey: bytes, pubkey: bytes) -> RemoteRecord | None:
-        record = self._remotes.get(fingerprint(verkey, pubkey))
-        return record if record is not None and record.status is Status.ACCEPTED else None
-
     def accepted_by_pubkey(self, pubkey: bytes) -> RemoteRecord | None:
         held = self._by_pubkey.get(pubkey)
         return self._remotes[next(iter(held))] if held else None

@@ -323,13 +323,6 @@ class LaneStack(Stack):
         yard = self._yards[to]
         return yard.channel.watch if self.acks else yard.tx.watch  # type: ignore[union-attr]
 
-    def remove_yard(self, name: str) -> None:
-        """Forget yard ``name``; on an acknowledged lane its undelivered messages fail."""
-        yard = self._yards.pop(name)
-        self._by_address.pop(yard.address, None)
-        if yard.channel is not None:
-            yard.channel.fail_all("yard removed")
-
     @property
     def authenticated(self) -> bool:
         return self.keys is not None

@@ -459,9 +459,6 @@ class Channel:
         piece = msg.frame[start : start + msg.segsize]  # type: ignore[index]  # a memoryview: no copy
         return SEG.pack(_SEG_KIND, msg.flags, msg.flow, msg.seq, sn, msg.nseg, len(piece)) + piece
 
-    def has_output(self) -> bool:
-        return bool(self.ack_owed or self.ping_owed or self.resend or self.fresh)
-
     def can_send(self) -> bool:
         """Whether data frames may go now (acks and pings always may)."""
         if not self.acks:

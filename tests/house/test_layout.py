@@ -20,6 +20,7 @@ from flowcast.house.layout import (
     load_layout,
     plan_houses,
 )
+from flowcast.routing import policy as policy_mod
 
 FULL = """\
 estate: alpha
@@ -440,7 +441,6 @@ def test_hostile_globs(tree: Path) -> None:
 
 def test_rules_compile_into_a_routing_policy(tree: Path) -> None:
     """A layout's rules are exactly what flowcast.routing.policy.Rule takes."""
-    policy_mod = pytest.importorskip("flowcast.routing.policy")
     layout = load_layout(write(tree, FULL))
     rules = [policy_mod.Rule(**{f.name: getattr(r, f.name) for f in dataclasses.fields(policy_mod.Rule)})
              for r in layout.policy]

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import select
+import socket
+import struct
 import time
+from collections.abc import Callable
 
 from flowcast.runtime import RealClock, Scheduler
 from flowcast.transport.keep import Keep
 from flowcast.transport.ports import UdpPort
 from flowcast.transport.road import RoadStack
 from flowcast.transport.stack import RECEIVE_BATCH, serve
+
+_SO_MEMINFO = 55  # Linux's <asm-generic/socket.h>; Python's socket module does not name it
 
 
 def test_two_estates_as_micro_threads_on_loopback():
@@ -58,6 +63,20 @@ def _udp_pair():
     return alpha, beta
 
 
+def _wait_queued(sock: socket.socket, enough: Callable[[int], bool], timeout: float = 2.0) -> int:
+    """Wait, bounded, until the bytes the kernel holds for ``sock`` are
+    ``enough``; return them.  Linux's SO_MEMINFO counts queued datagrams by
+    their buffer size, so equal datagrams can be counted without reading
+    one (a read would be the very thing under test)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        held = struct.unpack_from("I", sock.getsockopt(socket.SOL_SOCKET, _SO_MEMINFO, 36))[0]
+        if enough(held):
+            return held
+        assert time.monotonic() < deadline, f"only {held} bytes queued after {timeout} s"
+        time.sleep(0.001)  # a bounded poll of the condition above
+
+
 def test_sparse_reads_take_one_datagram_and_leave_the_rest_readable():
     """A service long after the last read takes one datagram (no read that
     finds the socket empty); the rest stay readable and the next, prompt,
@@ -73,10 +92,13 @@ def test_sparse_reads_take_one_datagram_and_leave_the_rest_readable():
             return got
 
         beta.port.receive_many = spy
-        for i in range(3):
+        alpha.send({"n": 0}, "beta", reliable=False)
+        alpha.flush()  # one datagram each
+        one = _wait_queued(beta.port._sock, lambda held: held > 0)
+        for i in (1, 2):
             alpha.send({"n": i}, "beta", reliable=False)
-            alpha.flush()  # one datagram each
-        time.sleep(0.05)
+            alpha.flush()
+        _wait_queued(beta.port._sock, lambda held: held >= 3 * one)  # the same size: all three are in
         beta._last_read = -1.0  # long ago: the next read is sparse
         beta.service()
         assert limits == [(1, 1)]
@@ -85,7 +107,7 @@ def test_sparse_reads_take_one_datagram_and_leave_the_rest_readable():
         assert limits[1] == (RECEIVE_BATCH, 2)
         assert [m.data["n"] for m in beta.receive_many()] == [0, 1, 2]
         # an echo still works both ways, one datagram per wake
-        time.sleep(0.01)
+        alpha._last_read = beta._last_read = -1.0
         for i in range(20):
             alpha.send_bytes(b"x" * 100, "beta")
             alpha.flush()
