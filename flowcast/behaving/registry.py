@@ -36,6 +36,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+from flowcast.errors import Error
+
 __all__ = ["Behaviour", "BehaviourError", "Io", "Param", "Registry", "behaviour", "canonical_name"]
 
 MARK = "__flowcast_behaviour__"
@@ -44,7 +46,7 @@ ENTRY_POINT_GROUP = "flowcast.behaviours"
 T = TypeVar("T")
 
 
-class BehaviourError(Exception):
+class BehaviourError(Error):
     """A behaviour that cannot be found, loaded or given these parameters."""
 
 

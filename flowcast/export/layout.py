@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from datetime import date
 from pathlib import Path
+from flowcast.errors import Error
 from flowcast.runtime.durable import replace_durably
 
 __all__ = [
@@ -35,7 +36,7 @@ _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 SUFFIX = ".parquet"
 
 
-class ExportNameError(ValueError):
+class ExportNameError(ValueError, Error):
     """An estate or house name that cannot safely become a path part."""
 
 

@@ -15,12 +15,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from flowcast.errors import Error
 from flowcast.export.schema import SCHEMA, VERSION_KEY, SchemaVersionError, file_metadata
 
 __all__ = ["CorruptSegmentError", "SchemaVersionError", "SegmentInfo", "conform", "inspect", "read_segment", "read_segments"]
 
 
-class CorruptSegmentError(ValueError):
+class CorruptSegmentError(ValueError, Error):
     """A segment file that is not readable Parquet of the export schema."""
 
 

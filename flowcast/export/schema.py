@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from flowcast.errors import Error
+
 __all__ = [
     "SCHEMA_VERSION",
     "VERSION_KEY",
@@ -101,7 +103,7 @@ ROW_COLUMNS = (
 DICTIONARY_COLUMNS = ["schema_version", "estate", "house", "kind", "share", "src", "dst", "remote", "detail"]
 
 
-class SchemaVersionError(ValueError):
+class SchemaVersionError(ValueError, Error):
     """Data written by a newer (or broken) flowcast; refusing beats misreading."""
 
 

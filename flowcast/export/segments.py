@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from flowcast.errors import Error
 from flowcast.export.layout import check_part, inprogress, journal_dir, partition_dir, publish
 from flowcast.export.schema import DICTIONARY_COLUMNS, SCHEMA, SCHEMA_VERSION, SHARE_KIND
 
@@ -232,7 +233,7 @@ class Recovery:
         )
 
 
-class WriterBusyError(OSError):
+class WriterBusyError(OSError, Error):
     """Another live writer holds this estate's and house's journal."""
 
 

@@ -19,6 +19,8 @@ import sys
 from collections.abc import Iterable, MutableMapping
 from pathlib import Path
 
+from flowcast.errors import Error
+
 __all__ = ["JavaMissing", "SUPPORTED_JAVA", "find_java_home", "java_version", "is_local", "prepare"]
 
 #: Java feature versions pyspark 4 runs on.
@@ -26,7 +28,7 @@ SUPPORTED_JAVA = (17, 21)
 _JVM_DIRS = ("/usr/lib/jvm", "/usr/java", "/opt/java", "/Library/Java/JavaVirtualMachines")
 
 
-class JavaMissing(RuntimeError):
+class JavaMissing(RuntimeError, Error):
     """No usable Java for Spark; the message says what was looked at and what to do."""
 
 

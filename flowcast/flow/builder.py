@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from flowcast.behaving.registry import BehaviourError, Io, Registry
+from flowcast.errors import Error
 from flowcast.flow.actors import resolve_actor
 from flowcast.flow.auxcycle import aux_cycles
 from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
@@ -869,7 +870,7 @@ class _Builder:
         return _located(run, name, act.where)
 
 
-class BehaviourFailure(RuntimeError):
+class BehaviourFailure(RuntimeError, Error):
     """A behaviour raised while running; says which and where it was asked for."""
 
 

@@ -15,6 +15,7 @@ import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
+from flowcast.errors import Error
 from flowcast.flow.spec import Where
 
 #: Characters of the source line shown either side of the error's column.
@@ -104,7 +105,7 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else ""
 
 
-class FlowError(Exception):
+class FlowError(Error):
     """One error in a flow script, located."""
 
     def __init__(self, message: str, where: Where | None = None, hint: str = "") -> None:

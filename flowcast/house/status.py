@@ -45,6 +45,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from flowcast.errors import Error
+
 __all__ = ["main", "collect", "render", "watch", "resolve", "STATUS_PERIOD", "STALE_AFTER"]
 
 #: How often a house writes its status (``flowcast.house.estate.STATUS_PERIOD``;
@@ -78,7 +80,7 @@ _wall = time.time
 _sleep = time.sleep
 
 
-class StatusError(Exception):
+class StatusError(Error):
     """The argument names no run directory (or no readable layout): exit 2."""
 
 

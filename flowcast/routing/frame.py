@@ -18,6 +18,8 @@ from typing import Any
 
 import msgpack
 
+from flowcast.errors import Error
+
 __all__ = ["FrameError", "MAX_HEADER", "encode", "open_header", "open_data", "pack_message", "route_bytes"]
 
 #: A header is two routes (at most ~700 bytes of names), a tag and a stamp.
@@ -25,7 +27,7 @@ MAX_HEADER = 2048
 _ARRAY4 = b"\x94"
 
 
-class FrameError(ValueError):
+class FrameError(ValueError, Error):
     """A frame that cannot be read; the message says what is wrong."""
 
 

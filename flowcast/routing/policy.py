@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from flowcast.errors import Error
+
 __all__ = ["Rule", "Policy", "PolicyError", "Decision"]
 
 Access = Literal["write", "read"]
@@ -29,7 +31,7 @@ _FIELDS = ("estate", "role", "share", "tag", "channel")
 _CACHE = 4096
 
 
-class PolicyError(ValueError):
+class PolicyError(ValueError, Error):
     """A rule that cannot be read; the message says which and why."""
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
+from flowcast.errors import Error
 from flowcast.store.store import valid_share_name
 
 __all__ = ["Route", "RouteError", "valid_yard", "valid_channel", "valid_estate"]
@@ -26,7 +27,7 @@ _CHANNEL = _YARD
 _ESTATE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}\Z")  # the keep's estate names
 
 
-class RouteError(ValueError):
+class RouteError(ValueError, Error):
     """A route (text or wire form) that names something impossible."""
 
 

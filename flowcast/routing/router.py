@@ -39,6 +39,7 @@ from typing import Any
 
 import msgpack
 
+from flowcast.errors import ClosedError
 from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, route_bytes
 from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
@@ -380,6 +381,8 @@ class Router:
                 except KeyError:
                     self._hold(pair, tag, frame, reliable)
                     return True
+                except ClosedError as error:  # the house is shutting down
+                    raise _Refused(f"cannot send: {error}", "closed") from None
                 except ValueError as error:  # too large for the road
                     raise _Refused(f"cannot send: {error}", "too_large") from None
                 self.counts["to_road"] += 1
@@ -400,6 +403,8 @@ class Router:
             lane.send_bytes(frame, yard, flow=pair.flow, reliable=reliable)
         except KeyError:
             raise _Refused(f"no yard {yard!r} in estate {self.estate!r}", "no_yard") from None
+        except ClosedError as error:  # the house is shutting down
+            raise _Refused(f"cannot send: {error}", "closed") from None
         except ValueError as error:  # too large for the lane
             raise _Refused(f"cannot send: {error}", "too_large") from None
         self.counts["to_lane"] += 1
@@ -542,6 +547,8 @@ class Router:
             self._held_bytes -= len(frame)
             if failed is not None:
                 counter = "too_large" if isinstance(failed, ValueError) else "undelivered"
+                if isinstance(failed, ClosedError):
+                    counter = "closed"
                 self._refuse(pair, tag, _Refused(f"cannot send: {failed}", counter))
                 continue
             pair.count += 1

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from flowcast.errors import Error
 from flowcast.store.share import QueueShare, Share
 
 __all__ = ["Store", "ShareNameError", "valid_share_name"]
@@ -19,7 +20,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 MAX_NAME = 255
 
 
-class ShareNameError(ValueError):
+class ShareNameError(ValueError, Error):
     """A share name that is not dot-separated identifiers."""
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from flowcast.errors import Error
 from flowcast.transport import keeplook
 from flowcast.transport.crypto import LongTermKeys, fingerprint
 from flowcast.runtime.durable import atomic_write
@@ -61,7 +62,7 @@ _ROTATED_FROM = keeplook.ROTATED_FROM
 _ROTATED_TO = keeplook.ROTATED_TO
 
 
-class KeepError(ValueError):
+class KeepError(ValueError, Error):
     """A refused name, role, key or keep operation; the message is the reason."""
 
 

@@ -955,7 +955,7 @@ class Channel:
                         elif seq < expected or seq in state.pending:
                             self.counts["duplicates"] += 1
                         elif seq - expected > MAX_AHEAD or not self._room(length + _ENTRY):
-                            raise _Refused
+                            raise _CannotHold
                         else:
                             state.pending[seq] = (flags, body[off:stop])
                             self._charge(length + _ENTRY)
@@ -1015,7 +1015,7 @@ class Channel:
                     if seq >= state.expected and seq - state.expected <= MAX_AHEAD:
                         old = state.pending.get(seq)
                         if old is None and not self._room(_SKIP_ENTRY):
-                            raise _Refused
+                            raise _CannotHold
                         state.pending[seq] = _SKIPPED
                         self._charge(_SKIP_ENTRY - _held_cost(old) if old is not None else _SKIP_ENTRY)
                         self._drain(flow, state)
@@ -1037,7 +1037,7 @@ class Channel:
                 else:
                     # ALLOW_ACK and CLOSE are the stack's; it strips them first.
                     raise WireError(f"unexpected frame kind {kind}")
-        except _Refused:
+        except _CannotHold:
             self.counts["refused"] += 1
             raise
         except WireError:
@@ -1092,7 +1092,7 @@ class Channel:
             entry = holder.get(seq)
             if entry is None:
                 if seq - expected > MAX_AHEAD:
-                    raise _Refused
+                    raise _CannotHold
                 entry = _Partial(count, flags, now)
                 extra = _PARTIAL
             elif type(entry) is not _Partial:
@@ -1130,7 +1130,7 @@ class Channel:
             or self._buffered + need > self._hold_limit
             or (budget is not None and budget.used + need > budget.limit and not budget.admit(self, need))
         ):
-            raise _Refused
+            raise _CannotHold
         parts[number] = piece
         filled = len(parts)
         if filled < count:
@@ -1221,5 +1221,5 @@ def _held_cost(item: Any) -> int:
     return len(data) + _ENTRY if data is not None else _SKIP_ENTRY
 
 
-class _Refused(WireError):
+class _CannotHold(WireError):
     """The receiver cannot hold this now: the packet stays unacknowledged."""

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol
 
 import msgpack
 
+from flowcast.errors import ClosedError
 from flowcast.runtime.clock import RealClock
 from flowcast.runtime.scheduler import Event
 from flowcast.transport.port import DatagramPort
@@ -312,7 +313,8 @@ class Stack:
         between flows.  ``timeout`` (seconds, None for none) and ``retries``
         (resends of any one segment) bound a reliable message; ``burst``
         caps its segments in flight; ``reliable=False`` is fire-and-forget.
-        The returned :class:`Outgoing` shows the message's fate.
+        The returned :class:`Outgoing` shows the message's fate.  Once the
+        stack is closed this raises :class:`~flowcast.errors.ClosedError`.
         """
         if codec == "msgpack":
             payload, flags = _packb(data), 0
@@ -335,6 +337,9 @@ class Stack:
         _flags: int = F_RAW,
     ) -> Outgoing:
         """Like :meth:`send` for bytes the receiver gets back as bytes."""
+        if self._closed:
+            # A message accepted now could never be sent nor fail: say so at once.
+            raise ClosedError(f"{self.name} is closed: cannot send to {to!r}")
         if not 0 <= flow <= 0xFFFF:
             raise ValueError("flow must be 0..65535")
         msg = Outgoing(

@@ -16,6 +16,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from flowcast.errors import Error
+
 __all__ = [
     "WireError",
     "MAGIC",
@@ -43,7 +45,7 @@ __all__ = [
 ]
 
 
-class WireError(ValueError):
+class WireError(ValueError, Error):
     """A datagram or frame that does not parse; always counted and dropped."""
 
 

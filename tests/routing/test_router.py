@@ -469,3 +469,21 @@ def test_a_message_never_overtakes_those_held_before_it(world):
     world.connect(alpha, beta)
     assert world.run_until(lambda: len(inbox.queue) == 3, 10)
     assert [m["data"] for m in inbox.drain()] == [0, 1, 2]
+
+
+def test_a_closed_road_or_lane_is_a_counted_refusal_not_a_crash(world, pair):
+    # A house shutting down closes its stacks while flows may still send:
+    # the router answers "closed" to the source share and carries on.
+    alpha, _beta = pair
+    manor_out = errors_of(alpha, "manor")
+    alpha.roads["main"].close()
+    assert alpha["manor"].send("inbox@w1.beta", {"n": 1}, src="out", tag="t") is False
+    assert alpha["manor"].counts["closed"] == 1
+    (error,) = manor_out.drain()
+    assert error["data"]["kind"] == "closed" and "closed" in error["data"]["reason"]
+    w1_out = errors_of(alpha, "w1")
+    alpha["w1"].lane.close()
+    assert alpha["w1"].send("inbox@manor", {"n": 2}, src="out", tag="t") is False
+    assert alpha["w1"].counts["closed"] == 1
+    (error,) = w1_out.drain()
+    assert error["data"]["kind"] == "closed"

@@ -40,6 +40,7 @@ import stat
 from collections import OrderedDict
 from typing import Any
 
+from flowcast.errors import Error
 from flowcast.transport.port import Address
 from flowcast.transport.ports._socket import DEFAULT_BUFFER, SocketPort
 
@@ -53,7 +54,7 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 _WATCHES = 16  # congested peers watched at once; the oldest is let go
 
 
-class SocketInUse(FileExistsError):
+class SocketInUse(FileExistsError, Error):
     """Another live socket is bound at that path."""
 
 
