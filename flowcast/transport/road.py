@@ -1347,6 +1347,8 @@ class RoadStack(Stack):
             self.keep.writer.listen(self._durable_elsewhere)
 
     def close(self) -> None:
+        if self._closed:
+            return
         if self._writer_wake is not None:
             if self.keep.writer is not None:
                 self.keep.writer.unlisten(self._durable_elsewhere)
@@ -1360,13 +1362,17 @@ class RoadStack(Stack):
         self._close_remotes()
 
     def _close_remotes(self) -> None:
+        # Closed first: what the failures below provoke (the router answers
+        # each with an error report) raises ClosedError at once instead of
+        # queueing on a stack that will never send it.
+        super().close()
         for remote in self.remotes.values():
             if remote.session is not None:
                 remote.session.channel.fail_all("stack closed")
                 release(remote.session.channel)
-            for msg in remote.backlog:
+            backlog, remote.backlog = remote.backlog, []
+            remote.backlog_bytes = 0
+            for msg in backlog:  # failed like every other failure: on_done hears of it
                 msg.reason = "stack closed"
                 msg._state = 2
-            remote.backlog = []
-            remote.backlog_bytes = 0
-        super().close()
+                self._completed(msg)

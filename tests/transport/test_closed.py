@@ -37,3 +37,27 @@ def test_lane_send_after_close_raises_closed_error(acks):
     with pytest.raises(flowcast.ClosedError):
         a.send_bytes(b"raw", "b")
     b.close()
+
+
+def test_road_close_reports_every_failure_and_a_reply_to_one_cannot_queue():
+    """What waited at close reaches on_done like every other failure, and the
+    stack is already closed then: an answer sent from on_done (as the router
+    answers a failure with an error report) raises instead of queueing for ever."""
+    world = World(seed=5)
+    alpha, beta = world.pair()
+    waiting = [alpha.send({"n": n}, "beta") for n in range(3)]
+    heard, answers = [], []
+
+    def on_done(msg):
+        heard.append(msg)
+        try:
+            alpha.send({"error": msg.reason}, "beta")
+        except flowcast.ClosedError as error:
+            answers.append(error)
+
+    alpha.on_done = on_done
+    alpha.close()
+    assert [m.state for m in waiting] == ["failed"] * 3
+    assert set(map(id, heard)) >= set(map(id, waiting)) and len(answers) == len(heard)
+    assert alpha.pending() == 0
+    beta.close()
