@@ -1,5 +1,6 @@
 """Micro-thread runtime: scheduler, clocks, timers and I/O readiness."""
 
+from flowcast.runtime.callback import CallbackError
 from flowcast.runtime.clock import Clock, RealClock, VirtualClock
 from flowcast.runtime.scheduler import (
     Event,
@@ -14,6 +15,7 @@ from flowcast.runtime.scheduler import (
 )
 
 __all__ = [
+    "CallbackError",
     "Clock",
     "Event",
     "MicroThread",

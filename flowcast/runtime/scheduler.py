@@ -28,9 +28,11 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import Any
 
+from flowcast.runtime.callback import CallbackError
 from flowcast.runtime.clock import Clock, RealClock
 
 __all__ = [
+    "CallbackError",
     "Event",
     "MicroThread",
     "MicroThreadError",
@@ -93,18 +95,30 @@ class MicroThread:
 
 
 class Timer:
-    """A callback due at a clock time; :meth:`cancel` disarms it."""
+    """A callback due at a clock time; :meth:`cancel` disarms it.
 
-    __slots__ = ("when", "callback", "args", "cancelled")
+    A cancelled timer stays in the heap until it comes due or the heap is
+    compacted; ``_scheduler`` (set while it is in a heap) lets ``cancel``
+    count it there, so the scheduler knows when the dead outweigh the live.
+    """
 
-    def __init__(self, when: float, callback: Callable[..., Any], args: tuple) -> None:
+    __slots__ = ("when", "callback", "args", "cancelled", "_scheduler")
+
+    def __init__(
+        self, when: float, callback: Callable[..., Any], args: tuple, scheduler: "Scheduler | None" = None
+    ) -> None:
         self.when = when
         self.callback = callback
         self.args = args
         self.cancelled = False
+        self._scheduler = scheduler
 
     def cancel(self) -> None:
-        self.cancelled = True
+        if not self.cancelled:
+            self.cancelled = True
+            scheduler = self._scheduler
+            if scheduler is not None:
+                scheduler._timer_cancelled()
 
 
 class _Sleep(Wait):
@@ -233,12 +247,22 @@ class Scheduler:
     exception escaping a micro-thread stops the run and is raised from it as
     :class:`MicroThreadError`, unless the thread was spawned with
     ``on_error``: a house must fail loudly, not lose a behaviour silently.
+    A timer, reader or writer callback raising an :class:`Exception` ends
+    the run the same way, as :class:`CallbackError` naming the callback (and
+    its fd); a later ``run`` carries on with the work left.  KeyboardInterrupt
+    and SystemExit pass unwrapped: the process is stopping, no callback failed.
     """
+
+    #: A cancel sweeps every cancelled timer out in one pass once more than
+    #: this many are over half the heap (asyncio's rule, ``_run_once``): a
+    #: deadline armed and cancelled per message must not grow it unbounded.
+    COMPACT_MIN = 100
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock if clock is not None else RealClock()
         self._ready: deque[MicroThread] = deque()
         self._timers: list[tuple[float, int, Timer]] = []
+        self._cancelled_timers = 0  # cancelled timers still in the heap
         self._seq = itertools.count()
         self._selector = selectors.DefaultSelector()
         self._readers = 0  # registered reader and writer callbacks: work that may come
@@ -301,7 +325,7 @@ class Scheduler:
     # -- timers and readers ---------------------------------------------
 
     def call_at(self, when: float, callback: Callable[..., Any], *args: Any) -> Timer:
-        timer = Timer(when, callback, args)
+        timer = Timer(when, callback, args, self)
         heapq.heappush(self._timers, (when, next(self._seq), timer))
         return timer
 
@@ -362,7 +386,10 @@ class Scheduler:
         for key, mask in events:
             reader, writer = key.data
             if mask & selectors.EVENT_READ and reader is not None:
-                reader()
+                try:
+                    reader()
+                except Exception as error:  # noqa: BLE001 - reported naming the callback
+                    raise CallbackError("reader", reader, error, key.fd) from error
             if mask & selectors.EVENT_WRITE and writer is not None:
                 # The reader may have removed this writer: look again.
                 try:
@@ -370,7 +397,10 @@ class Scheduler:
                 except KeyError:
                     writer = None
                 if writer is not None:
-                    writer()
+                    try:
+                        writer()
+                    except Exception as error:  # noqa: BLE001 - reported naming the callback
+                        raise CallbackError("writer", writer, error, key.fd) from error
 
     # -- running ---------------------------------------------------------
 
@@ -476,7 +506,8 @@ class Scheduler:
             # Everything due at ``until`` still runs, then the run ends.
             return not busy and self._fire_due(now) and bool(self._ready)
         while timers and timers[0][2].cancelled:  # a cancelled timer is no work
-            heapq.heappop(timers)
+            heapq.heappop(timers)[2]._scheduler = None
+            self._cancelled_timers -= 1
         deadline = timers[0][0] if timers else None
         if not busy and deadline is None and not self._readers:
             return False  # nothing left that could ever run (the waker alone is no work)
@@ -505,10 +536,35 @@ class Scheduler:
         fired = False
         while timers and timers[0][0] <= now:
             timer = heapq.heappop(timers)[2]
-            if not timer.cancelled:
-                fired = True
+            timer._scheduler = None  # out of the heap: a late cancel() is not counted
+            if timer.cancelled:
+                self._cancelled_timers -= 1
+                continue
+            fired = True
+            try:
                 timer.callback(*timer.args)
+            except Exception as error:  # noqa: BLE001 - reported naming the callback
+                raise CallbackError("timer", timer.callback, error) from error
         return fired
+
+    def _timer_cancelled(self) -> None:
+        cancelled = self._cancelled_timers = self._cancelled_timers + 1
+        if cancelled > self.COMPACT_MIN and cancelled * 2 > len(self._timers):
+            self._compact_timers()
+
+    def _compact_timers(self) -> None:
+        """Drop cancelled timers; rebuilt in place (the run loop holds the list),
+        and (when, seq) keys are kept, so ties still fire in the order armed."""
+        timers = self._timers
+        live = []
+        for entry in timers:
+            if entry[2].cancelled:
+                entry[2]._scheduler = None
+            else:
+                live.append(entry)
+        heapq.heapify(live)
+        timers[:] = live
+        self._cancelled_timers = 0
 
     def _finish(self, thread: MicroThread, result: Any, error: BaseException | None) -> None:
         thread.done = True
@@ -531,7 +587,10 @@ class Scheduler:
             self.cancel(thread)
         self._failure = None
         self._ready.clear()
+        for entry in self._timers:
+            entry[2]._scheduler = None
         self._timers.clear()
+        self._cancelled_timers = 0
         if self._waker is not None:
             for sock in self._waker:
                 sock.close()
