@@ -28,6 +28,7 @@ BUILTIN_BASES = {
     "flowcast.routing.frame.FrameError": ValueError,
     "flowcast.routing.policy.PolicyError": ValueError,
     "flowcast.routing.route.RouteError": ValueError,
+    "flowcast.runtime.callback.CallbackError": RuntimeError,
     "flowcast.runtime.scheduler.MicroThreadError": RuntimeError,
     "flowcast.store.store.ShareNameError": ValueError,
     "flowcast.transport.keep.KeepError": ValueError,
@@ -39,10 +40,6 @@ BUILTIN_BASES = {
 #: (nor ``except flowcast.Error``) swallows a stop during start-up.
 NOT_ERRORS = {"flowcast.house.estate.StartInterrupted"}
 
-#: runtime/scheduler.py belongs to another branch of this issue; its class line
-#: gains ``Error`` when they merge (then this set empties and the strict xfail
-#: below starts failing, as a reminder).
-PENDING = {"flowcast.runtime.scheduler.MicroThreadError"}
 
 
 def _exceptions() -> dict[str, type[BaseException]]:
@@ -70,17 +67,11 @@ def test_every_public_exception_is_known_here():
     assert set(PUBLIC) - {"flowcast.errors.Error", "flowcast.errors.ClosedError"} == set(BUILTIN_BASES)
 
 
-@pytest.mark.parametrize("name", sorted(set(BUILTIN_BASES) - PENDING))
+@pytest.mark.parametrize("name", sorted(BUILTIN_BASES))
 def test_public_exception_has_the_root_and_keeps_its_builtin_base(name):
     cls = PUBLIC[name]
     assert issubclass(cls, Error), f"{name} does not derive from flowcast.Error"
     assert issubclass(cls, BUILTIN_BASES[name]), f"{name} lost its builtin base"
-
-
-@pytest.mark.xfail(strict=True, reason="runtime/scheduler.py is the scheduler branch's: add Error to MicroThreadError on merge")
-@pytest.mark.parametrize("name", sorted(PENDING))
-def test_pending_exception_has_the_root(name):
-    assert issubclass(PUBLIC[name], Error)
 
 
 def test_start_interrupted_stays_outside_except_exception():

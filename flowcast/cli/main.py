@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from flowcast.flow.errors import FlowError
-from flowcast.runtime import MicroThreadError
+from flowcast.runtime import CallbackError, MicroThreadError
 
 #: sub-command -> (module, help).  Modules are imported only when used.
 DELEGATED = {
@@ -152,6 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MicroThreadError as error:
         cause = error.__cause__ or error
         print(f"flowcast: {error.thread.name} stopped: {cause}", file=sys.stderr)
+        return 1
+    except CallbackError as error:  # it names the callback (and its fd) and what it raised
+        print(f"flowcast: {error}", file=sys.stderr)
         return 1
     from flowcast.flow.errors import did_you_mean
 

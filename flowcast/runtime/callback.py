@@ -14,6 +14,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from flowcast.errors import Error
+
 __all__ = ["CallbackError", "callback_name"]
 
 
@@ -32,7 +34,7 @@ def callback_name(callback: Callable[..., Any]) -> str:
     return type(callback).__qualname__
 
 
-class CallbackError(RuntimeError):
+class CallbackError(RuntimeError, Error):
     """A scheduler callback raised; the original exception is the ``__cause__``.
 
     ``role`` is ``"timer"``, ``"reader"`` or ``"writer"``; ``fd`` is the

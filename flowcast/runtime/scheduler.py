@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import Any
 
+from flowcast.errors import Error
 from flowcast.runtime.callback import CallbackError
 from flowcast.runtime.clock import Clock, RealClock
 
@@ -47,7 +48,7 @@ __all__ = [
 Body = Generator[Any, Any, Any]
 
 
-class MicroThreadError(RuntimeError):
+class MicroThreadError(RuntimeError, Error):
     """A micro-thread raised; the original exception is the ``__cause__``."""
 
     def __init__(self, thread: "MicroThread", error: BaseException) -> None:
