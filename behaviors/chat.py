@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from flowcast.behaving import Io, behaviour
-from flowcast.routing.route import Route
-from flowcast.routing.router import presence_share
+from flowcast.routing import Route, presence_share
 
 #: Relative script paths are taken from the folder holding behaviors/ and flows/.
 ROOT = Path(__file__).resolve().parent.parent

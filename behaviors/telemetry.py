@@ -22,8 +22,7 @@ import zlib
 from typing import Any
 
 from flowcast.behaving import Io, behaviour
-from flowcast.routing.route import Route
-from flowcast.routing.router import presence_share
+from flowcast.routing import Route, presence_share
 
 
 def _router(io: Io) -> Any:

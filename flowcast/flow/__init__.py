@@ -1,1 +1,61 @@
-"""flowcast.flow"""
+"""The flow layer: flow scripts (.flo and YAML), their model, the builder, framers.
+
+Users import from here, not from the modules below it.  Names resolve on
+first use (PEP 562) rather than at import: every module of the layer runs
+this file first, and an eager import of the builder from here would pull
+the behaving and store layers into a parser that needs neither.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_WHERE = {
+    "BehaviourFailure": "builder",
+    "BuiltHouse": "builder",
+    "build_house": "builder",
+    "FlowError": "errors",
+    "FlowErrors": "errors",
+    "Frame": "framer",
+    "Framer": "framer",
+    "Transition": "framer",
+    "FlowSpec": "spec",
+    "Where": "spec",
+    "Skedder": "skedder",
+    "Stamp": "skedder",
+    "load_flow": "loader",
+    "load_flo": "floscript",
+    "parse_flo": "floscript",
+    "dump_yaml": "yamlflow",
+    "load_yaml": "yamlflow",
+    "parse_yaml": "yamlflow",
+    "convert": "convert",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from flowcast.flow.builder import BehaviourFailure, BuiltHouse, build_house
+    from flowcast.flow.convert import convert
+    from flowcast.flow.errors import FlowError, FlowErrors
+    from flowcast.flow.floscript import load_flo, parse_flo
+    from flowcast.flow.framer import Frame, Framer, Transition
+    from flowcast.flow.loader import load_flow
+    from flowcast.flow.skedder import Skedder, Stamp
+    from flowcast.flow.spec import FlowSpec, Where
+    from flowcast.flow.yamlflow import dump_yaml, load_yaml, parse_yaml
