@@ -172,3 +172,15 @@ def test_class_without_hooks_adds_no_acts():
     )
     frame = built.taskables[0].frames["a"]
     assert (frame.enacts, frame.exacts, len(frame.reacts)) == ([], [], 1)
+
+
+def test_go_me_reenters_the_same_instance_and_the_end_of_the_run_exits():
+    log: list = []
+    house = HouseSpec("h", framers=[FramerSpec("main", frames=[
+        FrameSpec("loop", acts=[do("l"), Act("go", "precur", {"far": "me", "needs": [
+            Need("recurred", op=">=", goal_value=1)]})]),
+    ])])
+    run(house, recorder(log), until=0.5)
+    cycle = [("l", "enter"), ("l", "recur"), ("l", "exit")]
+    assert len(log) >= 6 and len(log) % 3 == 0
+    assert log == cycle * (len(log) // 3)  # the last exit is the skedder's abort at the end
