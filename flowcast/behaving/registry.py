@@ -18,7 +18,9 @@ built, so a typo is a load error, not a run-time surprise.
   each time the act runs, closed when the frame exits -- state lives in
   local variables;
 * class: instantiated with ``(io, **params)`` when the flow is built; the
-  instance is called each time the act runs.
+  instance is called each time the act runs; it may define ``enter``,
+  ``exit`` and ``abort(exc)``, run as its frame is entered and left
+  (:mod:`flowcast.behaving.lifecycle`).
 """
 
 from __future__ import annotations

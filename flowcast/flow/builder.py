@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flowcast.behaving.lifecycle import lifecycle_of
 from flowcast.behaving.registry import BehaviourError, Io, Registry
 from flowcast.errors import Error
 from flowcast.flow.actors import resolve_actor
@@ -107,6 +108,7 @@ class _Builder:
         self.enter_marks: set[tuple[tuple[str, str, str], str]] = set()
         self.doer: Act | Need | None = None  # the act or need being compiled: whose ``actor.me``
         self.aux_uses: list[tuple[str, str, Where | None]] = []  # (framer, aux, where): rings are errors
+        self.deferred_exits: list[Callable[[], Any]] = []  # the frame being compiled: run after its exit acts
 
     # -- errors ------------------------------------------------------------
 
@@ -338,6 +340,7 @@ class _Builder:
             frame.auxes.append(aux)
             self.aux_uses.append((framer.name, aux.name, aux_spec.where))
         deferred_exits: list[Callable[[], Any]] = []
+        self.deferred_exits = deferred_exits  # behaviour lifecycles' exit hooks join them
         for act in spec.acts:
             if act.verb == "aux":
                 self.doer = act
@@ -846,7 +849,13 @@ class _Builder:
             except Exception as error:  # noqa: BLE001 - user code: report where it was asked for
                 self.error(f"behaviour {name!r} failed to start: {error!r}", act.where)
                 return None
-            return _located(instance, name, act.where)
+            cycle = lifecycle_of(instance)
+            if cycle is None:
+                return _located(instance, name, act.where)
+            frame.enacts.append(_located(cycle.enter, name, act.where))
+            # After the frame's own exit acts, like ``finally``.
+            self.deferred_exits.append(_located(cycle.exit, name, act.where))
+            return _located(cycle.call, name, act.where)
         # Generator: one run per frame entry, advanced each time the act runs.
         factory = found.target
         state: dict[str, Any] = {"gen": None}

@@ -382,8 +382,8 @@ class Framer:
                 if self.check_start():
                     self.desire = RUN
                     self.enter_all()
+                    self.status = STARTED  # entered: an abort from here on exits
                     self.recur()
-                    self.status = STARTED
                 else:
                     self.desire = STOP
                     self.status = STOPPED

@@ -66,7 +66,13 @@ class Skedder:
                 ready.append((tasker, retime, period))
                 status = tasker.status
             else:
-                status = tasker.control(tasker.desire)
+                try:
+                    status = tasker.control(tasker.desire)
+                except BaseException:
+                    # Keep it scheduled so ``abort_all`` exits its frames
+                    # (behaviours' ``exit`` hooks run: finally semantics).
+                    ready.append((tasker, retime, period))
+                    raise
                 if status == ABORTED:
                     self.aborted.append(tasker)
                 else:
