@@ -31,7 +31,7 @@ BUILTIN_BASES = {
     "flowcast.runtime.callback.CallbackError": RuntimeError,
     "flowcast.runtime.scheduler.MicroThreadError": RuntimeError,
     "flowcast.store.store.ShareNameError": ValueError,
-    "flowcast.transport.keep.KeepError": ValueError,
+    "flowcast.transport.keeprecord.KeepError": ValueError,
     "flowcast.transport.ports.uxd.SocketInUse": FileExistsError,
     "flowcast.transport.wire.WireError": ValueError,
 }
