@@ -53,8 +53,6 @@ class JoinBudget:
         self._at: float | None = None
         self._buckets: dict[object, tuple[float, float]] = {}  # address -> (tokens, at), least recently heard first
         self._heard: dict[object, float] = {}  # address -> last heard, least recently heard first
-        self.granted = 0
-        self.refused = 0
 
     def active(self, now: float) -> int:
         """Sources heard in the last second (this one included once it asked)."""
@@ -86,9 +84,7 @@ class JoinBudget:
         self._at = now
         if mine < 1.0 or self._tokens < 1.0:
             buckets[address] = (mine, now)
-            self.refused += 1
             return False
         buckets[address] = (mine - 1.0, now)
         self._tokens -= 1.0
-        self.granted += 1
         return True

@@ -63,8 +63,6 @@ __all__ = [
 ]
 
 MAX_PENDING = 1000
-_ROTATED_FROM = keeplook.ROTATED_FROM
-_ROTATED_TO = keeplook.ROTATED_TO
 
 
 def _pinned(record: "RemoteRecord | None", name: str, holder: "RemoteRecord", fp: str) -> Verdict:
@@ -354,9 +352,9 @@ class Keep:
         if fp in self._remotes:
             self.forget(fp)  # a record of the new key under another name goes: one key, one name
         self._unindex(old)
-        old.status, old.note = Status.REJECTED, f"{_ROTATED_TO}{fp}"
+        old.status, old.note = Status.REJECTED, f"{keeplook.ROTATED_TO}{fp}"
         self._index(old)
-        new = self.add(RemoteRecord(name, old.role, old.mode, bytes(verkey), bytes(pubkey), Status.ACCEPTED, note=f"{_ROTATED_FROM}{old.fingerprint}"))
+        new = self.add(RemoteRecord(name, old.role, old.mode, bytes(verkey), bytes(pubkey), Status.ACCEPTED, note=f"{keeplook.ROTATED_FROM}{old.fingerprint}"))
         self._save(old)
         return old, new
 
