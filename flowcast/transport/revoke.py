@@ -51,8 +51,7 @@ def revoke(stack: "RoadStack", remote: "Remote", verdict: "Verdict", what: str) 
     stack._set_presence(remote, Presence.DEAD)  # no one holds the name at this key now
     carried = stack._retire(fp)
     heir = stack._add_remote(verdict.successor, None) if verdict.successor is not None else remote
-    heir.backlog.extend(carried)
-    heir.backlog_bytes += sum(len(msg.data) for msg in carried)
+    heir.requeue(carried)
     stack._drop_remote(fp)  # fails what is still its own (no successor)
     stack._event_note(f"{what}: {verdict.reason}")
 

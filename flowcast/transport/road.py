@@ -42,7 +42,7 @@ from flowcast.transport.joingate import JoinGate, build_join_cookie, parse_join_
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.presence import Presence, PresenceListener
-from flowcast.transport.reliable import Channel, Outgoing
+from flowcast.transport.reliable import FAILED, Channel, Outgoing
 from flowcast.transport.revoke import Sweep, may_allow
 from flowcast.transport.session import Session
 from flowcast.transport.stack import ChannelEvents, EventSink, Stack
@@ -168,6 +168,14 @@ class Remote:
     @property
     def name(self) -> str:
         return self.record.name
+
+    def requeue(self, msgs: list[Outgoing], *, front: bool = False) -> None:
+        """Put ``msgs`` back to wait for this remote (before what waits, with ``front``), counting their bytes."""
+        if front:
+            self.backlog[:0] = msgs
+        else:
+            self.backlog.extend(msgs)
+        self.backlog_bytes += sum(len(m.data) for m in msgs)
 
     @property
     def fingerprint(self) -> str:
@@ -399,9 +407,7 @@ class RoadStack(Stack):
         backlog, remote.backlog = remote.backlog, []
         remote.backlog_bytes = 0
         for msg in backlog:
-            msg.reason = REMOTE_FORGOTTEN
-            msg._state = 2  # FAILED
-            self._completed(msg)
+            self._fail(msg, REMOTE_FORGOTTEN)
         remote.due = None  # its heap entries are stale now
         self._dirty.pop(remote, None)
         self._flushq.pop(remote, None)
@@ -458,9 +464,7 @@ class RoadStack(Stack):
                 # The remote is down and enough waits for it already: this one
                 # fails now, so its sender hears (the router routes an error back).
                 self.counts["backlog_full"] += 1
-                msg.reason = BACKLOG_FULL
-                msg._state = 2  # FAILED
-                self._completed(msg)
+                self._fail(msg, BACKLOG_FULL)
                 return
             remote.backlog.append(msg)
             remote.backlog_bytes += size
@@ -529,6 +533,12 @@ class RoadStack(Stack):
     def _completed(self, msg: Outgoing) -> None:
         if self.on_done is not None:
             self.on_done(msg)
+
+    def _fail(self, msg: Outgoing, reason: str) -> None:
+        """A message that never reached a channel fails here, and its sender hears (on_done)."""
+        msg.reason = reason
+        msg._state = FAILED
+        self._completed(msg)
 
     def _consumed(self) -> None:
         # Only a channel that advertised a small window may owe news of a
@@ -781,7 +791,7 @@ class RoadStack(Stack):
             self._drop_remote(fp)
         if verdict.successor is not None and verdict.status is not Status.ACCEPTED:
             # The old key of a rotated name joined first: its messages go to the new key.
-            self._add_remote(verdict.successor, None).backlog.extend(carried)
+            self._add_remote(verdict.successor, None).requeue(carried)
         if verdict.status is Status.ACCEPTED:
             kind = PacketKind.JOIN_ACCEPT
             assert verdict.record is not None
@@ -789,7 +799,7 @@ class RoadStack(Stack):
             # replayable, so only an authenticated INITIATE (which the joiner
             # sends next) or session traffic may say where a remote is.
             remote = self._add_remote(verdict.record, None)
-            remote.backlog.extend(carried)  # the old key's unsent messages go to the name's new key
+            remote.requeue(carried)  # the old key's unsent messages go to the name's new key
             if remote.session is None and remote.presence is not Presence.JOINED:
                 self._set_presence(remote, Presence.JOINED)
         elif verdict.status is Status.PENDING:
@@ -824,6 +834,7 @@ class RoadStack(Stack):
             remote.session = None
         carried += remote.backlog
         remote.backlog = []
+        remote.backlog_bytes = 0
         remote.record.status = Status.REJECTED  # the object some caller may hold no longer names anyone
         return carried
 
@@ -1298,8 +1309,7 @@ class RoadStack(Stack):
         channel = session.channel
         carried = channel.take_unfinished()
         freed = release(channel)
-        remote.backlog[:0] = carried
-        remote.backlog_bytes += sum(len(m.data) for m in carried)
+        remote.requeue(carried, front=True)
         remote.next_allow = now
         self._starved.pop(remote, None)
         self.counts["reaped"] += 1
@@ -1313,9 +1323,7 @@ class RoadStack(Stack):
             remote.backlog = [m for m in remote.backlog if m.deadline is None or m.deadline > now]
             remote.backlog_bytes = sum(len(m.data) for m in remote.backlog)
             for msg in expired:
-                msg.reason = reason
-                msg._state = 2  # FAILED
-                self._completed(msg)
+                self._fail(msg, reason)
 
     def _allow_failed(self, remote: Remote, now: float) -> None:
         attempt = remote.allowing
@@ -1373,6 +1381,4 @@ class RoadStack(Stack):
             backlog, remote.backlog = remote.backlog, []
             remote.backlog_bytes = 0
             for msg in backlog:  # failed like every other failure: on_done hears of it
-                msg.reason = "stack closed"
-                msg._state = 2
-                self._completed(msg)
+                self._fail(msg, "stack closed")

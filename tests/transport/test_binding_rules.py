@@ -160,6 +160,8 @@ def test_the_old_key_joining_a_running_estate_after_a_rotation_is_refused_and_it
     stolen = alpha.join("main")
     assert world.run_until(lambda: stolen.result is not None, 5) and stolen.result == "refused"
     assert main.counts["rotations"] == 1 and alpha.keys.fingerprint not in main.remotes
+    heir = main.remotes[renewed.keys.fingerprint]  # the message waits for the new key, its bytes counted against the backlog's bound
+    assert heir.backlog == [waiting] and heir.backlog_bytes == len(waiting.data)
     attempt = renewed.join("main")
     assert world.run_until(lambda: attempt.result == "accepted" and renewed.is_allowed("main"), 10), attempt.reason
     assert world.run_until(lambda: waiting.delivered, 10)
