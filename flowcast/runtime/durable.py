@@ -35,11 +35,14 @@ def replace_durably(tmp: Path, final: Path) -> None:
     fsync_dir(final.parent if str(final.parent) else Path("."))
 
 
-def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+def atomic_write(path: Path, data: bytes, mode: int | None = None, *, sync: bool = True, sync_dir: bool = True) -> None:
     """Write ``data`` to ``path`` so readers see the old file or the new one, never part.
 
     ``mode`` None gives an ordinary file (0666 less the umask), not the 0600
-    a temporary file starts with; keeps pass 0o600.
+    a temporary file starts with; keeps pass 0o600.  ``sync`` False skips
+    every fsync (a file nobody is told is durable); ``sync_dir`` False leaves
+    the directory's fsync to a caller that renames many files into it and
+    syncs it once (the keep writer's batches).
     """
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
@@ -51,10 +54,12 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
-        fsync_dir(directory)
+        if sync and sync_dir:
+            fsync_dir(directory)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

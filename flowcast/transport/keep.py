@@ -202,18 +202,14 @@ class Keep:
             return
         target = self._remote_file(record.fingerprint)
         sync = not record.stray  # a stray is acknowledged to nobody as durable: no fsync
+        data = json.dumps(record.to_json(), indent=1, sort_keys=True).encode()
         if self.writer is not None:
-            ticket = self.writer.submit(target, json.dumps(record.to_json(), indent=1, sort_keys=True).encode(), sync=sync)
+            ticket = self.writer.submit(target, data, sync=sync)
             if sync:
                 self.ticket = ticket
                 self._note_ticket(record.fingerprint)
-        elif sync:
-            self._write(target, record.to_json())
         else:
-            tmp = target.with_name(f".{target.name}.lazy")
-            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:
-                handle.write(json.dumps(record.to_json(), indent=1, sort_keys=True).encode())
-            os.replace(tmp, target)
+            atomic_write(target, data, mode=0o600, sync=sync)
 
     def _unlink(self, fp: str, sync: bool = True) -> None:
         if self.path is None:

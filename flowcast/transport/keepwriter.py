@@ -31,12 +31,11 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from flowcast.runtime.durable import fsync_dir
+from flowcast.runtime.durable import atomic_write, fsync_dir
 
 __all__ = ["KeepWriter"]
 
@@ -181,17 +180,6 @@ class KeepWriter:
                 except FileNotFoundError:
                     pass
                 continue
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-            try:
-                os.fchmod(fd, 0o600)
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    if sync:
-                        handle.flush()
-                        os.fsync(handle.fileno())
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            atomic_write(path, data, 0o600, sync=sync, sync_dir=False)
         for directory in directories:  # one fsync per directory per batch: the renames and unlinks
             fsync_dir(directory)
