@@ -40,6 +40,8 @@ from typing import Any
 import msgpack
 
 from flowcast.errors import ClosedError
+from flowcast.routing.hold import Hold
+from flowcast.routing.replies import MAX_ERROR_FRAME, REPLY_WINDOW, ReplyBook  # noqa: F401 - re-exported
 from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, route_bytes
 from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
@@ -60,12 +62,8 @@ POLICY_PROBLEM_SHARE = "flowcast.policy_problem"
 ERROR_QUEUE_BOUND = 1000
 #: Tags of replies: let in from an estate to a share that sent to it, policy or not.
 REPLY_TAGS = ("error", "value")
-#: How long after a message went by road its sender accepts error reports for it.
-REPLY_WINDOW = 300.0
 #: Bytes of frames held at most for estates that have not joined (besides the count).
 HOLD_BYTES = 32 << 20
-#: Error data larger than this is not kept (reports are a few hundred bytes).
-MAX_ERROR_FRAME = 16 << 10
 _PAIRS = 4096  # route pairs cached (and counted) per router; full: the cache starts again
 _SILENT = ("spoofed", "malformed")  # never answered: the source they name is not who sent them
 _LOG_PER_SECOND = 10.0
@@ -166,12 +164,9 @@ class Router:
         self._pack = msgpack.Packer(use_bin_type=True).pack  # one per router: a house is one thread
         self._pairs: dict[tuple, _Pair] = {}  # (src, dst) as tuples -> pair
         self._sends: dict[tuple[Any, str], _Pair] = {}  # (dst as given, src share) -> pair
-        # (estate, channel, yard, share) of a share here that sent by road -> its pair
-        self._expect: dict[tuple[str, str, str, str], _Pair] = {}
         self._clock = scheduler.clock.now if scheduler is not None else time.monotonic
-        self._held: dict[tuple[str, str], deque[tuple[float, _Pair, str, bytes, bool]]] = {}
-        self._held_count = 0
-        self._held_bytes = 0
+        self._held = Hold()
+        self._replies = ReplyBook(self._clock, self.manor, self.counts, _PAIRS)
         self._hold_timer: Any = None
         self._log_tokens = _LOG_PER_SECOND
         self._log_at = time.monotonic()
@@ -331,7 +326,7 @@ class Router:
                 pair = self._pair(src._replace(channel=channel), dst)
                 frame = encode(self._pack, pair.packed, tag, stamp, bytes(memoryview(frame)[offset:]))
                 offset = len(frame) - (len(message.data) - offset)
-            if tag in REPLY_TAGS and self._is_reply(remote, channel, dst, tag, len(frame)):
+            if tag in REPLY_TAGS and self._replies.is_reply(remote, channel, dst, tag, len(frame)):
                 self.counts["replies"] += 1
             else:
                 try:
@@ -368,7 +363,7 @@ class Router:
                     raise _Refused(f"no road on channel {dst.channel!r} at estate {self.estate!r}", "no_road")
                 frame = self._frame(pair, tag, stamp, frame, data)
                 if tag not in REPLY_TAGS:  # the router's own reports and answers expect nothing back
-                    self._expect_replies(pair, tag)
+                    self._replies.expect(pair, tag)
                 if self._held and (dst.channel, dst.estate) in self._held:
                     # Earlier messages still wait for this estate: they go first,
                     # or this one waits behind them (order per flow).
@@ -460,41 +455,6 @@ class Router:
         except Exception as error:  # noqa: BLE001 - a share's watcher is user code
             raise _Refused(f"share {dst.share!r} refused the update: {error}", "update_failed") from None
 
-    # -- replies ---------------------------------------------------------------
-
-    def _expect_replies(self, pair: _Pair, tag: str) -> None:
-        """Let the destination estate answer the source share: error reports for
-        ``REPLY_WINDOW`` seconds, and one ``value`` per ``read``.
-
-        Without this a sender whose policy lets nobody in would never hear
-        that its own message was denied or failed there.  Only messages a
-        flow sent are remembered (the router's own reports and answers carry
-        reply tags and expect nothing), so a remote cannot earn itself a way
-        in by provoking an error.
-        """
-        now = self._clock()
-        if pair.errors_until - now < REPLY_WINDOW / 2:
-            pair.errors_until = now + REPLY_WINDOW
-        if tag == "read":
-            pair.reads += 1
-        key = (pair.dst.estate, pair.dst.channel, pair.src.yard, pair.src.share)
-        if self._expect.get(key) is not pair:
-            if len(self._expect) >= _PAIRS:
-                self._expect.clear()  # bounded; senders re-register on their next message
-                self.counts["expect_resets"] += 1
-            self._expect[key] = pair
-
-    def _is_reply(self, remote: str, channel: str, dst: Route, tag: str, size: int) -> bool:
-        pair = self._expect.get((remote, channel, dst.yard or self.manor, dst.share))
-        if pair is None:
-            return False
-        if tag == "value":
-            if pair.reads <= 0:
-                return False
-            pair.reads -= 1
-            return True
-        return size <= MAX_ERROR_FRAME and pair.errors_until >= self._clock()
-
     # -- holding messages for estates that have not joined yet ---------------
 
     def _hold(self, pair: _Pair, tag: str, frame: bytes, reliable: bool) -> None:
@@ -503,17 +463,16 @@ class Router:
         limit = getattr(self.roads.get(dst.channel), "max_message", None)
         if limit is not None and size > limit:  # would wait only to fail at the join
             raise _Refused(f"cannot send: message of {size} bytes exceeds the {limit}-byte limit", "too_large")
-        if self.hold_timeout <= 0 or self._held_count >= self.hold_limit or self._held_bytes + size > self.hold_bytes:
+        held = self._held
+        if self.hold_timeout <= 0 or held.count >= self.hold_limit or held.bytes + size > self.hold_bytes:
             why = "" if self.hold_timeout <= 0 else (
-                f" (and {self._held_count} messages, {self._held_bytes} bytes, already wait for estates to join)"
+                f" (and {held.count} messages, {held.bytes} bytes, already wait for estates to join)"
             )
             if self.hold_timeout > 0:
                 self.counts["hold_full"] += 1
             raise _Refused(f"estate {dst.estate!r} is not known on channel {dst.channel!r}{why}", "no_remote")
         deadline = self.scheduler.clock.now() + self.hold_timeout
-        self._held.setdefault((dst.channel, dst.estate), deque()).append((deadline, pair, tag, frame, reliable))
-        self._held_count += 1
-        self._held_bytes += size
+        held.add((dst.channel, dst.estate), (deadline, pair, tag, frame, reliable))
         self.counts["held"] += 1
         if self._hold_timer is None:
             self._hold_timer = self.scheduler.call_at(deadline, self._expire_held)
@@ -526,25 +485,26 @@ class Router:
         hold gives its count and bytes back.
         """
         road = self.roads.get(channel)
-        held = self._held.pop((channel, estate), None)
+        key = (channel, estate)
+        held = self._held.take(key)
         if not held:
             return
         if road is None:  # no road to send them on: they wait, and expire as usual
-            self._held[(channel, estate)] = held
+            self._held.put_back(key, held)
             return
         while held:
-            _deadline, pair, tag, frame, reliable = held[0]
+            entry = held[0]
+            _deadline, pair, tag, frame, reliable = entry
             try:
                 road.send_bytes(frame, estate, flow=pair.flow, reliable=reliable)
                 failed = None
             except KeyError:  # not known yet after all (a presence change of another kind)
-                self._held[(channel, estate)] = held
+                self._held.put_back(key, held)
                 return
             except Exception as error:  # noqa: BLE001 - too large (ValueError) or refused by the road: this message only
                 failed = error
             held.popleft()
-            self._held_count -= 1
-            self._held_bytes -= len(frame)
+            self._held.left(entry)
             if failed is not None:
                 counter = "too_large" if isinstance(failed, ValueError) else "undelivered"
                 if isinstance(failed, ClosedError):
@@ -557,22 +517,12 @@ class Router:
 
     def _expire_held(self) -> None:
         self._hold_timer = None
-        now = self.scheduler.clock.now()
-        first = None
-        for key in list(self._held):
-            held = self._held[key]
-            while held and held[0][0] <= now:
-                _deadline, pair, tag, frame, _reliable = held.popleft()
-                self._held_count -= 1
-                self._held_bytes -= len(frame)
-                dst = pair.dst
-                self._refuse(pair, tag, _Refused(
-                    f"estate {dst.estate!r} did not join channel {dst.channel!r} within {self.hold_timeout:g} s", "no_remote"
-                ))
-            if held:
-                first = held[0][0] if first is None else min(first, held[0][0])
-            else:
-                del self._held[key]
+        expired, first = self._held.due(self.scheduler.clock.now())
+        for _deadline, pair, tag, _frame, _reliable in expired:
+            dst = pair.dst
+            self._refuse(pair, tag, _Refused(
+                f"estate {dst.estate!r} did not join channel {dst.channel!r} within {self.hold_timeout:g} s", "no_remote"
+            ))
         if first is not None:
             self._hold_timer = self.scheduler.call_at(first, self._expire_held)
 
@@ -669,8 +619,8 @@ class Router:
             "yard": self.yard,
             "manor": self.manor,
             "yards": list(self.lane.yards) if self.lane is not None else [],
-            "held": {f"{estate}/{channel}": len(q) for (channel, estate), q in self._held.items()},
-            "held_bytes": self._held_bytes,
+            "held": {f"{estate}/{channel}": n for (channel, estate), n in self._held.sizes().items()},
+            "held_bytes": self._held.bytes,
             "roads": roads,
             "joins": {channel: {k: road.counts[k] for k in _JOIN_COUNTS if road.counts.get(k)} for channel, road in self.roads.items() if hasattr(road, "counts")},
             "counts": dict(self.counts),

@@ -138,6 +138,6 @@ def test_a_held_message_the_road_refuses_at_the_join_is_refused_alone(world):
     world.connect(beta, alpha)
     assert world.run_until(lambda: len(inbox.queue) == 2, 5)
     assert [m["tag"] for m in inbox.queue] == ["m0", "m2"]  # the one behind it is not lost
-    assert manor.status()["held_bytes"] == 0 and manor._held_count == 0 and manor.status()["held"] == {}
+    assert manor.status()["held_bytes"] == 0 and manor._held.count == 0 and manor.status()["held"] == {}
     assert [(e["data"]["kind"], e["data"]["tag"]) for e in out.drain()] == [("too_large", "big")]
     assert not road.counts.get("internal_errors")
