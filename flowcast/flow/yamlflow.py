@@ -24,9 +24,10 @@ from flowcast.flow import florender as render
 from flowcast.flow import flowords as w
 from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean, read_text
 from flowcast.flow.floneeds import needs as parse_needs
-from flowcast.flow.flolex import Statement, Token, chunk, split_lines
+from flowcast.flow.flolex import Statement, Token, chunk
 from flowcast.flow.flonames import check_names
 from flowcast.flow.floscript import NATIVE, make_act
+from flowcast.flow.yamlnodes import DUMPER, MAX_ALIAS_EXPANSION, NodeReader, Pairs, node_kind
 from flowcast.flow.spec import (
     CONTEXTS,
     SCHEDULES,
@@ -60,14 +61,6 @@ ACT_KEYS: dict[str, tuple[str, ...]] = {
     "aux": ("if",),
 }
 _FIXED_CONTEXT = {"go": "precur", "timeout": "precur", "repeat": "precur", "let": "benter", "aux": "precur"}
-_SCALARS = (str, int, float, bool, type(None))
-#: libyaml's loader when PyYAML has it (about ten times faster); nodes keep marks either way.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-#: Lists and mappings read again through YAML aliases: a small file must not
-#: expand into millions of acts through anchors and aliases.
-MAX_ALIAS_EXPANSION = 100_000
 
 
 def load_yaml(path: str | Path) -> FlowSpec:
@@ -92,66 +85,31 @@ def parse_yaml(text: str, file: str = "<string>") -> FlowSpec:
 # -- reading ------------------------------------------------------------------
 
 
-class _Reader:
+class _Reader(NodeReader):
+    """A YAML flow's nodes into the model; stops at the first error."""
+
+    kind = "flow"
+
     def __init__(self, text: str, file: str) -> None:
-        self.file = file
-        self.lines = split_lines(text)
-        self.text = text
-        self.loader: Any = None
+        super().__init__(text, file)
         self.framer: FramerSpec | None = None
-        self.seen: set[int] = set()
-        self.repeats = 0
 
-    # node helpers
-
-    def count(self, node: yaml.Node) -> None:
-        if id(node) not in self.seen:
-            self.seen.add(id(node))
-            return
-        self.repeats += 1
-        if self.repeats > MAX_ALIAS_EXPANSION:
-            raise self.error(f"flow too large: YAML aliases expand to more than {MAX_ALIAS_EXPANSION} "
-                             "further lists and mappings", node)
-
-    def where(self, node: yaml.Node) -> Where:
-        mark = node.start_mark
-        line = self.lines[mark.line] if 0 <= mark.line < len(self.lines) else ""
-        return Where(self.file, mark.line + 1, mark.column + 1, line)
-
-    def error(self, message: str, node: yaml.Node, hint: str = "") -> FlowError:
-        return FlowError(message, self.where(node), hint)
-
-    def compose(self) -> yaml.Node | None:
-        try:
-            self.loader = _LOADER(self.text)
-            try:
-                return self.loader.get_single_node()
-            finally:
-                self.loader.dispose()
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            where = None
-            if mark is not None:
-                line = self.lines[mark.line] if 0 <= mark.line < len(self.lines) else ""
-                where = Where(self.file, mark.line + 1, mark.column + 1, line)
-            raise FlowError(f"YAML syntax: {exc.problem or exc.context}", where) from None
-        except yaml.YAMLError as exc:
-            raise FlowError(f"YAML syntax: {exc}") from None
-        except RecursionError:
-            raise FlowError("YAML nested too deeply") from None
+    # node helpers: each raises at a problem (the reader does not collect)
 
     def value(self, node: yaml.Node, what: str) -> Any:
         """A scalar's Python value (int, float, bool, None or str)."""
-        if not isinstance(node, yaml.ScalarNode):
-            raise self.error(f"{what} must be a single value, not a {node_kind(node)}", node)
-        assert self.loader is not None
-        try:
-            value = self.loader.construct_object(node, deep=True)
-        except yaml.YAMLError as exc:
-            raise self.error(f"bad {what}: {exc}", node) from None
-        if not isinstance(value, _SCALARS):
-            raise self.error(f"{what} must be a number, string, boolean or null, not {type(value).__name__}", node)
-        return value
+        return self.scalar(node, what)
+
+    def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...],  # type: ignore[override]
+                required: tuple[str, ...] = ()) -> Pairs:
+        pairs = super().mapping(node, what, allowed, required)
+        assert pairs is not None  # not collecting: a problem raised
+        return pairs
+
+    def items(self, node: yaml.Node, what: str) -> list[yaml.Node]:  # type: ignore[override]
+        found = super().items(node, what)
+        assert found is not None
+        return found
 
     def text_of(self, node: yaml.Node, what: str) -> str:
         if not isinstance(node, yaml.ScalarNode):
@@ -163,33 +121,6 @@ class _Reader:
         if not w.IDENT.match(text) or text in w.RESERVED:
             raise self.error(f"invalid {what} {text!r}: expected a name like 'idle' or 'leg2'", node)
         return text
-
-    def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> dict[str, tuple[yaml.Node, yaml.Node]]:
-        if not isinstance(node, yaml.MappingNode):
-            raise self.error(f"{what} must be a mapping, not a {node_kind(node)}", node)
-        self.count(node)
-        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key_node, val_node in node.value:
-            key = self.text_of(key_node, f"a key of {what}")
-            if key in out:
-                raise self.error(f"key {key!r} given twice in {what}", key_node)
-            if key not in allowed:
-                hint = did_you_mean(key, allowed) or f"keys of {what}: {', '.join(allowed)}"
-                raise self.error(f"unknown key {key!r} in {what}", key_node, hint)
-            out[key] = (key_node, val_node)
-        return out
-
-    def items(self, node: yaml.Node, what: str) -> list[yaml.Node]:
-        if isinstance(node, yaml.SequenceNode):
-            self.count(node)
-            return list(node.value)
-        raise self.error(f"{what} must be a list, not a {node_kind(node)}", node)
-
-    def list_or_one(self, node: yaml.Node) -> list[yaml.Node]:
-        if isinstance(node, yaml.SequenceNode):
-            self.count(node)
-            return list(node.value)
-        return [node]
 
     def cursor(self, node: yaml.Node, verb: str, what: str) -> w.Cursor:
         """FloScript tokens of a scalar, placed where they are in the file."""
@@ -225,7 +156,7 @@ class _Reader:
             return {"value": self.value(node, what)}
         if not isinstance(node, yaml.MappingNode):
             raise self.error(f"{what} must be a value or a mapping of fields, not a {node_kind(node)}", node)
-        self.count(node)
+        self.count_alias(node)
         data: dict[str, Any] = {}
         for key_node, val_node in node.value:
             key = self.text_of(key_node, "a field name")
@@ -545,15 +476,6 @@ def go_human(far: str, conditions: list[str]) -> str:
     return f"go {far} if {' and '.join(conditions)}" if conditions else f"go {far}"
 
 
-def node_kind(node: yaml.Node) -> str:
-    """What a YAML node is, in an error message's words: mapping, list or value."""
-    if isinstance(node, yaml.MappingNode):
-        return "mapping"
-    if isinstance(node, yaml.SequenceNode):
-        return "list"
-    return "value"
-
-
 # -- writing ------------------------------------------------------------------
 
 
@@ -561,7 +483,7 @@ def dump_yaml(spec: FlowSpec) -> str:
     """The flow as YAML that :func:`parse_yaml` reads back to an equal model."""
     houses = [_house(h) for h in spec.houses]
     doc: dict[str, Any] = houses[0] if len(houses) == 1 else {"houses": houses}
-    return yaml.dump(doc, Dumper=_DUMPER, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100)
+    return yaml.dump(doc, Dumper=DUMPER, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100)
 
 
 def _data(data: dict[str, Any]) -> Any:
@@ -707,7 +629,7 @@ def _go(a: dict[str, Any]) -> dict[str, Any]:
 
 def _scalar_text(value: Any) -> str:
     """How YAML will write a scalar, which is how a parser will read its text back."""
-    return yaml.dump(value, Dumper=_DUMPER).splitlines()[0]
+    return yaml.dump(value, Dumper=DUMPER).splitlines()[0]
 
 
 def _plain_go(far: str, needs: list[Need]) -> tuple[dict[str, Any], str]:

@@ -36,10 +36,9 @@ import yaml
 
 from flowcast.flow import flowords as w
 from flowcast.flow.errors import FlowError, FlowErrors, decode_error, did_you_mean
-from flowcast.flow.flolex import split_lines
 from flowcast.flow.loader import FLO_SUFFIXES, YAML_SUFFIXES
 from flowcast.flow.spec import Where
-from flowcast.flow.yamlflow import node_kind
+from flowcast.flow.yamlnodes import BOOL, INT, NULL, STR, TAG, NodeReader, node_kind, show
 from flowcast.transport.keep import Acceptance, KeepError, validate_name
 
 __all__ = [
@@ -99,11 +98,8 @@ REMOTE_KEYS = ("estate", "host", "port")
 RULE_KEYS = ("allow", "deny", "estate", "role", "share", "tag", "channel")
 HOUSE_KEYS = ("name", "flow", "house", "manor", "count")
 
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_T = "tag:yaml.org,2002:"
-_NULL, _BOOL, _INT, _STR = _T + "null", _T + "bool", _T + "int", _T + "str"
 #: Scalars whose source text is taken as text (``estate: 2024`` is the name "2024").
-_TEXTUAL = {_STR, _INT, _T + "float", _T + "timestamp"}
+_TEXTUAL = {STR, INT, TAG + "float", TAG + "timestamp"}
 
 
 # -- model --------------------------------------------------------------------
@@ -258,13 +254,6 @@ def load_layout(path: Path | str, *, data: bytes | None = None) -> EstateLayout:
     return layout
 
 
-def _show(text: str, limit: int = 40) -> str:
-    """A value for an error message: quoted, escaped, and never 10 kB long."""
-    if len(text) > limit:
-        return repr(text[:limit]) + f"... ({len(text)} characters)"
-    return repr(text)
-
-
 def _is_wildcard(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_unspecified
@@ -285,125 +274,53 @@ def _host_ok(host: str) -> bool:
 _Pairs = dict[str, tuple[yaml.Node, yaml.Node]]
 
 
-class _Reader:
+class _Reader(NodeReader):
     """Walks the composed document, collecting errors instead of stopping at the first."""
 
+    kind = "layout"
+
     def __init__(self, text: str, file: str, base: Path) -> None:
-        self.source = text
-        self.file = file
+        super().__init__(text, file, collect=True, max_shown_line=_MAX_SHOWN_LINE)
         self.base = base
-        self.lines = split_lines(text)
-        self.loader: Any = None
-        self.errors: list[FlowError] = []
 
-    # -- helpers
-
-    def where(self, node: yaml.Node) -> Where:
-        mark = node.start_mark
-        line = self.lines[mark.line] if 0 <= mark.line < len(self.lines) else ""
-        if len(line) > _MAX_SHOWN_LINE:  # a 10 kB line is not echoed; the position says where
-            line = line[:_MAX_SHOWN_LINE] if mark.column < _MAX_SHOWN_LINE else ""
-        return Where(self.file, mark.line + 1, mark.column + 1, line)
-
-    def error(self, message: str, node: yaml.Node | None, hint: str = "") -> None:
-        where = self.where(node) if node is not None else Where(self.file, 1, 1)
-        self.errors.append(FlowError(message, where, hint))
-
-    def compose(self) -> yaml.Node | None:
-        try:
-            self.loader = _LOADER(self.source)
-            try:
-                return self.loader.get_single_node()
-            finally:
-                self.loader.dispose()
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            where = Where(self.file, 1, 1)
-            if mark is not None:
-                line = self.lines[mark.line] if 0 <= mark.line < len(self.lines) else ""
-                where = Where(self.file, mark.line + 1, mark.column + 1, line)
-            self.errors.append(FlowError(f"YAML syntax: {exc.problem or exc.context}", where))
-        except yaml.YAMLError as exc:
-            self.errors.append(FlowError(f"YAML syntax: {exc}", Where(self.file, 1, 1)))
-        except RecursionError:
-            self.errors.append(FlowError("YAML nested too deeply", Where(self.file, 1, 1)))
-        return None
-
-    def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...],
-                required: tuple[str, ...] = ()) -> _Pairs | None:
-        """The keys of a mapping node; unknown, repeated and missing keys are errors."""
-        if not isinstance(node, yaml.MappingNode):
-            self.error(f"{what} must be a mapping, not a {node_kind(node)}", node)
-            return None
-        out: _Pairs = {}
-        for key_node, val_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                self.error(f"a key of {what} must be a name, not a {node_kind(key_node)}", key_node)
-                continue
-            key = str(key_node.value)
-            if key_node.tag == _T + "merge":
-                self.error(f"YAML merge keys ('<<') are not supported in {what}", key_node)
-                continue
-            if key in out:
-                first = self.where(out[key][0])
-                self.error(f"key {_show(key)} given twice in {what} (first at line {first.line})", key_node)
-                continue
-            if key not in allowed:
-                hint = did_you_mean(key, allowed) or f"keys of {what}: {', '.join(allowed)}"
-                self.error(f"unknown key {_show(key)} in {what}", key_node, hint)
-                continue
-            out[key] = (key_node, val_node)
-        for key in required:
-            if key not in out:
-                self.error(f"{what} has no {key!r}", node)
-        return out
-
-    def items(self, node: yaml.Node, what: str) -> list[yaml.Node] | None:
-        if isinstance(node, yaml.SequenceNode):
-            return list(node.value)
-        self.error(f"{what} must be a list, not a {node_kind(node)}", node)
-        return None
-
-    @staticmethod
-    def is_null(node: yaml.Node) -> bool:
-        return isinstance(node, yaml.ScalarNode) and node.tag == _NULL
+    # -- helpers: each check reports (collects) its problem and returns None
 
     def text(self, node: yaml.Node, what: str) -> str | None:
         """A scalar's source text (``port`` or ``2024`` as written), or None after an error."""
         if not isinstance(node, yaml.ScalarNode):
-            self.error(f"{what} must be text, not a {node_kind(node)}", node)
+            self.report(f"{what} must be text, not a {node_kind(node)}", node)
             return None
-        if node.tag == _NULL:
-            self.error(f"{what} has no value", node)
+        if node.tag == NULL:
+            self.report(f"{what} has no value", node)
             return None
-        if node.tag == _BOOL:
-            self.error(f"{what} {_show(node.value)} reads as a YAML boolean", node,
+        if node.tag == BOOL:
+            self.report(f"{what} {show(node.value)} reads as a YAML boolean", node,
                        f"write it in quotes: \"{node.value}\"")
             return None
         if node.tag not in _TEXTUAL:
-            self.error(f"{what} must be text, not a {_show(node.tag)} value", node)
+            self.report(f"{what} must be text, not a {show(node.tag)} value", node)
             return None
         return str(node.value)
 
     def integer(self, node: yaml.Node, what: str, low: int, high: int) -> int | None:
-        if not isinstance(node, yaml.ScalarNode) or node.tag != _INT:
-            shown = _show(str(node.value)) if isinstance(node, yaml.ScalarNode) else f"a {node_kind(node)}"
-            self.error(f"{what} must be a whole number, not {shown}", node)
+        if not isinstance(node, yaml.ScalarNode) or node.tag != INT:
+            shown = show(str(node.value)) if isinstance(node, yaml.ScalarNode) else f"a {node_kind(node)}"
+            self.report(f"{what} must be a whole number, not {shown}", node)
             return None
         try:
             value = self.loader.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError):
-            self.error(f"{what} is {_show(str(node.value))}, not a number", node)
+            self.report(f"{what} is {show(str(node.value))}, not a number", node)
             return None
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            self.error(f"{what} is {_show(str(node.value))}, outside {low}..{high}", node)
+            self.report(f"{what} is {show(str(node.value))}, outside {low}..{high}", node)
             return None
         return value
 
     def boolean(self, node: yaml.Node, what: str) -> bool | None:
-        if not isinstance(node, yaml.ScalarNode) or node.tag != _BOOL:
-            shown = _show(str(node.value)) if isinstance(node, yaml.ScalarNode) else f"a {node_kind(node)}"
-            self.error(f"{what} must be true or false, not {shown}", node)
+        if not isinstance(node, yaml.ScalarNode) or node.tag != BOOL:
+            shown = show(str(node.value)) if isinstance(node, yaml.ScalarNode) else f"a {node_kind(node)}"
+            self.report(f"{what} must be true or false, not {shown}", node)
             return None
         return bool(self.loader.construct_object(node, deep=True))
 
@@ -412,7 +329,7 @@ class _Reader:
         if text is None:
             return None
         if text not in choices:
-            self.error(f"{what} is {_show(text)}; expected one of {', '.join(choices)}", node,
+            self.report(f"{what} is {show(text)}; expected one of {', '.join(choices)}", node,
                        did_you_mean(text, choices))
             return None
         return text
@@ -425,7 +342,7 @@ class _Reader:
         try:
             return validate_name(text, what)
         except KeepError as exc:
-            self.error(f"{what} is {_show(text)}; {exc}", node)
+            self.report(f"{what} is {show(text)}; {exc}", node)
             return None
 
     def local_name(self, node: yaml.Node, what: str) -> str | None:
@@ -434,7 +351,7 @@ class _Reader:
         if text is None:
             return None
         if not LOCAL_NAME.match(text):
-            self.error(f"{what} is {_show(text)}; expected 1-32 letters, digits, '_' or '-', "
+            self.report(f"{what} is {show(text)}; expected 1-32 letters, digits, '_' or '-', "
                        "starting with a letter or digit (no dots, spaces or separators)", node)
             return None
         return text
@@ -444,10 +361,10 @@ class _Reader:
         if text is None:
             return None
         if not _host_ok(text):
-            self.error(f"{what} is {_show(text)}; expected an IP address or a host name", node)
+            self.report(f"{what} is {show(text)}; expected an IP address or a host name", node)
             return None
         if not wildcard and _is_wildcard(text):
-            self.error(f"{what} is {_show(text)}; that is the any-address, a remote needs a real one", node)
+            self.report(f"{what} is {show(text)}; that is the any-address, a remote needs a real one", node)
             return None
         return text
 
@@ -457,7 +374,7 @@ class _Reader:
             return None
         # Same limits as flowcast.routing.policy.Rule, so a loaded layout's rules always compile.
         if not text or len(text) > MAX_GLOB or _CONTROL.search(text):
-            self.error(f"{what} is {_show(text)}; a pattern has 1-{MAX_GLOB} characters "
+            self.report(f"{what} is {show(text)}; a pattern has 1-{MAX_GLOB} characters "
                        "and no control characters", node)
             return None
         return text
@@ -468,13 +385,13 @@ class _Reader:
         if text is None:
             return None
         if not text or len(text) > MAX_PATH or _CONTROL.search(text):
-            self.error(f"{what} is {_show(text)}; a path has 1-{MAX_PATH} characters "
+            self.report(f"{what} is {show(text)}; a path has 1-{MAX_PATH} characters "
                        "and no control characters", node)
             return None
         try:
             return (self.base / os.path.expanduser(text)).resolve()
         except (OSError, RuntimeError, ValueError) as exc:
-            self.error(f"cannot resolve {what} path {_show(text)}: {exc}", node)
+            self.report(f"cannot resolve {what} path {show(text)}: {exc}", node)
             return None
 
     def directory(self, node: yaml.Node | None, what: str, default: str) -> Path | None:
@@ -485,7 +402,7 @@ class _Reader:
             return None
         try:
             if p.exists() and not p.is_dir():
-                self.error(f"{what} {str(p)!r} exists and is not a directory", node)
+                self.report(f"{what} {str(p)!r} exists and is not a directory", node)
                 return None
         except (OSError, ValueError):
             pass  # unusual but harmless here: the supervisor reports it when it creates the dir
@@ -497,10 +414,10 @@ class _Reader:
         root = self.compose()
         if root is None:
             if not self.errors:
-                self.error("layout file is empty: expected a mapping with 'estate' and 'houses'", None)
+                self.report("layout file is empty: expected a mapping with 'estate' and 'houses'", None)
             return None
         if self.is_null(root):
-            self.error("layout file is empty: expected a mapping with 'estate' and 'houses'", root)
+            self.report("layout file is empty: expected a mapping with 'estate' and 'houses'", root)
             return None
         top = self.mapping(root, "the layout", TOP_KEYS, ("estate", "houses"))
         if top is None:
@@ -532,7 +449,7 @@ class _Reader:
         ports: dict[int, tuple[str, yaml.Node]] = {}
         for key_node, val_node in (pairs or {}).values():
             channel = self.local_name(key_node, "channel name")
-            what = f"road {_show(channel or str(key_node.value))}"
+            what = f"road {show(channel or str(key_node.value))}"
             road = self.mapping(val_node, what, ROAD_KEYS, ("port",))
             if channel is None or road is None:
                 continue
@@ -543,7 +460,7 @@ class _Reader:
             if port:
                 if port in ports:
                     other, other_node = ports[port]
-                    self.error(f"port {port} of {what} is already the port of road {_show(other)} "
+                    self.report(f"port {port} of {what} is already the port of road {show(other)} "
                                f"(line {self.where(other_node).line})", road["port"][1])
                 else:
                     ports[port] = (channel, road["port"][1])
@@ -577,10 +494,10 @@ class _Reader:
             name = self.keep_name(pairs["estate"][1], f"estate of {what}") if "estate" in pairs else None
             if name is not None:
                 if name == estate:
-                    self.error(f"{road} lists its own estate {_show(name)} as a remote", pairs["estate"][1])
+                    self.report(f"{road} lists its own estate {show(name)} as a remote", pairs["estate"][1])
                     name = None
                 elif name in seen:
-                    self.error(f"remote estate {_show(name)} listed twice in {road} "
+                    self.report(f"remote estate {show(name)} listed twice in {road} "
                                f"(first at line {self.where(seen[name]).line})", pairs["estate"][1])
                     name = None
                 else:
@@ -604,10 +521,10 @@ class _Reader:
                 continue
             effects = [k for k in ("allow", "deny") if k in pairs]
             if not effects:
-                self.error(f"{what} needs 'allow' or 'deny'", item, "e.g. 'allow: write' or 'deny: any'")
+                self.report(f"{what} needs 'allow' or 'deny'", item, "e.g. 'allow: write' or 'deny: any'")
                 continue
             if len(effects) == 2:
-                self.error(f"{what} has both 'allow' and 'deny'; a rule does one", pairs["deny"][0])
+                self.report(f"{what} has both 'allow' and 'deny'; a rule does one", pairs["deny"][0])
                 continue
             effect = effects[0]
             access = self.choice(pairs[effect][1], f"{effect!r} of {what}", ACCESSES)
@@ -626,13 +543,13 @@ class _Reader:
 
     def houses(self, node: yaml.Node) -> tuple[HouseEntry, ...]:
         if self.is_null(node):
-            self.error("no houses: list at least one, the manor", node)
+            self.report("no houses: list at least one, the manor", node)
             return ()
         items = self.items(node, "houses")
         if items is None:
             return ()
         if not items:
-            self.error("no houses: list at least one, the manor", node)
+            self.report("no houses: list at least one, the manor", node)
             return ()
         entries: list[HouseEntry] = []
         names: dict[str, yaml.Node] = {}
@@ -647,7 +564,7 @@ class _Reader:
             name = self.local_name(pairs["name"][1], f"name of {what}") if "name" in pairs else None
             if name is not None:
                 if name in names:
-                    self.error(f"house name {_show(name)} used twice (first at line "
+                    self.report(f"house name {show(name)} used twice (first at line "
                                f"{self.where(names[name]).line})", pairs["name"][1])
                     name = None
                 else:
@@ -657,7 +574,7 @@ class _Reader:
             if "house" in pairs and not self.is_null(pairs["house"][1]):
                 house = self.text(pairs["house"][1], f"house of {what}")
                 if house is not None and not w.IDENT.fullmatch(house):
-                    self.error(f"house of {what} is {_show(house)}; a flow house name "
+                    self.report(f"house of {what} is {show(house)}; a flow house name "
                                "is a letter then letters, digits or '_'", pairs["house"][1])
                     house = None
             manor = False
@@ -668,7 +585,7 @@ class _Reader:
                     first_says_not = True
                 if manor:
                     if manor_at is not None:
-                        self.error(f"{what} is a second manor; {_show(manor_name)} already is "
+                        self.report(f"{what} is a second manor; {show(manor_name)} already is "
                                    f"(line {self.where(manor_at).line})", pairs["manor"][1],
                                    "an estate has exactly one manor house")
                     else:
@@ -680,22 +597,22 @@ class _Reader:
                 entries.append(HouseEntry(name, flow, house, manor, count, self.where(item)))
         if manor_at is None:
             if first_says_not:
-                self.error("no manor: the first house says 'manor: false' and no other says "
+                self.report("no manor: the first house says 'manor: false' and no other says "
                            "'manor: true'", items[0], "mark one house 'manor: true'")
             elif entries and entries[0].where == self.where(items[0]):
                 entries[0] = _replace_manor(entries[0])
         for entry in entries:
             if entry.manor and entry.count != 1:
                 self.errors.append(FlowError(
-                    f"manor house {_show(entry.name)} has count {entry.count!r}; the manor is exactly one house",
+                    f"manor house {show(entry.name)} has count {entry.count!r}; the manor is exactly one house",
                     entry.where, "give the other houses of this flow their own entry"))
         return tuple(entries)
 
     def count(self, node: yaml.Node, what: str) -> int | Literal["auto"] | None:
-        if isinstance(node, yaml.ScalarNode) and node.tag == _STR:
+        if isinstance(node, yaml.ScalarNode) and node.tag == STR:
             if node.value == "auto":
                 return "auto"
-            self.error(f"{what} must be a whole number or 'auto', not {_show(str(node.value))}", node)
+            self.report(f"{what} must be a whole number or 'auto', not {show(str(node.value))}", node)
             return None
         return self.integer(node, what, 1, MAX_COUNT)
 
@@ -705,19 +622,19 @@ class _Reader:
             return None
         suffixes = FLO_SUFFIXES + YAML_SUFFIXES
         if p.suffix.lower() not in suffixes:
-            self.error(f"{what} is not a flow file: {_show(str(node.value))}", node,
+            self.report(f"{what} is not a flow file: {show(str(node.value))}", node,
                        f"flow files end in {', '.join(suffixes)}")
             return None
         try:
             exists, is_file = p.exists(), p.is_file()
         except (OSError, ValueError) as exc:
-            self.error(f"cannot check {what} {_show(str(node.value))}: {exc}", node)
+            self.report(f"cannot check {what} {show(str(node.value))}: {exc}", node)
             return None
         if not exists:
-            self.error(f"{what} not found: {_show(str(node.value))} (looked for {_show(str(p), 200)})", node)
+            self.report(f"{what} not found: {show(str(node.value))} (looked for {show(str(p), 200)})", node)
             return None
         if not is_file:
-            self.error(f"{what} is not a file: {_show(str(node.value))}", node)
+            self.report(f"{what} is not a file: {show(str(node.value))}", node)
             return None
         return p
 
@@ -729,7 +646,7 @@ def _entry_what(item: yaml.Node, index: int) -> str:
             if (isinstance(key, yaml.ScalarNode) and key.value == "name"
                     and isinstance(value, yaml.ScalarNode) and value.tag in _TEXTUAL
                     and LOCAL_NAME.match(str(value.value))):
-                return f"house {_show(str(value.value))}"
+                return f"house {show(str(value.value))}"
     return f"house entry {index + 1}"
 
 
