@@ -27,7 +27,7 @@ from flowcast.flow.floneeds import needs as parse_needs
 from flowcast.flow.flolex import Statement, Token, chunk
 from flowcast.flow.flonames import check_names
 from flowcast.flow.floscript import NATIVE, make_act
-from flowcast.flow.yamlnodes import DUMPER, MAX_ALIAS_EXPANSION, NodeReader, Pairs, node_kind
+from flowcast.flow.yamlnodes import DUMPER, NodeReader, Pairs, node_kind
 from flowcast.flow.spec import (
     CONTEXTS,
     SCHEDULES,
