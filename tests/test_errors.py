@@ -20,7 +20,7 @@ BUILTIN_BASES = {
     "flowcast.export.schema.SchemaVersionError": ValueError,
     "flowcast.export.segments.WriterBusyError": OSError,
     "flowcast.export.sparkenv.JavaMissing": RuntimeError,
-    "flowcast.flow.builder.BehaviourFailure": RuntimeError,
+    "flowcast.flow.buildacts.BehaviourFailure": RuntimeError,
     "flowcast.flow.errors.FlowError": Exception,
     "flowcast.flow.errors.FlowErrors": Exception,
     "flowcast.house.layout.LayoutError": Exception,

@@ -40,9 +40,11 @@ _FIAT_STATUS = {READY: READIED, START: STARTED, STOP: STOPPED, RUN: RUNNING, ABO
 class ActCompiler:
     """The builder's acts: ``act_VERB(act, frame, framer)`` returns the act's closure, or None after an error."""
 
-    def act_aux(self, act: Act, frame: Frame, framer: Framer, exits: list[Callable[[], Any]]):
+    def act_aux(self, act: Act, frame: Frame, framer: Framer):
         """A conditional aux (Ioflo's Suspender): while it runs, the frames
-        below this one are suspended -- the outline is cut at this frame."""
+        below this one are suspended -- the outline is cut at this frame.
+        Leaving the frame with the aux still running ends it, after the
+        frame's own exit acts."""
         aux = self.tasker(act.args.get("framer", ""), framer, act.where)
         if aux is None:
             return None
@@ -90,7 +92,7 @@ class ActCompiler:
             if not aux.done:
                 release()
 
-        exits.append(exit_unless_done)
+        self.deferred_exits.append(exit_unless_done)
         return run
 
 

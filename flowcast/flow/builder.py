@@ -23,6 +23,7 @@ from flowcast.flow.buildneeds import NeedCompiler, _Mark
 from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean
 from flowcast.flow.framer import Frame, Framer, Transition
 from flowcast.flow.spec import Act, FrameSpec, FramerSpec, HouseSpec, Need, Ref, Where
+from flowcast.flow.verbs import ACTS, each
 from flowcast.runtime.gcpause import gc_paused
 from flowcast.store import Share, ShareNameError, Store
 
@@ -301,14 +302,11 @@ class _Builder(ActCompiler, NeedCompiler):
         deferred_exits: list[Callable[[], Any]] = []
         self.deferred_exits = deferred_exits  # behaviour lifecycles' exit hooks join them
         for act in spec.acts:
-            if act.verb == "aux":
-                self.doer = act
-                compiled = self.act_aux(act, frame, framer, deferred_exits)
-                if compiled is not None:
-                    frame.preacts.append(compiled)
-                continue
             compiled = self.compile_act(act, frame, framer)
             if compiled is None:
+                continue
+            if act.verb == "aux":  # an interrupter among the transitions, whatever its context says
+                frame.preacts.append(compiled)
                 continue
             lists = {
                 "benter": frame.beacts,
@@ -328,13 +326,17 @@ class _Builder(ActCompiler, NeedCompiler):
 
 
     def compile_act(self, act: Act, frame: Frame, framer: Framer) -> Callable[[], Any] | None:
-        method = getattr(self, "act_" + act.verb, None)
-        if method is None:
+        compiler = _COMPILERS.get(act.verb)
+        if compiler is None:
             self.error(f"verb {act.verb!r} is not supported", act.where)
             return None
         self.doer = act  # acts do not nest; the needs inside one restore it
-        return method(act, frame, framer)
+        return compiler(self, act, frame, framer)
 
+
+#: By model verb: its compiler, ``act_VERB`` of buildacts.py, through the verb table.
+_COMPILERS: dict[str, Callable[..., Callable[[], Any] | None]] = each(
+    {name[4:]: fn for name, fn in vars(ActCompiler).items() if name.startswith("act_")}, "the builder (buildacts.py)", ACTS)
 
 
 def build_house(

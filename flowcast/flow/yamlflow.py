@@ -20,14 +20,14 @@ from typing import Any
 import yaml
 
 from flowcast.runtime.gcpause import gc_paused
-from flowcast.flow import florender as render
 from flowcast.flow import flowords as w
 from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean, read_text
 from flowcast.flow.floneeds import needs as parse_needs
 from flowcast.flow.flolex import Statement, Token, chunk
 from flowcast.flow.flonames import check_names
-from flowcast.flow.floscript import NATIVE, make_act
-from flowcast.flow.yamlnodes import DUMPER, NodeReader, Pairs, node_kind
+from flowcast.flow.verbs import FIXED, NATIVE, VERBS, each, make_act
+from flowcast.flow.yamlnodes import NodeReader, Pairs, node_kind
+from flowcast.flow.yamlwrite import dump_yaml, go_human
 from flowcast.flow.spec import (
     CONTEXTS,
     SCHEDULES,
@@ -43,24 +43,11 @@ from flowcast.flow.spec import (
     Where,
 )
 
-#: Keys an act may have besides its verb, per verb.
-ACT_KEYS: dict[str, tuple[str, ...]] = {
-    "do": ("as", "at", "via", "with", "per", "from", "to"),
-    "put": ("into", "at"),
-    "inc": ("with", "from", "at"),
-    "copy": ("into", "at"),
-    "set": ("with", "from", "at"),
-    "print": ("at",),
-    "bid": ("taskers", "period", "at"),
-    "ready": ("at",), "start": ("at",), "stop": ("at",), "run": ("at",), "abort": ("at",),
-    "done": ("at",),
-    "go": ("if", "human"),
-    "timeout": ("human",),
-    "repeat": ("human",),
-    "let": (),
-    "aux": ("if",),
-}
-_FIXED_CONTEXT = {"go": "precur", "timeout": "precur", "repeat": "precur", "let": "benter", "aux": "precur"}
+#: Keys an act may have besides its verb, per verb (from the verb table).
+ACT_KEYS: dict[str, tuple[str, ...]] = {word: verb.yaml for word, verb in VERBS.items()}
+
+
+__all__ = ["ACT_KEYS", "dump_yaml", "load_yaml", "parse_yaml"]
 
 
 def load_yaml(path: str | Path) -> FlowSpec:
@@ -323,17 +310,15 @@ class _Reader(NodeReader):
         m = self.mapping(node, f"a '{verb}' act", (verb,) + ACT_KEYS[verb])
         key_node, main = m[verb]
         where = self.where(key_node)
-        context = NATIVE.get(verb, _FIXED_CONTEXT.get(verb, "enter"))
+        context = NATIVE.get(verb) or FIXED[verb]
         if "at" in m:
             ctx = self.text_of(m["at"][1], "a context")
             if ctx not in CONTEXTS:
                 raise self.error(f"unknown context {ctx!r}", m["at"][1],
                                  did_you_mean(ctx, CONTEXTS) or f"contexts: {', '.join(CONTEXTS)}")
             context = ctx
-        handler: Callable[[dict[str, tuple[yaml.Node, yaml.Node]], yaml.Node], tuple[str, dict[str, Any]]]
-        handler = getattr(self, f"act_{verb}")
-        out_verb, args = handler(m, main)
-        context = _FIXED_CONTEXT.get(verb, context)
+        out_verb, args = _READERS[verb](self, m, main)
+        context = FIXED.get(verb, context)
         return make_act(out_verb, context, args, where)
 
     # acts: each returns (model verb, args)
@@ -471,170 +456,6 @@ class _Reader(NodeReader):
         return "aux", {"framer": self.name(main, "aux framer name"), "needs": self.conditions(m["if"][1])}
 
 
-def go_human(far: str, conditions: list[str]) -> str:
-    """The statement text a ``go`` act shows in traces when none is given."""
-    return f"go {far} if {' and '.join(conditions)}" if conditions else f"go {far}"
-
-
-# -- writing ------------------------------------------------------------------
-
-
-def dump_yaml(spec: FlowSpec) -> str:
-    """The flow as YAML that :func:`parse_yaml` reads back to an equal model."""
-    houses = [_house(h) for h in spec.houses]
-    doc: dict[str, Any] = houses[0] if len(houses) == 1 else {"houses": houses}
-    return yaml.dump(doc, Dumper=DUMPER, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100)
-
-
-def _data(data: dict[str, Any]) -> Any:
-    return data["value"] if list(data) == ["value"] else dict(data)
-
-
-def _refs(refs: list[Ref]) -> Any:
-    return render.ref(refs[0]) if len(refs) == 1 else [render.ref(r) for r in refs]
-
-
-def _house(house: HouseSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {"house": house.name}
-    if house.loads:
-        out["load"] = list(house.loads)
-    if house.logs:
-        out["log"] = [render.ref(r) for r in house.logs]
-    if house.inits:
-        out["init"] = [_init(i) for i in house.inits]
-    if house.framers:
-        out["framers"] = [_framer(f) for f in house.framers]
-    return out
-
-
-def _init(init: Init) -> dict[str, Any]:
-    out: dict[str, Any] = {"init": render.ref(init.dst)}
-    if init.src is not None:
-        out["from"] = render.ref(init.src)
-    else:
-        out["with"] = _data(init.data or {})
-    return out
-
-
-def _framer(framer: FramerSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {"framer": framer.name, "be": framer.schedule}
-    if framer.period:
-        out["at"] = framer.period
-    if framer.first is not None and (not framer.frames or framer.first != framer.frames[0].name):
-        out["first"] = framer.first
-    if framer.inode is not None:
-        out["via"] = framer.inode
-    out["frames"] = [_frame(f) for f in framer.frames]
-    return out
-
-
-def _frame(frame: FrameSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {"frame": frame.name}
-    if frame.over is not None:
-        out["in"] = frame.over
-    if frame.inode is not None:
-        out["via"] = frame.inode
-    if frame.next is not None:
-        out["next"] = frame.next
-    if frame.under is not None:
-        out["under"] = frame.under
-    if frame.auxes:
-        out["aux"] = [a.framer for a in frame.auxes]
-    if frame.acts:
-        out["acts"] = [_act(a) for a in frame.acts]
-    return out
-
-
-def _act(act: Act) -> dict[str, Any]:
-    a = act.args
-    verb = act.verb
-    out: dict[str, Any]
-    if verb == "go":
-        out = _go(a)
-    elif verb == "let":
-        out = {"let": render.needs(a["needs"])}
-    elif verb == "aux":
-        out = {"aux": a["framer"], "if": render.needs(a["needs"])}
-    elif verb == "do":
-        out = {"do": a["behaviour"]}
-        if a.get("name") is not None:
-            out["as"] = a["name"]
-        if a.get("inode") is not None:
-            out["via"] = a["inode"]
-        for key in ("with", "per"):
-            if a.get(key):
-                out[key] = _data(a[key])
-        for key in ("from", "to"):
-            if a.get(key):
-                out[key] = _refs(a[key])
-    elif verb == "put":
-        out = {"put": _data(a["data"]), "into": render.ref(a["dst"])}
-    elif verb in ("inc", "set"):
-        dst: Ref = a["dst"]
-        short = verb == "set" and dst.path in ("framer.me.goal.elapsed", "framer.me.goal.recurred") and not dst.fields
-        out = {verb: dst.path.rsplit(".", 1)[1] if short else render.ref(dst)}
-        if a.get("src") is not None:
-            out["from"] = render.ref(a["src"])
-        else:
-            out["with"] = _data(a["data"])
-    elif verb == "copy":
-        out = {"copy": render.ref(a["src"]), "into": render.ref(a["dst"])}
-    elif verb == "print":
-        out = {"print": a["message"]}
-    elif verb == "bid":
-        out = {"bid": a["control"]}
-        if a["taskers"] != ["me"]:
-            out["taskers"] = list(a["taskers"])
-        period = a.get("period")
-        if period is not None:
-            out["period"] = render.ref(period) if isinstance(period, Ref) else period
-    elif verb in ("ready", "start", "stop", "run", "abort", "done"):
-        t = list(a["taskers"])
-        out = {verb: t[0] if len(t) == 1 else t}
-    else:
-        raise FlowError(f"act {verb!r} cannot be written as YAML", act.where)
-    native = _FIXED_CONTEXT.get(verb, NATIVE.get(verb))
-    if verb not in _FIXED_CONTEXT and act.context != native:
-        out["at"] = act.context
-    return out
-
-
-def _go(a: dict[str, Any]) -> dict[str, Any]:
-    needs: list[Need] = list(a["needs"])
-    human = a.get("human", "")
-    out: dict[str, Any]
-    default: str
-    if a["far"] == "next" and len(needs) == 1 and not needs[0].negate and needs[0].op == ">=" \
-            and needs[0].goal_ref is None and needs[0].tolerance is None \
-            and human.split(" ", 1)[0] in ("timeout", "repeat"):
-        n = needs[0]
-        if n.kind == "elapsed" and isinstance(n.goal_value, float) and human.startswith("timeout"):
-            value: int | float = n.goal_value
-            tail = human.split(" ", 1)[-1]
-            if tail.isdigit() and tail.isascii() and float(int(tail)) == value:
-                value = int(tail)  # written as an integer: keep it so
-            out = {"timeout": value}
-            default = f"timeout {_scalar_text(value)}"
-        elif n.kind == "recurred" and type(n.goal_value) is int and human.startswith("repeat"):
-            out = {"repeat": n.goal_value}
-            default = f"repeat {n.goal_value}"
-        else:
-            out, default = _plain_go(a["far"], needs)
-    else:
-        out, default = _plain_go(a["far"], needs)
-    if human != default:
-        out["human"] = human
-    return out
-
-
-def _scalar_text(value: Any) -> str:
-    """How YAML will write a scalar, which is how a parser will read its text back."""
-    return yaml.dump(value, Dumper=DUMPER).splitlines()[0]
-
-
-def _plain_go(far: str, needs: list[Need]) -> tuple[dict[str, Any], str]:
-    out: dict[str, Any] = {"go": far}
-    text = render.needs(needs)
-    if text:
-        out["if"] = text
-    return out, go_human(far, [text] if text else [])
+#: By verb: its YAML reader, ``act_VERB(reader, mapping, main node) -> (model verb, args)``.
+_READERS: dict[str, Callable[[_Reader, Pairs, yaml.Node], tuple[str, dict[str, Any]]]] = each(
+    {name[4:]: fn for name, fn in vars(_Reader).items() if name.startswith("act_")}, "the YAML reader (yamlflow.py)")
