@@ -23,7 +23,7 @@ BUILTIN_BASES = {
     "flowcast.flow.buildacts.BehaviourFailure": RuntimeError,
     "flowcast.flow.errors.FlowError": Exception,
     "flowcast.flow.errors.FlowErrors": Exception,
-    "flowcast.house.layout.LayoutError": Exception,
+    "flowcast.house.layoutspec.LayoutError": Exception,
     "flowcast.house.status.StatusError": Exception,
     "flowcast.routing.frame.FrameError": ValueError,
     "flowcast.routing.policy.PolicyError": ValueError,
