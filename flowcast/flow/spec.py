@@ -112,7 +112,9 @@ class Need:
 class Act:
     """One action line of a frame.
 
-    ``verb`` and the keys of ``args``:
+    ``verb`` and the keys of ``args`` (the verb table, :mod:`flowcast.flow.verbs`,
+    is where each verb's keys, defaults and contexts are defined; this says
+    what they mean):
 
     * ``do``: ``behaviour`` (dotted name, e.g. ``"counter"`` or ``"controller.pid.depth"``
       as the front end normalises ``do controller pid depth``), ``name`` (the
