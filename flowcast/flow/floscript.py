@@ -8,6 +8,12 @@ so that the builder downstream can reproduce Ioflo's runs.  Names that can
 only be checked once the whole script is read (a ``go`` to a frame written
 later) are checked by :mod:`flonames` at the end, all problems at once.
 
+This module holds the driver and the statements that give a flow its
+shape (house, init, load, log, framer, frame, contexts); each act verb's
+reader is in :mod:`floacts`, found through the verb table
+(:mod:`verbs`), and the fast paths for the statements big flows are made
+of are in :mod:`flofast`.
+
 Ioflo statements flowcast does not implement (servers, loggers, clones,
 ``rear``/``raze``, ...) fail here with a located "not supported" error
 rather than being half-understood.
