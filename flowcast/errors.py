@@ -9,7 +9,10 @@ nothing from flowcast: every layer, the runtime included, can import it.
 
 from __future__ import annotations
 
-__all__ = ["ClosedError", "Error"]
+import difflib
+from collections.abc import Iterable
+
+__all__ = ["ClosedError", "Error", "did_you_mean"]
 
 
 class Error(Exception):
@@ -23,3 +26,13 @@ class ClosedError(Error):
     that can never complete; not a ValueError, so it is never mistaken for
     bad input.
     """
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """A ``did you mean 'x'?`` hint, or '' when nothing is close.
+
+    Here, at the bottom, so every layer words a near miss the same way: the
+    behaviour registry (below the flow layer) as much as flows and layouts.
+    """
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else ""

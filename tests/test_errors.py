@@ -20,10 +20,10 @@ BUILTIN_BASES = {
     "flowcast.export.schema.SchemaVersionError": ValueError,
     "flowcast.export.segments.WriterBusyError": OSError,
     "flowcast.export.sparkenv.JavaMissing": RuntimeError,
-    "flowcast.flow.builder.BehaviourFailure": RuntimeError,
+    "flowcast.flow.buildacts.BehaviourFailure": RuntimeError,
     "flowcast.flow.errors.FlowError": Exception,
     "flowcast.flow.errors.FlowErrors": Exception,
-    "flowcast.house.layout.LayoutError": Exception,
+    "flowcast.house.layoutspec.LayoutError": Exception,
     "flowcast.house.status.StatusError": Exception,
     "flowcast.routing.frame.FrameError": ValueError,
     "flowcast.routing.policy.PolicyError": ValueError,
@@ -82,3 +82,16 @@ def test_start_interrupted_stays_outside_except_exception():
 def test_private_exceptions_do_not_share_a_name():
     private = [name.rsplit(".", 1)[1] for name, cls in EXCEPTIONS.items() if cls.__name__.startswith("_")]
     assert len(private) == len(set(private)), sorted(private)
+
+
+def test_one_did_you_mean_for_every_layer() -> None:
+    # The behaviour registry (below the flow layer) had its own copy of the
+    # difflib call; flows, layouts and the CLI re-export the root's.
+    import flowcast.errors
+    import flowcast.flow.errors
+    from flowcast.behaving import registry
+
+    assert flowcast.flow.errors.did_you_mean is flowcast.errors.did_you_mean
+    assert registry.did_you_mean is flowcast.errors.did_you_mean
+    assert flowcast.errors.did_you_mean("depht", ["depth", "speed"]) == "did you mean 'depth'?"
+    assert flowcast.errors.did_you_mean("zzz", ["depth"]) == ""

@@ -25,7 +25,6 @@ built, so a typo is a load error, not a run-time surprise.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -38,7 +37,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from flowcast.errors import Error
+from flowcast.errors import Error, did_you_mean
 
 __all__ = ["Behaviour", "BehaviourError", "Io", "Param", "Registry", "behaviour", "canonical_name"]
 
@@ -81,8 +80,7 @@ class Behaviour:
         for key, value in data.items():
             param = known.get(key)
             if param is None:
-                close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
-                hint = (f"did you mean {close[0]!r}?" if close else "") or (
+                hint = did_you_mean(key, known) or (
                     f"it takes: {', '.join(known)}" if known else "it takes no parameters"
                 )
                 raise BehaviourError(f"behaviour {self.name!r} has no parameter {key!r}; {hint}")

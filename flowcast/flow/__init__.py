@@ -22,7 +22,7 @@ _WHERE = {
     "Framer": "framer",
     "Transition": "framer",
     "FlowSpec": "spec",
-    "Where": "spec",
+    "Where": "errors",
     "Skedder": "skedder",
     "Stamp": "skedder",
     "load_flow": "loader",
@@ -43,10 +43,10 @@ __getattr__, __dir__ = exports(__name__, _WHERE, globals())
 if TYPE_CHECKING:
     from flowcast.flow.builder import BehaviourFailure, BuiltHouse, build_house
     from flowcast.flow.convert import convert
-    from flowcast.flow.errors import FlowError, FlowErrors
+    from flowcast.flow.errors import FlowError, FlowErrors, Where
     from flowcast.flow.floscript import load_flo, parse_flo
     from flowcast.flow.framer import Frame, Framer, Transition
     from flowcast.flow.loader import load_flow
     from flowcast.flow.skedder import Skedder, Stamp
-    from flowcast.flow.spec import FlowSpec, Where
+    from flowcast.flow.spec import FlowSpec
     from flowcast.flow.yamlflow import dump_yaml, load_yaml, parse_yaml

@@ -1,22 +1,25 @@
-"""Flow-script errors that point at the source.
+"""Located errors: the one place that says where in a file something is wrong.
 
 Every error found while loading or resolving a flow -- a syntax slip, an
-unknown behaviour, a frame name with a typo -- is a :class:`FlowError`
-carrying the :class:`~flowcast.flow.spec.Where` it came from, so a person
-sees ``file:line:col``, the line, and a caret under the spot.  Nothing runs
-when a flow has an error: loaders collect and raise before any house starts.
+unknown behaviour, a frame name with a typo -- and every problem in an
+estate layout is a :class:`FlowError` carrying the :class:`Where` it came
+from, so a person sees ``file:line:col``, the line, and a caret under the
+spot, worded the same whichever reader found it (flows, layouts, the CLI
+all print these).  Nothing runs when a flow has an error: loaders collect
+and raise before any house starts.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
 import unicodedata
-from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-from flowcast.errors import Error
-from flowcast.flow.spec import Where
+from flowcast.errors import Error, did_you_mean
+
+__all__ = ["FlowError", "FlowErrors", "Where", "clipped", "decode_error", "did_you_mean", "excerpt",
+           "printable", "read_text"]
 
 #: Characters of the source line shown either side of the error's column.
 #: A minified or binary "line" can be megabytes; the error shows a window
@@ -26,6 +29,19 @@ CLIP = 80
 ELLIPSIS = "..."
 MAX_MESSAGE = 2000  # a message (or hint) longer than this is cut
 _LONG_WORD = re.compile(r"[^\s'\"]{%d,}" % (2 * CLIP + 1))  # messages quote source words: clip huge ones
+
+
+@dataclass(frozen=True)
+class Where:
+    """A source position: 1-based line and column, and the line's text."""
+
+    file: str
+    line: int
+    col: int
+    text: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
 
 
 def printable(char: str) -> str:
@@ -97,12 +113,6 @@ def decode_error(file: str, data: bytes, exc: UnicodeDecodeError) -> "FlowError"
     bad = data[exc.start : exc.end].hex(" ")
     return FlowError(f"not a UTF-8 text file: {exc.reason} (byte(s) {bad}, offset {exc.start})",
                      Where(file, line, col, text))
-
-
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """A ``did you mean 'x'?`` hint, or '' when nothing is close."""
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}?" if close else ""
 
 
 class FlowError(Error):

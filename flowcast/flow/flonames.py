@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection
 
 from flowcast.flow.errors import FlowError, did_you_mean
 from flowcast.flow.spec import FlowSpec, FramerSpec, FrameSpec, HouseSpec, Need, Where
+from flowcast.flow.verbs import ACTS, AUX, FRAME, NEEDS, TASKERS_OR_ALL
 
 
 def locate(where: Where | None, word: str) -> Where | None:
@@ -136,28 +137,26 @@ class _Checker:
               frames: dict[str, FrameSpec], has_next: bool) -> None:
         framers = self.framers
         for act in frame.acts:
-            args = act.args
-            if act.verb == "go":
-                far = args.get("far")
-                if far == "next":
-                    if not has_next:
-                        self.error(f"'go next' from {frame.name!r}, the last frame of framer {framer.name!r}",
-                                   act.where, hint="add 'next NAME' to this frame or name the target frame")
-                elif far != "me" and isinstance(far, str):
-                    self.name("frame", far, frames, act.where, "targets are a frame name, next or me")
-            if act.verb == "aux":
-                self.aux(args.get("framer", ""), act.where, framers)
-            if act.verb in ("go", "let", "aux"):
-                for need in args.get("needs", []):
-                    self.need(house, framer, need, framers)
-            elif act.verb == "bid":
-                for t in args.get("taskers", []):
-                    if t not in ("me", "all"):
-                        self.name("tasker", t, framers, act.where)
-            elif act.verb in ("ready", "start", "stop", "run", "abort", "done"):
-                for t in args.get("taskers", []):
-                    if t != "me":
-                        self.name("tasker", t, framers, act.where)
+            verb = ACTS.get(act.verb)
+            for key, kind in verb.names if verb is not None else ():
+                value = act.args.get(key)
+                if kind == FRAME:
+                    if value == "next":
+                        if not has_next:
+                            self.error(f"'go next' from {frame.name!r}, the last frame of framer {framer.name!r}",
+                                       act.where, hint="add 'next NAME' to this frame or name the target frame")
+                    elif value != "me" and isinstance(value, str):
+                        self.name("frame", value, frames, act.where, "targets are a frame name, next or me")
+                elif kind == AUX:
+                    self.aux(value or "", act.where, framers)
+                elif kind == NEEDS:
+                    for need in value or []:
+                        self.need(house, framer, need, framers)
+                else:  # TASKERS or TASKERS_OR_ALL
+                    special = ("me", "all") if kind == TASKERS_OR_ALL else ("me",)
+                    for t in value or []:
+                        if t not in special:
+                            self.name("tasker", t, framers, act.where)
         for aux in frame.auxes:
             self.aux(aux.framer, aux.where, framers)
             for need in aux.needs:

@@ -28,6 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from flowcast.flow.errors import Where  # the model's positions are the errors' positions
+
+__all__ = ["CONTEXTS", "SCHEDULES", "Act", "Aux", "Context", "FlowSpec", "FrameSpec", "FramerSpec",
+           "HouseSpec", "Init", "Need", "Ref", "Schedule", "Where"]
+
 #: When an act runs in its frame's life.  ``benter`` acts are entry
 #: conditions; ``precur`` acts are transitions (and other interrupters);
 #: the rest are Ioflo's enter / renter / recur / exit / rexit.
@@ -37,19 +42,6 @@ CONTEXTS: tuple[str, ...] = ("benter", "enter", "renter", "precur", "recur", "ex
 #: Framer schedules, as in Ioflo's ``framer X be SCHEDULE``.
 Schedule = Literal["active", "inactive", "aux", "slave"]
 SCHEDULES: tuple[str, ...] = ("active", "inactive", "aux", "slave")
-
-
-@dataclass(frozen=True)
-class Where:
-    """A source position: 1-based line and column, and the line's text."""
-
-    file: str
-    line: int
-    col: int
-    text: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.col}"
 
 
 @dataclass(frozen=True)
@@ -120,7 +112,9 @@ class Need:
 class Act:
     """One action line of a frame.
 
-    ``verb`` and the keys of ``args``:
+    ``verb`` and the keys of ``args`` (the verb table, :mod:`flowcast.flow.verbs`,
+    is where each verb's keys, defaults and contexts are defined; this says
+    what they mean):
 
     * ``do``: ``behaviour`` (dotted name, e.g. ``"counter"`` or ``"controller.pid.depth"``
       as the front end normalises ``do controller pid depth``), ``name`` (the

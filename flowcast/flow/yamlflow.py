@@ -20,13 +20,14 @@ from typing import Any
 import yaml
 
 from flowcast.runtime.gcpause import gc_paused
-from flowcast.flow import florender as render
 from flowcast.flow import flowords as w
 from flowcast.flow.errors import FlowError, FlowErrors, did_you_mean, read_text
 from flowcast.flow.floneeds import needs as parse_needs
-from flowcast.flow.flolex import Statement, Token, chunk, split_lines
+from flowcast.flow.flolex import Statement, Token, chunk
 from flowcast.flow.flonames import check_names
-from flowcast.flow.floscript import NATIVE, make_act
+from flowcast.flow.verbs import FIXED, NATIVE, VERBS, each, make_act
+from flowcast.flow.yamlnodes import NodeReader, Pairs, node_kind
+from flowcast.flow.yamlwrite import dump_yaml, go_human
 from flowcast.flow.spec import (
     CONTEXTS,
     SCHEDULES,
@@ -42,32 +43,11 @@ from flowcast.flow.spec import (
     Where,
 )
 
-#: Keys an act may have besides its verb, per verb.
-ACT_KEYS: dict[str, tuple[str, ...]] = {
-    "do": ("as", "at", "via", "with", "per", "from", "to"),
-    "put": ("into", "at"),
-    "inc": ("with", "from", "at"),
-    "copy": ("into", "at"),
-    "set": ("with", "from", "at"),
-    "print": ("at",),
-    "bid": ("taskers", "period", "at"),
-    "ready": ("at",), "start": ("at",), "stop": ("at",), "run": ("at",), "abort": ("at",),
-    "done": ("at",),
-    "go": ("if", "human"),
-    "timeout": ("human",),
-    "repeat": ("human",),
-    "let": (),
-    "aux": ("if",),
-}
-_FIXED_CONTEXT = {"go": "precur", "timeout": "precur", "repeat": "precur", "let": "benter", "aux": "precur"}
-_SCALARS = (str, int, float, bool, type(None))
-#: libyaml's loader when PyYAML has it (about ten times faster); nodes keep marks either way.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+#: Keys an act may have besides its verb, per verb (from the verb table).
+ACT_KEYS: dict[str, tuple[str, ...]] = {word: verb.yaml for word, verb in VERBS.items()}
 
-#: Lists and mappings read again through YAML aliases: a small file must not
-#: expand into millions of acts through anchors and aliases.
-MAX_ALIAS_EXPANSION = 100_000
+
+__all__ = ["ACT_KEYS", "dump_yaml", "load_yaml", "parse_yaml"]
 
 
 def load_yaml(path: str | Path) -> FlowSpec:
@@ -92,66 +72,31 @@ def parse_yaml(text: str, file: str = "<string>") -> FlowSpec:
 # -- reading ------------------------------------------------------------------
 
 
-class _Reader:
+class _Reader(NodeReader):
+    """A YAML flow's nodes into the model; stops at the first error."""
+
+    kind = "flow"
+
     def __init__(self, text: str, file: str) -> None:
-        self.file = file
-        self.lines = split_lines(text)
-        self.text = text
-        self.loader: Any = None
+        super().__init__(text, file)
         self.framer: FramerSpec | None = None
-        self.seen: set[int] = set()
-        self.repeats = 0
 
-    # node helpers
-
-    def count(self, node: yaml.Node) -> None:
-        if id(node) not in self.seen:
-            self.seen.add(id(node))
-            return
-        self.repeats += 1
-        if self.repeats > MAX_ALIAS_EXPANSION:
-            raise self.error(f"flow too large: YAML aliases expand to more than {MAX_ALIAS_EXPANSION} "
-                             "further lists and mappings", node)
-
-    def where(self, node: yaml.Node) -> Where:
-        mark = node.start_mark
-        line = self.lines[mark.line] if 0 <= mark.line < len(self.lines) else ""
-        return Where(self.file, mark.line + 1, mark.column + 1, line)
-
-    def error(self, message: str, node: yaml.Node, hint: str = "") -> FlowError:
-        return FlowError(message, self.where(node), hint)
-
-    def compose(self) -> yaml.Node | None:
-        try:
-            self.loader = _LOADER(self.text)
-            try:
-                return self.loader.get_single_node()
-            finally:
-                self.loader.dispose()
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            where = None
-            if mark is not None:
-                line = self.lines[mark.line] if 0 <= mark.line < len(self.lines) else ""
-                where = Where(self.file, mark.line + 1, mark.column + 1, line)
-            raise FlowError(f"YAML syntax: {exc.problem or exc.context}", where) from None
-        except yaml.YAMLError as exc:
-            raise FlowError(f"YAML syntax: {exc}") from None
-        except RecursionError:
-            raise FlowError("YAML nested too deeply") from None
+    # node helpers: each raises at a problem (the reader does not collect)
 
     def value(self, node: yaml.Node, what: str) -> Any:
         """A scalar's Python value (int, float, bool, None or str)."""
-        if not isinstance(node, yaml.ScalarNode):
-            raise self.error(f"{what} must be a single value, not a {node_kind(node)}", node)
-        assert self.loader is not None
-        try:
-            value = self.loader.construct_object(node, deep=True)
-        except yaml.YAMLError as exc:
-            raise self.error(f"bad {what}: {exc}", node) from None
-        if not isinstance(value, _SCALARS):
-            raise self.error(f"{what} must be a number, string, boolean or null, not {type(value).__name__}", node)
-        return value
+        return self.scalar(node, what)
+
+    def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...],  # type: ignore[override]
+                required: tuple[str, ...] = ()) -> Pairs:
+        pairs = super().mapping(node, what, allowed, required)
+        assert pairs is not None  # not collecting: a problem raised
+        return pairs
+
+    def items(self, node: yaml.Node, what: str) -> list[yaml.Node]:  # type: ignore[override]
+        found = super().items(node, what)
+        assert found is not None
+        return found
 
     def text_of(self, node: yaml.Node, what: str) -> str:
         if not isinstance(node, yaml.ScalarNode):
@@ -163,33 +108,6 @@ class _Reader:
         if not w.IDENT.match(text) or text in w.RESERVED:
             raise self.error(f"invalid {what} {text!r}: expected a name like 'idle' or 'leg2'", node)
         return text
-
-    def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> dict[str, tuple[yaml.Node, yaml.Node]]:
-        if not isinstance(node, yaml.MappingNode):
-            raise self.error(f"{what} must be a mapping, not a {node_kind(node)}", node)
-        self.count(node)
-        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key_node, val_node in node.value:
-            key = self.text_of(key_node, f"a key of {what}")
-            if key in out:
-                raise self.error(f"key {key!r} given twice in {what}", key_node)
-            if key not in allowed:
-                hint = did_you_mean(key, allowed) or f"keys of {what}: {', '.join(allowed)}"
-                raise self.error(f"unknown key {key!r} in {what}", key_node, hint)
-            out[key] = (key_node, val_node)
-        return out
-
-    def items(self, node: yaml.Node, what: str) -> list[yaml.Node]:
-        if isinstance(node, yaml.SequenceNode):
-            self.count(node)
-            return list(node.value)
-        raise self.error(f"{what} must be a list, not a {node_kind(node)}", node)
-
-    def list_or_one(self, node: yaml.Node) -> list[yaml.Node]:
-        if isinstance(node, yaml.SequenceNode):
-            self.count(node)
-            return list(node.value)
-        return [node]
 
     def cursor(self, node: yaml.Node, verb: str, what: str) -> w.Cursor:
         """FloScript tokens of a scalar, placed where they are in the file."""
@@ -225,7 +143,7 @@ class _Reader:
             return {"value": self.value(node, what)}
         if not isinstance(node, yaml.MappingNode):
             raise self.error(f"{what} must be a value or a mapping of fields, not a {node_kind(node)}", node)
-        self.count(node)
+        self.count_alias(node)
         data: dict[str, Any] = {}
         for key_node, val_node in node.value:
             key = self.text_of(key_node, "a field name")
@@ -392,17 +310,15 @@ class _Reader:
         m = self.mapping(node, f"a '{verb}' act", (verb,) + ACT_KEYS[verb])
         key_node, main = m[verb]
         where = self.where(key_node)
-        context = NATIVE.get(verb, _FIXED_CONTEXT.get(verb, "enter"))
+        context = NATIVE.get(verb) or FIXED[verb]
         if "at" in m:
             ctx = self.text_of(m["at"][1], "a context")
             if ctx not in CONTEXTS:
                 raise self.error(f"unknown context {ctx!r}", m["at"][1],
                                  did_you_mean(ctx, CONTEXTS) or f"contexts: {', '.join(CONTEXTS)}")
             context = ctx
-        handler: Callable[[dict[str, tuple[yaml.Node, yaml.Node]], yaml.Node], tuple[str, dict[str, Any]]]
-        handler = getattr(self, f"act_{verb}")
-        out_verb, args = handler(m, main)
-        context = _FIXED_CONTEXT.get(verb, context)
+        out_verb, args = _READERS[verb](self, m, main)
+        context = FIXED.get(verb, context)
         return make_act(out_verb, context, args, where)
 
     # acts: each returns (model verb, args)
@@ -540,179 +456,6 @@ class _Reader:
         return "aux", {"framer": self.name(main, "aux framer name"), "needs": self.conditions(m["if"][1])}
 
 
-def go_human(far: str, conditions: list[str]) -> str:
-    """The statement text a ``go`` act shows in traces when none is given."""
-    return f"go {far} if {' and '.join(conditions)}" if conditions else f"go {far}"
-
-
-def node_kind(node: yaml.Node) -> str:
-    """What a YAML node is, in an error message's words: mapping, list or value."""
-    if isinstance(node, yaml.MappingNode):
-        return "mapping"
-    if isinstance(node, yaml.SequenceNode):
-        return "list"
-    return "value"
-
-
-# -- writing ------------------------------------------------------------------
-
-
-def dump_yaml(spec: FlowSpec) -> str:
-    """The flow as YAML that :func:`parse_yaml` reads back to an equal model."""
-    houses = [_house(h) for h in spec.houses]
-    doc: dict[str, Any] = houses[0] if len(houses) == 1 else {"houses": houses}
-    return yaml.dump(doc, Dumper=_DUMPER, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100)
-
-
-def _data(data: dict[str, Any]) -> Any:
-    return data["value"] if list(data) == ["value"] else dict(data)
-
-
-def _refs(refs: list[Ref]) -> Any:
-    return render.ref(refs[0]) if len(refs) == 1 else [render.ref(r) for r in refs]
-
-
-def _house(house: HouseSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {"house": house.name}
-    if house.loads:
-        out["load"] = list(house.loads)
-    if house.logs:
-        out["log"] = [render.ref(r) for r in house.logs]
-    if house.inits:
-        out["init"] = [_init(i) for i in house.inits]
-    if house.framers:
-        out["framers"] = [_framer(f) for f in house.framers]
-    return out
-
-
-def _init(init: Init) -> dict[str, Any]:
-    out: dict[str, Any] = {"init": render.ref(init.dst)}
-    if init.src is not None:
-        out["from"] = render.ref(init.src)
-    else:
-        out["with"] = _data(init.data or {})
-    return out
-
-
-def _framer(framer: FramerSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {"framer": framer.name, "be": framer.schedule}
-    if framer.period:
-        out["at"] = framer.period
-    if framer.first is not None and (not framer.frames or framer.first != framer.frames[0].name):
-        out["first"] = framer.first
-    if framer.inode is not None:
-        out["via"] = framer.inode
-    out["frames"] = [_frame(f) for f in framer.frames]
-    return out
-
-
-def _frame(frame: FrameSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {"frame": frame.name}
-    if frame.over is not None:
-        out["in"] = frame.over
-    if frame.inode is not None:
-        out["via"] = frame.inode
-    if frame.next is not None:
-        out["next"] = frame.next
-    if frame.under is not None:
-        out["under"] = frame.under
-    if frame.auxes:
-        out["aux"] = [a.framer for a in frame.auxes]
-    if frame.acts:
-        out["acts"] = [_act(a) for a in frame.acts]
-    return out
-
-
-def _act(act: Act) -> dict[str, Any]:
-    a = act.args
-    verb = act.verb
-    out: dict[str, Any]
-    if verb == "go":
-        out = _go(a)
-    elif verb == "let":
-        out = {"let": render.needs(a["needs"])}
-    elif verb == "aux":
-        out = {"aux": a["framer"], "if": render.needs(a["needs"])}
-    elif verb == "do":
-        out = {"do": a["behaviour"]}
-        if a.get("name") is not None:
-            out["as"] = a["name"]
-        if a.get("inode") is not None:
-            out["via"] = a["inode"]
-        for key in ("with", "per"):
-            if a.get(key):
-                out[key] = _data(a[key])
-        for key in ("from", "to"):
-            if a.get(key):
-                out[key] = _refs(a[key])
-    elif verb == "put":
-        out = {"put": _data(a["data"]), "into": render.ref(a["dst"])}
-    elif verb in ("inc", "set"):
-        dst: Ref = a["dst"]
-        short = verb == "set" and dst.path in ("framer.me.goal.elapsed", "framer.me.goal.recurred") and not dst.fields
-        out = {verb: dst.path.rsplit(".", 1)[1] if short else render.ref(dst)}
-        if a.get("src") is not None:
-            out["from"] = render.ref(a["src"])
-        else:
-            out["with"] = _data(a["data"])
-    elif verb == "copy":
-        out = {"copy": render.ref(a["src"]), "into": render.ref(a["dst"])}
-    elif verb == "print":
-        out = {"print": a["message"]}
-    elif verb == "bid":
-        out = {"bid": a["control"]}
-        if a["taskers"] != ["me"]:
-            out["taskers"] = list(a["taskers"])
-        period = a.get("period")
-        if period is not None:
-            out["period"] = render.ref(period) if isinstance(period, Ref) else period
-    elif verb in ("ready", "start", "stop", "run", "abort", "done"):
-        t = list(a["taskers"])
-        out = {verb: t[0] if len(t) == 1 else t}
-    else:
-        raise FlowError(f"act {verb!r} cannot be written as YAML", act.where)
-    native = _FIXED_CONTEXT.get(verb, NATIVE.get(verb))
-    if verb not in _FIXED_CONTEXT and act.context != native:
-        out["at"] = act.context
-    return out
-
-
-def _go(a: dict[str, Any]) -> dict[str, Any]:
-    needs: list[Need] = list(a["needs"])
-    human = a.get("human", "")
-    out: dict[str, Any]
-    default: str
-    if a["far"] == "next" and len(needs) == 1 and not needs[0].negate and needs[0].op == ">=" \
-            and needs[0].goal_ref is None and needs[0].tolerance is None \
-            and human.split(" ", 1)[0] in ("timeout", "repeat"):
-        n = needs[0]
-        if n.kind == "elapsed" and isinstance(n.goal_value, float) and human.startswith("timeout"):
-            value: int | float = n.goal_value
-            tail = human.split(" ", 1)[-1]
-            if tail.isdigit() and tail.isascii() and float(int(tail)) == value:
-                value = int(tail)  # written as an integer: keep it so
-            out = {"timeout": value}
-            default = f"timeout {_scalar_text(value)}"
-        elif n.kind == "recurred" and type(n.goal_value) is int and human.startswith("repeat"):
-            out = {"repeat": n.goal_value}
-            default = f"repeat {n.goal_value}"
-        else:
-            out, default = _plain_go(a["far"], needs)
-    else:
-        out, default = _plain_go(a["far"], needs)
-    if human != default:
-        out["human"] = human
-    return out
-
-
-def _scalar_text(value: Any) -> str:
-    """How YAML will write a scalar, which is how a parser will read its text back."""
-    return yaml.dump(value, Dumper=_DUMPER).splitlines()[0]
-
-
-def _plain_go(far: str, needs: list[Need]) -> tuple[dict[str, Any], str]:
-    out: dict[str, Any] = {"go": far}
-    text = render.needs(needs)
-    if text:
-        out["if"] = text
-    return out, go_human(far, [text] if text else [])
+#: By verb: its YAML reader, ``act_VERB(reader, mapping, main node) -> (model verb, args)``.
+_READERS: dict[str, Callable[[_Reader, Pairs, yaml.Node], tuple[str, dict[str, Any]]]] = each(
+    {name[4:]: fn for name, fn in vars(_Reader).items() if name.startswith("act_")}, "the YAML reader (yamlflow.py)")

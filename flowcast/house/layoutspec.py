@@ -1,0 +1,173 @@
+"""What an estate layout is: its keys, bounds and defaults, and the validated model.
+
+The schema is in docs/layouts.md; :mod:`~flowcast.house.layoutread` checks a
+file against these, :mod:`~flowcast.house.layout` loads and plans.  Apart
+so that a supervisor or a status reader can hold a layout's model without
+the reader that builds it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from flowcast.flow.errors import FlowError, FlowErrors, Where
+from flowcast.transport.keep import Acceptance
+
+__all__ = [
+    "ACCEPTANCES",
+    "ACCESSES",
+    "EstateLayout",
+    "HouseEntry",
+    "HousePlan",
+    "LayoutError",
+    "RemoteSpec",
+    "RoadSpec",
+    "RuleSpec",
+]
+
+#: Acceptance policies of a road, as the keep knows them.
+ACCEPTANCES: tuple[str, ...] = tuple(a.value for a in Acceptance)
+#: What a policy rule grants or refuses.
+ACCESSES: tuple[str, ...] = ("write", "read", "any")
+#: Channel and yard names: short, no dots (a dot separates share path parts
+#: and yard names are the stems of lane socket files).
+LOCAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}\Z")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_ROLE = "estate"
+DEFAULT_ACCEPTANCE = "once"
+#: Upper bound of an entry's fixed ``count``: a typo must not fork a million processes.
+MAX_COUNT = 1024
+#: Most house processes one plan may ask for (a guard against a typo like 10**9).
+MAX_PLAN = 65536
+#: Longest glob in a policy rule and longest path (flow, keep, run) accepted.
+MAX_GLOB = 256
+MAX_PATH = 4096
+#: A layout is a few hundred bytes; a huge file is a mistake or an attack.
+MAX_FILE_BYTES = 1 << 20
+#: Errors listed before the rest are summarised in one line.
+MAX_ERRORS = 100
+
+TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses")
+#: A road's bounds on what it holds for peers (whole numbers: bytes, seconds, messages), with their ranges.
+LIMIT_KEYS = {
+    "hold_budget": (1 << 20, 1 << 40),  # bytes held for order or reassembly, all sessions together
+    "incomplete_after": (1, 86_400),  # seconds an incomplete message waits for its next piece
+    "idle_after": (10, 7 * 86_400),  # seconds of silence before a session is reaped
+    "backlog_messages": (1, 10_000_000),  # messages waiting for one remote that is down
+    "backlog_bytes": (1 << 16, 1 << 40),  # and their bytes
+}
+ROAD_KEYS = ("host", "port", "acceptance", "remotes", *LIMIT_KEYS)
+REMOTE_KEYS = ("estate", "host", "port")
+RULE_KEYS = ("allow", "deny", "estate", "role", "share", "tag", "channel")
+HOUSE_KEYS = ("name", "flow", "house", "manor", "count")
+
+
+@dataclass(frozen=True)
+class RemoteSpec:
+    """An estate a road joins when it starts (the joiner side of RAET's join)."""
+
+    estate: str
+    host: str
+    port: int
+    where: Where | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class RoadSpec:
+    """One UDP channel of the estate: where it listens and whom it admits/joins."""
+
+    channel: str
+    host: str
+    port: int  #: 0: any free port (the bound port is reported at run time)
+    acceptance: str  #: never | once | always -- what a join from an unknown key does
+    remotes: tuple[RemoteSpec, ...] = ()
+    where: Where | None = field(default=None, compare=False)
+    #: What the road may hold for its peers (transport/budget.py): only the keys the layout gave.
+    limits: tuple[tuple[str, int], ...] = ()
+
+    def stack_options(self) -> dict[str, int]:
+        """Keyword arguments for the RoadStack (its defaults stand for keys not given)."""
+        return dict(self.limits)
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """One authorization rule for traffic arriving by road; the first match decides.
+
+    Every pattern is an :mod:`fnmatch` glob matched against the route of the
+    message: the sending ``estate`` and its ``role``, the dotted ``share``
+    name, the message ``tag`` and the ``channel`` it came in on.
+    """
+
+    effect: Literal["allow", "deny"]
+    access: Literal["write", "read", "any"]
+    estate: str = "*"
+    role: str = "*"
+    share: str = "*"
+    tag: str = "*"
+    channel: str = "*"
+    where: Where | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class HouseEntry:
+    """Which flow (and which house of it) some of the estate's houses run.
+
+    ``flow`` is absolute so the plan does not depend on the directory a
+    supervisor happens to run in.
+    """
+
+    name: str
+    flow: Path
+    house: str | None = None  #: house of the flow file; None: its first
+    manor: bool = False
+    count: int | Literal["auto"] = 1
+    where: Where | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class EstateLayout:
+    """A validated estate layout: everything a supervisor needs to start it."""
+
+    path: Path
+    estate: str
+    role: str
+    keep: Path
+    run: Path
+    #: by channel name, in file order.  Not part of the hash (a dict cannot be hashed).
+    roads: dict[str, RoadSpec] = field(default_factory=dict, hash=False)
+    policy: tuple[RuleSpec, ...] = ()
+    houses: tuple[HouseEntry, ...] = ()
+
+    @property
+    def manor(self) -> HouseEntry:
+        """The entry whose (single) house is the manor: it owns the roads."""
+        for entry in self.houses:
+            if entry.manor:
+                return entry
+        raise ValueError("layout has no manor house")  # load_layout never builds one
+
+
+@dataclass(frozen=True)
+class HousePlan:
+    """One house process to start: its yard name and what it runs."""
+
+    yard: str
+    entry: HouseEntry
+    manor: bool
+
+
+class LayoutError(FlowErrors):
+    """Every problem found in a layout, each located; ``str`` lists them all.
+
+    A :class:`~flowcast.flow.errors.FlowErrors`, so whatever already prints
+    flow-script errors prints layout errors the same way.
+    """
+
+    def __init__(self, errors: list[FlowError], path: Path | str | None = None) -> None:
+        super().__init__(errors)
+        self.path = None if path is None else Path(path)
