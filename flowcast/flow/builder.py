@@ -40,7 +40,7 @@ from flowcast.flow.framer import (
 from flowcast.flow.incs import inc_direct, inc_indirect
 from flowcast.flow.spec import Act, FrameSpec, FramerSpec, HouseSpec, Need, Ref, Where
 from flowcast.runtime.gcpause import gc_paused
-from flowcast.store import Share, ShareNameError, Store
+from flowcast.store import HouseLike, Share, ShareNameError, Store
 
 __all__ = ["BuiltHouse", "build_house"]
 
@@ -92,7 +92,7 @@ class _Builder:
         stamp: Callable[[], float],
         on_transition: Callable[[Transition], None] | None,
         out: Callable[[str], None],
-        house: Any = None,
+        house: HouseLike | None = None,
     ) -> None:
         self.spec = spec
         self.house = house
@@ -914,7 +914,7 @@ def build_house(
     on_transition: Callable[[Transition], None] | None = None,
     out: Callable[[str], None] = print,
     base: Path | None = None,
-    house: Any = None,
+    house: HouseLike | None = None,
 ) -> BuiltHouse:
     """Resolve and compile one house; raise FlowErrors listing every problem.
 
