@@ -605,7 +605,8 @@ class Router:
     @property
     def routes(self) -> dict[tuple[Route, Route], int]:
         """Messages per (src, dst) route pair this router has handled."""
-        return {(pair.src, pair.dst): pair.count for pair in set(self._pairs.values()) if pair.count}
+        # Each pair once (it is cached under more than one key), in first-use order: not a set's address order.
+        return {(pair.src, pair.dst): pair.count for pair in dict.fromkeys(self._pairs.values()) if pair.count}
 
     def status(self) -> dict[str, Any]:
         """A plain snapshot for ``flowcast status``."""

@@ -156,3 +156,21 @@ def test_the_trace_does_not_depend_on_string_hashing() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == here
+
+
+def test_routes_come_in_first_use_order_whatever_the_pairs_hash(monkeypatch) -> None:
+    """``Router.routes`` (and so the status's top routes, ties kept in order) does not follow addresses."""
+    from flowcast.routing import router as router_module
+
+    falling = iter(range(10_000, 0, -1))
+    hashes: dict[int, int] = {}
+    monkeypatch.setattr(router_module._Pair, "__hash__", lambda self: hashes.setdefault(id(self), next(falling)))
+    world = World(seed=5)
+    alpha = world.routed_estate("alpha", ["manor"])
+    router = alpha["manor"]
+    names = [f"s{n}" for n in range(12)]
+    for name in names:
+        router.store.share(name)
+        router.send(name, 1, src="out")
+    assert [dst.share for _src, dst in router.routes] == names
+    assert [dst.split("@")[0] for _src, dst, _n in router.status()["routes"]] == names  # ties keep that order
