@@ -26,12 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowcast.export.schema import MESSAGE_KINDS, PRESENCE_KIND
 from flowcast.export.segments import _COUNT, Recovery, SegmentWriter, route_text
 from flowcast.runtime import wall_now
 from flowcast.store import HouseLike, Share
+
+if TYPE_CHECKING:  # the builder is heavy; a recorder only reads what it built
+    from flowcast.flow.builder import BuiltHouse
 
 __all__ = ["Recorder", "route_text"]
 
@@ -163,7 +166,7 @@ class Recorder:
         share.watchers.append(self._on_share)
         self._watched.append(share)
 
-    def watch_house(self, house: Any) -> list[str]:
+    def watch_house(self, house: HouseLike | BuiltHouse) -> list[str]:
         """Watch the shares a built house (or a House) marked for logging."""
         built = getattr(house, "built", house)
         names = list(built.logged)
