@@ -80,6 +80,7 @@ def run(seed: int) -> list[tuple]:
     alpha["w1"].send("public.board@.beta", {"early": 1}, src="out", tag="post")
     # Beta never joins gamma: held at beta's manor, then refused (no_remote).
     beta["w1"].send("inbox@.gamma", {"never": 1}, src="out", tag="poke")
+    world.run_for(0.5)  # both reach their manors, which hold them
     alpha.roads["main"].join("beta:main")
     alpha.roads["main"].join("gamma:main")
     world.run_for(4.0)
@@ -119,6 +120,7 @@ def test_the_same_seed_gives_the_same_trace_and_another_seed_another() -> None:
     assert {"routed", "landed", "refused"} <= kinds(first)
     assert counts(first, "manor", "beta")["denied"] == 1
     assert counts(first, "manor", "beta")["no_remote"] == 1  # held, then expired: gamma never joined beta
+    assert counts(first, "manor", "alpha")["held"] == 1  # held, then sent when beta joined
     assert counts(first, "manor", "gamma")["no_share"] == 1
     assert counts(first, "w1", "alpha")["delivered"] >= 40
     arrived = [e for e in first if len(e) == 4 and e[1] == "w1.alpha" and e[2] == "out.error"]
