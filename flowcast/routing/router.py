@@ -39,12 +39,12 @@ from typing import Any
 import msgpack
 
 from flowcast.errors import ClosedError
-from flowcast.runtime.clock import RealClock
 from flowcast.routing.hold import Hold
 from flowcast.routing.replies import MAX_ERROR_FRAME, REPLY_WINDOW, ReplyBook  # noqa: F401 - re-exported
 from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, route_bytes
 from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
+from flowcast.runtime.clock import RealClock
 from flowcast.store.share import QueueShare
 from flowcast.store.sizes import estimate
 from flowcast.transport.reliable import FAILED as _FAILED
