@@ -26,6 +26,7 @@ from flowcast.house.house import House, load_house
 from flowcast.house.layout import EstateLayout, HousePlan, load_layout, plan_houses
 from flowcast.routing.wiring import wire_lane, wire_road, wire_router
 from flowcast.runtime import Scheduler, sleep, wall_now
+from flowcast.store import HouseLike
 from flowcast.transport.lanekeys import LaneKeys, new_secret
 
 __all__ = ["launch", "open_house", "run_house", "status_dir", "lane_dir", "STATUS_PERIOD"]
@@ -146,7 +147,7 @@ def _rule(rule: Any) -> dict[str, str]:
     return out
 
 
-def _status_writer(house: House, path: Path, yard: str, manor: bool):  # type: ignore[no-untyped-def]
+def _status_writer(house: HouseLike, path: Path, yard: str, manor: bool):  # type: ignore[no-untyped-def]
     """A micro-thread: the house's status (and message rates) into ``path`` each period.
 
     Rates are measured on the house's clock, like everything the house
