@@ -35,9 +35,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from flowcast.errors import Error, did_you_mean
+
+if TYPE_CHECKING:  # a type only: the registry loads before anything runs
+    from flowcast.store import HouseLike
 
 __all__ = ["Behaviour", "BehaviourError", "Io", "Param", "Registry", "behaviour", "canonical_name"]
 
@@ -270,7 +273,7 @@ class Io:
     frame: str = ""
     #: The House running this behaviour (None when a flow is built bare):
     #: how wiring behaviours reach its scheduler and router.
-    house: Any = None
+    house: HouseLike | None = None
 
     @property
     def input(self) -> Any:

@@ -24,14 +24,17 @@ exports repeatable timestamps and a real one exports wall time.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowcast.export.schema import MESSAGE_KINDS, PRESENCE_KIND
 from flowcast.export.segments import _COUNT, Recovery, SegmentWriter, route_text
-from flowcast.store import Share
+from flowcast.runtime import wall_now
+from flowcast.store import HouseLike, Share
+
+if TYPE_CHECKING:  # the builder is heavy; a recorder only reads what it built
+    from flowcast.flow.builder import BuiltHouse
 
 __all__ = ["Recorder", "route_text"]
 
@@ -59,7 +62,7 @@ class Recorder:
         if batch < 1:
             raise ValueError("batch must be at least 1")
         self._now = clock
-        self.epoch = time.time() - clock() if epoch is None else float(epoch)
+        self.epoch = wall_now() - clock() if epoch is None else float(epoch)  # wall time at clock zero, for readers
         self.estate = estate
         self.house = house
         self.writer = SegmentWriter(
@@ -76,7 +79,7 @@ class Recorder:
         self.after_close = 0
 
     @classmethod
-    def for_house(cls, house: Any, root: Path | str, *, estate: str, **options: Any) -> Recorder:
+    def for_house(cls, house: HouseLike, root: Path | str, *, estate: str, **options: Any) -> Recorder:
         """A recorder on a House's clock, already watching its logged shares.
 
         What a house calls at start (``flowcast run --export DIR`` would):
@@ -163,7 +166,7 @@ class Recorder:
         share.watchers.append(self._on_share)
         self._watched.append(share)
 
-    def watch_house(self, house: Any) -> list[str]:
+    def watch_house(self, house: HouseLike | BuiltHouse) -> list[str]:
         """Watch the shares a built house (or a House) marked for logging."""
         built = getattr(house, "built", house)
         names = list(built.logged)

@@ -25,7 +25,7 @@ from flowcast.flow.framer import Frame, Framer, Transition
 from flowcast.flow.spec import Act, FrameSpec, FramerSpec, HouseSpec, Need, Ref, Where
 from flowcast.flow.verbs import ACTS, each
 from flowcast.runtime.gcpause import gc_paused
-from flowcast.store import Share, ShareNameError, Store
+from flowcast.store import HouseLike, Share, ShareNameError, Store
 
 __all__ = ["BehaviourFailure", "BuiltHouse", "build_house"]
 
@@ -52,7 +52,7 @@ class _Builder(ActCompiler, NeedCompiler):
         stamp: Callable[[], float],
         on_transition: Callable[[Transition], None] | None,
         out: Callable[[str], None],
-        house: Any = None,
+        house: HouseLike | None = None,
     ) -> None:
         self.spec = spec
         self.house = house
@@ -347,7 +347,7 @@ def build_house(
     on_transition: Callable[[Transition], None] | None = None,
     out: Callable[[str], None] = print,
     base: Path | None = None,
-    house: Any = None,
+    house: HouseLike | None = None,
 ) -> BuiltHouse:
     """Resolve and compile one house; raise FlowErrors listing every problem.
 

@@ -18,7 +18,6 @@ import logging
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,8 @@ from flowcast.house.handoff import Handoff, not_dumpable
 from flowcast.house.house import House, load_house
 from flowcast.house.layout import EstateLayout, HousePlan, load_layout, plan_houses
 from flowcast.routing.wiring import wire_lane, wire_road, wire_router
-from flowcast.runtime import sleep
+from flowcast.runtime import Scheduler, sleep, wall_now
+from flowcast.store import HouseLike
 from flowcast.transport.lanekeys import LaneKeys, new_secret
 
 __all__ = ["launch", "open_house", "run_house", "status_dir", "lane_dir", "STATUS_PERIOD"]
@@ -105,17 +105,19 @@ def _wire(house: House, layout: EstateLayout, plan: list[HousePlan], mine: House
             log.info("road %s on %s:%d", road.channel, *stack.address[:2])
             for remote in road.remotes:
                 house.scheduler.spawn(
-                    _keep_joined(stack, remote.estate, (remote.host, remote.port)), name=f"join:{road.channel}:{remote.estate}"
+                    _keep_joined(stack, remote.estate, (remote.host, remote.port), house.scheduler), name=f"join:{road.channel}:{remote.estate}"
                 )
 
 
-def _keep_joined(road: Any, estate: str, address: tuple[str, int]):  # type: ignore[no-untyped-def]
+def _keep_joined(road: Any, estate: str, address: tuple[str, int], scheduler: Scheduler):  # type: ignore[no-untyped-def]
     """A micro-thread: join ``estate`` at ``address``, and again whenever it is not allowed.
 
     Estates start in any order and restart: one join at start that times
     out would leave the road unjoined for good.  Tries back off from 1 s to
     30 s; a refusal (a pinned key that changed, a ``never`` policy) is
-    logged each time, not hidden.
+    logged each time, not hidden.  Each try waits for the road to answer
+    it (``JoinAttempt.answered``), never longer than its timeout and a
+    second: a road closed under it leaves no thread waiting for good.
     """
     delay = 1.0
     while not road.closed:
@@ -123,11 +125,13 @@ def _keep_joined(road: Any, estate: str, address: tuple[str, int]):  # type: ign
             delay = 1.0
             yield sleep(5.0)
             continue
-        attempt = road.join(address, timeout=min(delay * 2, 10.0))
-        for _ in range(200):  # at most 10 s of 50 ms looks
-            if attempt.result is not None or road.is_allowed(estate):
-                break
-            yield sleep(0.05)
+        timeout = min(delay * 2, 10.0)
+        attempt = road.join(address, timeout=timeout)
+        guard = scheduler.call_later(timeout + 1.0, attempt.answered.set)
+        try:
+            yield attempt.answered.wait()
+        finally:
+            guard.cancel()
         if attempt.result in ("refused", "pending"):
             log.warning("join %s at %s:%d: %s %s", estate, *address, attempt.result, attempt.reason)
         if not road.is_allowed(estate):
@@ -143,13 +147,19 @@ def _rule(rule: Any) -> dict[str, str]:
     return out
 
 
-def _status_writer(house: House, path: Path, yard: str, manor: bool):  # type: ignore[no-untyped-def]
-    """A micro-thread: the house's status (and message rates) into ``path`` each period."""
-    started = time.time()
+def _status_writer(house: HouseLike, path: Path, yard: str, manor: bool):  # type: ignore[no-untyped-def]
+    """A micro-thread: the house's status (and message rates) into ``path`` each period.
+
+    Rates are measured on the house's clock, like everything the house
+    does; only the stamps a person reads (``started``, ``updated``, each
+    denial's ``at``) are wall time, converted here and nowhere sooner.
+    """
+    clock = house.scheduler.clock
+    wall_started = wall_now()
     previous: dict[str, int] | None = None  # no rates before a second look
-    previous_at = time.monotonic()
+    previous_at = clock.now()
     while True:
-        now = time.monotonic()
+        now = clock.now()
         router = house.router
         status = router.status() if router is not None else {}
         counts = status.get("counts", {})
@@ -158,8 +168,11 @@ def _status_writer(house: House, path: Path, yard: str, manor: bool):  # type: i
             key: 0.0 if previous is None else (value - previous.get(key, 0)) / span for key, value in counts.items()
         }
         previous, previous_at = dict(counts), now
+        wall = wall_now()
+        if "denials" in status:
+            status["denials"] = [_wall_denial(entry, wall - now) for entry in status["denials"]]
         status.update(
-            {"pid": os.getpid(), "house": house.name, "started": started, "updated": time.time(), "manor": manor, "yard": yard}
+            {"pid": os.getpid(), "house": house.name, "started": wall_started, "updated": wall, "manor": manor, "yard": yard}
         )
         if router is not None:
             status["ports"] = {ch: list(road.address[:2]) for ch, road in router.roads.items()}
@@ -173,6 +186,14 @@ def _status_writer(house: House, path: Path, yard: str, manor: bool):  # type: i
         except (OSError, TypeError, ValueError) as error:
             log.warning("status file %s: %s", path, error)
         yield sleep(STATUS_PERIOD)
+
+
+def _wall_denial(entry: dict[str, Any], wall_offset: float) -> dict[str, Any]:
+    """A router denial with its ``at`` (house clock seconds) as wall time, for ``flowcast status``."""
+    at = entry.get("at")
+    if isinstance(at, (int, float)):
+        return {**entry, "at": at + wall_offset}
+    return entry
 
 
 class StartInterrupted(BaseException):

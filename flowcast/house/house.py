@@ -20,14 +20,18 @@ from flowcast.flow.builder import BuiltHouse, build_house
 from flowcast.flow.framer import Transition
 from flowcast.flow.skedder import Skedder, Stamp
 from flowcast.flow.spec import HouseSpec
-from flowcast.runtime import RealClock, Scheduler, VirtualClock
+from flowcast.runtime import Clock, RealClock, Scheduler, VirtualClock
 from flowcast.runtime.gcpause import gc_paused
+from flowcast.store import Store
 
 __all__ = ["House", "load_house"]
 
 
 class House:
-    """Build a house from its spec and run it on a scheduler."""
+    """Build a house from its spec and run it on a scheduler.
+
+    A :class:`flowcast.store.HouseLike`: what the layers inside it may use.
+    """
 
     def __init__(
         self,
@@ -46,9 +50,12 @@ class House:
         # The scheduler exists before the build: behaviours built now may
         # keep it (``io.house.scheduler``) to run stacks as micro-threads.
         self.scheduler = Scheduler(VirtualClock() if virtual else RealClock())
-        #: The house's Router once one is attached (by the estate launcher or
-        #: by a flow's own wiring behaviours); None for a house on its own.
+        # Service slots (flowcast.store.HouseLike): each None until its layer
+        # wires the house.  The Router, once attached by the estate launcher
+        # or by a flow's own wiring behaviours; CAST and causal, planned.
         self.router: Any = None
+        self.cast: Any = None
+        self.causal: Any = None
         self._closers: list[Callable[[], None]] = []
         try:
             self.built: BuiltHouse = build_house(
@@ -67,8 +74,12 @@ class House:
         return self.built.name
 
     @property
-    def store(self):
+    def store(self) -> Store:
         return self.built.store
+
+    @property
+    def clock(self) -> Clock:
+        return self.scheduler.clock
 
     def on_close(self, closer: Callable[[], None]) -> None:
         """Run ``closer`` when the house stops (stacks, ports, status writers), newest first."""

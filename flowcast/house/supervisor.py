@@ -25,23 +25,9 @@ flows; it only keeps processes alive:
        "houses": [{"name": "manor", "pid": 124, "state": "running", "restarts": 0,
                    "started_at": 1763778980.1, "last_exit": null, "next_start": null}]}
 
-Why a tiny exec shim rather than ``preexec_fn`` for ``PR_SET_PDEATHSIG``: the
-subprocess documentation warns that ``preexec_fn`` can deadlock in a process that
-has threads (the child runs Python code between ``fork`` and ``exec`` while locks
-may be held by threads that no longer exist there), and it forbids the fast
-``vfork`` path. Instead a child is started as ``python -I -S -c SHIM <ppid> argv...``:
-the shim calls ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` through ctypes in a fresh,
-single-threaded interpreter, checks the supervisor is still its parent (it may
-have died before the ``prctl``), and ``execvp``\\s the real command. The death
-signal survives ``execve`` and the pid stays the same, so the supervisor still
-watches, signals and reaps the real house. The cost is one bare interpreter start
-(about 20 ms) per child start. The process group is set by ``Popen``'s own
-``process_group=0`` (no Python code in the child).
-
-Note that Linux sends the parent-death signal when the *thread* that forked the
-child exits. All children are started from the thread that runs :meth:`run`, and
-that thread stops and reaps them before it returns, so this only matters if that
-thread is killed abnormally, and then it is what we want.
+How a child is started so that it never outlives the supervisor (the
+PR_SET_PDEATHSIG shim) is childproc.py's job; this module is the policy:
+when to start, restart, back off and stop.
 """
 
 from __future__ import annotations
@@ -51,120 +37,34 @@ import logging
 import os
 import selectors
 import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
-from flowcast.house.childpipe import PIPE_MAX as _PIPE_MAX
-from flowcast.house.childpipe import Offer as _Offer
+from flowcast.house.childproc import (
+    FALLBACK_POLL,
+    HAVE_PIDFD,
+    ChildSpec,
+    ChildState,
+    ChildStatus,
+    _Child,
+    describe_exit,
+    pid_of,
+    signal_child,
+    spawn,
+)
+from flowcast.runtime.clock import wall_now
 from flowcast.runtime.durable import atomic_write
 
 __all__ = ["ChildSpec", "ChildState", "ChildStatus", "Supervisor", "read_status"]
 
 log = logging.getLogger("flowcast.supervisor")
 
-ChildState = Literal["starting", "running", "backoff", "stopping", "stopped"]
-
-_PR_SET_PDEATHSIG = 1
-
-# Run in the child before exec: argv is [python, -I, -S, -c, SHIM, ppid, cmd, args...].
-_PDEATHSIG_SHIM = """\
-import ctypes, os, signal, sys
-libc = ctypes.CDLL(None, use_errno=True)
-if libc.prctl(%d, signal.SIGTERM, 0, 0, 0) != 0:
-    sys.stderr.write("flowcast supervisor: prctl(PR_SET_PDEATHSIG) failed: %%s\\n"
-                     %% os.strerror(ctypes.get_errno()))
-if os.getppid() != int(sys.argv[1]):
-    sys.stderr.write("flowcast supervisor: supervisor gone before start\\n")
-    os._exit(1)
-try:
-    os.execvp(sys.argv[2], sys.argv[2:])
-except OSError as exc:
-    sys.stderr.write("flowcast supervisor: cannot exec %%r: %%s\\n" %% (sys.argv[2], exc))
-    os._exit(127)
-""" % _PR_SET_PDEATHSIG
-
 _Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
-
-_USE_SHIM = sys.platform.startswith("linux")
-_HAVE_PIDFD = hasattr(os, "pidfd_open")
-# Without pidfds (not Linux) the loop cannot block on child exit; it checks this often.
-_FALLBACK_POLL = 0.2
-
-
-@dataclass(frozen=True)
-class ChildSpec:
-    """One child to run: a house or yard process.
-
-    ``log`` receives the child's stdout and stderr, appended, so one file per house
-    keeps its whole history across restarts (each start adds a marker line).
-    ``env`` None inherits the supervisor's environment; ``cwd`` None its directory.
-    ``stdin`` (bytes) is written into a socket that is the child's stdin, the
-    same bytes at every start, once the child has asked for them
-    (childpipe.signal_ready, after it made itself non-dumpable): how an
-    estate hands a house its plan and its lane keys without argv,
-    environment or a file (handoff.py).  None gives the child ``/dev/null``.
-    """
-
-    name: str
-    argv: Sequence[str]
-    log: Path
-    env: Mapping[str, str] | None = None
-    cwd: Path | None = None
-    stdin: bytes | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            raise ValueError("ChildSpec.name must not be empty")
-        if not self.argv:
-            raise ValueError(f"ChildSpec {self.name!r}: argv must not be empty")
-        if self.stdin is not None and len(self.stdin) > _PIPE_MAX:
-            raise ValueError(f"ChildSpec {self.name!r}: stdin is {len(self.stdin)} bytes, at most {_PIPE_MAX}")
-
-
-@dataclass(frozen=True)
-class ChildStatus:
-    """A snapshot of one child, as :meth:`Supervisor.status` and the status file give it.
-
-    ``state``: "starting" (process up, not yet up for ``healthy_after``; a crash now
-    lengthens the back-off), "running" (up at least ``healthy_after``), "backoff"
-    (exited, waiting until ``next_start``), "stopping" (sent SIGTERM by a stop),
-    "stopped". Times are wall-clock seconds since the epoch so another process can
-    show them. ``last_exit`` is the exit code, or minus the signal number that
-    killed the child; None if it has not exited (or could not be started).
-    ``restarts`` counts starts after the first.
-    """
-
-    name: str
-    pid: int | None
-    state: ChildState
-    restarts: int
-    started_at: float | None
-    last_exit: int | None
-    next_start: float | None
-
-
-class _Child:
-    """Mutable per-child bookkeeping; only the run() thread writes it (under the lock)."""
-
-    def __init__(self, spec: ChildSpec, backoff: float) -> None:
-        self.spec = spec
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.pidfd: int | None = None
-        self.state: ChildState = "stopped"
-        self.restarts = 0
-        self.starts = 0
-        self.started_mono: float | None = None
-        self.started_wall: float | None = None
-        self.last_exit: int | None = None
-        self.next_start_mono: float | None = None
-        self.backoff = backoff  # delay before the next restart
 
 
 class Supervisor:
@@ -254,7 +154,7 @@ class Supervisor:
     def status(self) -> list[ChildStatus]:
         """Snapshot of every child, in the order given to the constructor."""
         with self._lock:
-            return self._snapshot(time.monotonic(), time.time())
+            return self._snapshot(time.monotonic(), wall_now())
 
     # ----------------------------------------------------------------- running
 
@@ -266,14 +166,14 @@ class Supervisor:
         self._write_status()
         while not self._stop_requests:
             timeout = self._next_timer(time.monotonic())
-            if not _HAVE_PIDFD:
-                timeout = _FALLBACK_POLL if timeout is None else min(timeout, _FALLBACK_POLL)
+            if not HAVE_PIDFD:
+                timeout = FALLBACK_POLL if timeout is None else min(timeout, FALLBACK_POLL)
             for key, _ in self._selector.select(timeout):
                 if key.data is None:
                     self._drain_wake()
                 else:
                     self._reap(key.data)
-            if not _HAVE_PIDFD:
+            if not HAVE_PIDFD:
                 for child in self._children:
                     if child.proc is not None and child.proc.poll() is not None:
                         self._reap(child)
@@ -303,7 +203,7 @@ class Supervisor:
             ):
                 with self._lock:
                     child.state = "running"  # the back-off resets in _schedule_restart
-                log.debug("%s healthy (pid %s)", child.spec.name, _pid(child))
+                log.debug("%s healthy (pid %s)", child.spec.name, pid_of(child))
                 changed = True
             elif (
                 child.state == "backoff"
@@ -317,37 +217,8 @@ class Supervisor:
 
     def _start(self, child: _Child) -> None:
         spec = child.spec
-        argv = [os.fspath(a) for a in spec.argv]
-        if _USE_SHIM:
-            argv = [sys.executable, "-I", "-S", "-c", _PDEATHSIG_SHIM, str(os.getpid()), *argv]
-        env = dict(spec.env) if spec.env is not None else None
-        now_wall = time.time()
         try:
-            spec.log.parent.mkdir(parents=True, exist_ok=True)
-            with open(spec.log, "ab") as out:
-                out.write(
-                    f"--- flowcast supervisor: starting {spec.name} at "
-                    f"{time.strftime('%Y-%m-%dT%H:%M:%S%z', time.localtime(now_wall))} ---\n".encode()
-                )
-                out.flush()
-                offer = _Offer(spec.stdin) if spec.stdin is not None else None
-                try:
-                    proc = subprocess.Popen(
-                        argv,
-                        stdin=offer.child_fd() if offer is not None else subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        env=env,
-                        cwd=spec.cwd,
-                        close_fds=True,
-                        process_group=0,
-                    )
-                except BaseException:
-                    if offer is not None:
-                        offer.abandon()
-                    raise
-                if offer is not None:
-                    offer.started(spec.name)  # written when the child asks, on a thread of its own
+            proc, wall_started = spawn(spec)
         except OSError as exc:
             log.error("%s could not be started: %s", spec.name, exc)
             with self._lock:
@@ -360,7 +231,7 @@ class Supervisor:
             self._write_status()
             return
         try:
-            pidfd = os.pidfd_open(proc.pid) if _HAVE_PIDFD else None
+            pidfd = os.pidfd_open(proc.pid) if HAVE_PIDFD else None
         except OSError:  # e.g. a seccomp filter: do not leave an unwatched child behind
             proc.kill()
             proc.wait()
@@ -373,7 +244,7 @@ class Supervisor:
             child.pidfd = pidfd
             child.state = "starting"
             child.started_mono = time.monotonic()
-            child.started_wall = now_wall
+            child.started_wall = wall_started
             child.next_start_mono = None
         if pidfd is not None:
             self._selector.register(pidfd, selectors.EVENT_READ, child)
@@ -407,7 +278,7 @@ class Supervisor:
             "%s pid %d exited %s",
             child.spec.name,
             proc.pid,
-            _describe_exit(code),
+            describe_exit(code),
             extra={"house": child.spec.name, "event": "exited", "pid": proc.pid, "code": code},
         )
         if delay is not None:
@@ -469,14 +340,14 @@ class Supervisor:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._stop_requests > max(requests, 1):
                 break  # out of patience, or asked twice: kill now
-            if not _HAVE_PIDFD:
-                remaining = min(remaining, _FALLBACK_POLL)
+            if not HAVE_PIDFD:
+                remaining = min(remaining, FALLBACK_POLL)
             for key, _ in self._selector.select(remaining):
                 if key.data is None:
                     self._drain_wake()
                 else:
                     self._reap(key.data)
-            if not _HAVE_PIDFD:
+            if not HAVE_PIDFD:
                 for child in live:
                     if child.proc is not None and child.proc.poll() is not None:
                         self._reap(child)
@@ -507,23 +378,7 @@ class Supervisor:
 
     @staticmethod
     def _signal(child: _Child, signum: int) -> None:
-        """Signal the child's process group (the house and anything it spawned).
-
-        Only while the child is unreaped, so its pid (= its group id) cannot have
-        been reused by an unrelated process. A child that moved to another group
-        is signalled alone; never both, since a second SIGTERM means "hurry" to
-        some programs.
-        """
-        proc = child.proc
-        if proc is None or proc.returncode is not None:
-            return
-        try:
-            if os.getpgid(proc.pid) == proc.pid:
-                os.killpg(proc.pid, signum)
-            else:
-                proc.send_signal(signum)
-        except ProcessLookupError:  # exited meanwhile; the pidfd will tell
-            pass
+        signal_child(child.proc, signum)
 
     # ------------------------------------------------------------------ status
 
@@ -536,7 +391,7 @@ class Supervisor:
             out.append(
                 ChildStatus(
                     name=child.spec.name,
-                    pid=_pid(child),
+                    pid=pid_of(child),
                     state=child.state,
                     restarts=child.restarts,
                     started_at=child.started_wall,
@@ -550,7 +405,7 @@ class Supervisor:
         if self._status_path is None:
             return
         with self._lock:
-            now_wall = time.time()
+            now_wall = wall_now()
             doc = {
                 "supervisor_pid": os.getpid(),
                 "updated": now_wall,
@@ -611,16 +466,4 @@ def read_status(path: Path) -> dict[str, Any] | None:
     doc["alive"] = alive and doc.get("state") != "stopped"
     return doc
 
-
-def _pid(child: _Child) -> int | None:
-    return child.proc.pid if child.proc is not None else None
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"on signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"on signal {-code}"
-    return f"with code {code}"
 

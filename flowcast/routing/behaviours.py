@@ -12,14 +12,13 @@ behaviour: the router lands them in their shares.
 
 from __future__ import annotations
 
-from typing import Any
-
 from flowcast.behaving.registry import Io, behaviour
 from flowcast.routing.route import Route
 from flowcast.routing.wiring import join_remote, wire_lane, wire_road, wire_router
+from flowcast.store import HouseLike
 
 
-def _house(io: Io) -> Any:
+def _house(io: Io) -> HouseLike:
     if io.house is None:
         raise ValueError("routing behaviours need a running House (io.house is None)")
     return io.house

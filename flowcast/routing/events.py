@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from flowcast.store import HouseLike
+
 __all__ = ["RouteRecorder", "follow_house", "record_routes"]
 
 _ROUTES = 4096  # per-pair id counters kept; beyond it they start again (ids need only the last stamp)
@@ -149,7 +151,7 @@ def record_routes(router: Any, sink: Any) -> RouteRecorder | None:
     return hooks
 
 
-def follow_house(house: Any, sink: Any) -> Callable[[], None]:
+def follow_house(house: HouseLike, sink: Any) -> Callable[[], None]:
     """A chore for the house's ticks that records its router into ``sink`` once it has one.
 
     A flow makes its router when it runs (``router setup ... at enter``),

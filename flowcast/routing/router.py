@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import struct
-import time
 import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
@@ -45,6 +44,7 @@ from flowcast.routing.replies import MAX_ERROR_FRAME, REPLY_WINDOW, ReplyBook  #
 from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, route_bytes
 from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
+from flowcast.runtime.clock import RealClock
 from flowcast.store.share import QueueShare
 from flowcast.store.sizes import estimate
 from flowcast.transport.reliable import FAILED as _FAILED
@@ -164,12 +164,14 @@ class Router:
         self._pack = msgpack.Packer(use_bin_type=True).pack  # one per router: a house is one thread
         self._pairs: dict[tuple, _Pair] = {}  # (src, dst) as tuples -> pair
         self._sends: dict[tuple[Any, str], _Pair] = {}  # (dst as given, src share) -> pair
-        self._clock = scheduler.clock.now if scheduler is not None else time.monotonic
+        # The scheduler's clock, so a simulated run is a trace of its seed; a
+        # router with no scheduler (no simulated run has none) keeps a real one.
+        self._clock = scheduler.clock.now if scheduler is not None else RealClock().now
         self._held = Hold()
         self._replies = ReplyBook(self._clock, self.manor, self.counts, _PAIRS)
         self._hold_timer: Any = None
         self._log_tokens = _LOG_PER_SECOND
-        self._log_at = time.monotonic()
+        self._log_at = self._clock()
         policy_share = store.share(POLICY_SHARE)
         policy_share.watchers.append(self._policy_written)
 
@@ -556,7 +558,7 @@ class Router:
 
     def _note(self, refused: _Refused, src: Route | None, dst: Route | None, tag: str) -> None:
         entry = {
-            "at": time.time(),
+            "at": self._clock(),  # router clock seconds; the status writer turns it into wall time
             "kind": refused.counter,
             "reason": refused.reason,
             "src": "" if src is None else str(src),
@@ -564,7 +566,7 @@ class Router:
             "tag": tag,
         }
         self.denials.append(entry)
-        now = time.monotonic()
+        now = self._clock()
         self._log_tokens = min(_LOG_PER_SECOND, self._log_tokens + (now - self._log_at) * _LOG_PER_SECOND)
         self._log_at = now
         if self._log_tokens >= 1:
@@ -603,7 +605,8 @@ class Router:
     @property
     def routes(self) -> dict[tuple[Route, Route], int]:
         """Messages per (src, dst) route pair this router has handled."""
-        return {(pair.src, pair.dst): pair.count for pair in set(self._pairs.values()) if pair.count}
+        # Each pair once (it is cached under more than one key), in first-use order: not a set's address order.
+        return {(pair.src, pair.dst): pair.count for pair in dict.fromkeys(self._pairs.values()) if pair.count}
 
     def status(self) -> dict[str, Any]:
         """A plain snapshot for ``flowcast status``."""

@@ -14,12 +14,13 @@ from typing import Any
 
 from flowcast.routing.policy import Policy
 from flowcast.routing.router import Router
+from flowcast.store import HouseLike
 
 __all__ = ["wire_router", "wire_lane", "wire_road", "join_remote"]
 
 
 def wire_router(
-    house: Any,
+    house: HouseLike,
     *,
     estate: str,
     yard: str,
@@ -48,7 +49,7 @@ def wire_router(
     return router
 
 
-def wire_lane(house: Any, directory: str | Path, yards: Iterable[str], *, keys: Any) -> Any:
+def wire_lane(house: HouseLike, directory: str | Path, yards: Iterable[str], *, keys: Any) -> Any:
     """Bind this yard's socket in ``directory`` and accept the other ``yards``.
 
     ``keys`` (LaneKeys) must be given: an estate's houses pass the ones
@@ -76,7 +77,7 @@ def wire_lane(house: Any, directory: str | Path, yards: Iterable[str], *, keys: 
 
 
 def wire_road(
-    house: Any,
+    house: HouseLike,
     channel: str,
     *,
     keep: str | Path,
@@ -112,7 +113,7 @@ def wire_road(
     return road
 
 
-def join_remote(house: Any, channel: str, host: str, port: int) -> Any:
+def join_remote(house: HouseLike, channel: str, host: str, port: int) -> Any:
     """Start joining the estate at ``(host, port)`` on road ``channel``."""
     router = _router(house)
     road = router.roads.get(channel)
@@ -121,8 +122,8 @@ def join_remote(house: Any, channel: str, host: str, port: int) -> Any:
     return road.join((host, port))
 
 
-def _router(house: Any) -> Router:
-    router = getattr(house, "router", None)
+def _router(house: HouseLike) -> Router:
+    router = house.router
     if router is None:
         raise ValueError("this house has no router: run 'router setup' (or start it from an estate layout) first")
     return router

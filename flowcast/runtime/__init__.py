@@ -1,7 +1,7 @@
 """Micro-thread runtime: scheduler, clocks, timers and I/O readiness."""
 
 from flowcast.runtime.callback import CallbackError
-from flowcast.runtime.clock import Clock, RealClock, VirtualClock
+from flowcast.runtime.clock import Clock, RealClock, VirtualClock, wall_now
 from flowcast.runtime.scheduler import (
     Event,
     MicroThread,
@@ -28,4 +28,5 @@ __all__ = [
     "readable",
     "sleep",
     "sleep_until",
+    "wall_now",
 ]

@@ -12,6 +12,16 @@ import time
 from typing import Protocol
 
 
+def wall_now() -> float:
+    """Seconds since the epoch, for what a person reads: log lines, key stamps, status files.
+
+    The one sanctioned wall-clock read outside the clocks here.  Nothing a
+    simulated run decides may depend on it, or a seed would stop being a
+    trace; name what holds it ``wall_...`` so a reader sees which time it is.
+    """
+    return time.time()
+
+
 class Clock(Protocol):
     """What a scheduler needs from a clock."""
 

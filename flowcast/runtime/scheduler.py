@@ -270,7 +270,7 @@ class Scheduler:
         self._stopping = False
         self._failure: MicroThreadError | None = None
         self._error_handlers: dict[MicroThread, Callable[[MicroThread, BaseException], None]] = {}
-        self._threads: set[MicroThread] = set()
+        self._threads: dict[MicroThread, None] = {}  # in spawn order: close() ends them in it
         self._waker: tuple[socket.socket, socket.socket] | None = None
         self.switches = 0  # micro-thread steps run
         self.waits = 0  # times the loop looked for timers and I/O
@@ -288,7 +288,7 @@ class Scheduler:
         if not hasattr(body, "send"):
             raise TypeError(f"spawn() needs a generator, got {type(body).__name__}")
         thread = MicroThread(body, name or getattr(body, "__name__", "thread"))
-        self._threads.add(thread)
+        self._threads[thread] = None
         if on_error is not None:
             self._error_handlers[thread] = on_error
         self._ready.append(thread)
@@ -571,7 +571,7 @@ class Scheduler:
         thread.done = True
         thread.result = result
         thread.error = error
-        self._threads.discard(thread)
+        self._threads.pop(thread, None)
         handler = self._error_handlers.pop(thread, None)
         for joiner in thread._joiners:
             self.wake(joiner, result)

@@ -24,12 +24,12 @@ from __future__ import annotations
 import math
 import os
 import struct
-import time
 from dataclasses import dataclass
 
 import msgpack
 from nacl import bindings as _b
 
+from flowcast.runtime.clock import wall_now
 from flowcast.transport.crypto import CryptoError, LongTermKeys, box_open, box_seal, verify_signature
 from flowcast.transport.wire import HEADER_SIZE, PacketKind, pack_header
 
@@ -100,7 +100,9 @@ class JoinReply:
 
 def build_join(keys: LongTermKeys, name: str, role: str, mode: int, nonce: bytes, tag: int, stamp: float | None = None) -> bytes:
     header = pack_header(PacketKind.JOIN, 0, tag, _random64())
-    stamp = time.time() if stamp is None else float(stamp)
+    # Wall time on purpose: it orders JOINs of one key across restarts of the
+    # joiner, which a clock starting at zero could not.  Only its order counts.
+    stamp = wall_now() if stamp is None else float(stamp)
     body = msgpack.packb([name, role, mode, keys.verkey, keys.pubkey, nonce, stamp, b""])
     pad = 0
     while HEADER_SIZE + len(body) + 64 < MIN_JOIN:  # at most twice: a bin header may grow a byte

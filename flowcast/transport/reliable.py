@@ -339,7 +339,7 @@ class Channel:
         self.backoff = 0
         self.pending_count = 0  # reliable messages not yet final
         self._latest_deadline: dict[int, float] = {}
-        self._early: list[tuple[float, int, Outgoing]] = []
+        self._early: list[tuple[float, int, int, Outgoing]] = []  # (deadline, flow, seq, msg): no two alike, so no address decides
         self.ping_owed = False
         self.last_progress = now
         # receiver
@@ -427,7 +427,7 @@ class Channel:
                 # one earlier than a message before it also goes in a heap.
                 deadline = _INF if msg.deadline is None else msg.deadline
                 if deadline < self._latest_deadline.get(flow, -_INF):
-                    heapq.heappush(self._early, (deadline, id(msg), msg))
+                    heapq.heappush(self._early, (deadline, flow, seq, msg))
                 else:
                     self._latest_deadline[flow] = deadline
         msg.seq = seq
@@ -783,7 +783,7 @@ class Channel:
                 if head_deadline is not None and (deadline is None or head_deadline < deadline):
                     deadline = head_deadline
         early = self._early
-        while early and early[0][2]._state != QUEUED:
+        while early and early[0][3]._state != QUEUED:
             heapq.heappop(early)
         if early and (deadline is None or early[0][0] < deadline):
             deadline = early[0][0]
@@ -827,7 +827,7 @@ class Channel:
                     break
         early = self._early
         while early and early[0][0] <= now:
-            msg = heapq.heappop(early)[2]
+            msg = heapq.heappop(early)[3]
             if msg._state == QUEUED:
                 self.fail(msg, "timeout")
 

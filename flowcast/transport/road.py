@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from flowcast.runtime.scheduler import Event
 from flowcast.transport import handshake as hs
 from flowcast.transport.budget import (
     DEFAULT_BACKLOG_BYTES,
@@ -90,7 +91,7 @@ class _Allowing:
 class JoinAttempt:
     """A join this stack sent; ``result`` becomes accepted, pending, refused or timeout."""
 
-    __slots__ = ("tag", "nonce", "address", "packet", "next_send", "interval", "deadline", "result", "reason", "cookie_used")
+    __slots__ = ("tag", "nonce", "address", "packet", "next_send", "interval", "deadline", "_result", "reason", "cookie_used", "answered")
 
     def __init__(self, tag: int, address: Address, packet: bytes, nonce: bytes, now: float, deadline: float) -> None:
         self.tag = tag
@@ -100,9 +101,21 @@ class JoinAttempt:
         self.next_send = now
         self.interval = 0.1
         self.deadline = deadline
-        self.result: str | None = None
+        self._result: str | None = None
         self.reason = ""
         self.cookie_used = False  # answered a JOIN_COOKIE since the last send (one per send: no ping-pong)
+        #: Set when ``result`` first gets a value: a joiner waits on it, not a poll.
+        self.answered = Event()
+
+    @property
+    def result(self) -> str | None:
+        return self._result
+
+    @result.setter
+    def result(self, value: str | None) -> None:
+        self._result = value
+        if value is not None:
+            self.answered.set()
 
 
 class Remote:
