@@ -7,7 +7,7 @@ import os
 import pytest
 
 from flowcast.transport import handshake as hs
-from flowcast.transport import road as road_module
+from flowcast.transport import roadjoin as road_module  # where the road parses JOINs
 from flowcast.transport.crypto import LongTermKeys
 from flowcast.transport.joinbudget import JoinBudget
 from flowcast.transport.joingate import JoinGate, parse_join_cookie, wrap_join
