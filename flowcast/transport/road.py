@@ -50,7 +50,8 @@ from flowcast.transport.roadrate import HandshakeRate
 from flowcast.transport.roadremote import JoinAttempt, Remote
 from flowcast.transport.roadtable import REMOTE_FORGOTTEN, RemoteTable
 from flowcast.transport.session import Session
-from flowcast.transport.stack import ChannelEvents, EventSink, Stack
+from flowcast.transport.channelevents import ChannelEvents, EventSink
+from flowcast.transport.stack import Stack
 from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PATH, FrameKind, PacketKind, WireError
 
 __all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL", "REMOTE_FORGOTTEN"]
