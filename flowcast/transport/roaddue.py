@@ -43,7 +43,8 @@ class Deadlines:
 
     def next_deadline(self) -> float | None:
         stack = self.stack
-        deadline = stack._joins.next_deadline()
+        joins = stack._joins
+        deadline = joins.next_deadline() if joins.attempts else None  # (once per wake: no call for none)
         if stack._dirty:
             self.settle()
         heap = self.heap
