@@ -40,12 +40,14 @@ class Deadlines:
         self.stack = stack
         self.heap: list[tuple[float, int, Remote]] = []
         self._n = itertools.count()
+        # The stack's, held here too: next_deadline and maybe_due run at every wake.
+        self._dirty = stack._dirty
+        self._joins = stack._joins
+        self._attempts = stack._joins.attempts
 
     def next_deadline(self) -> float | None:
-        stack = self.stack
-        joins = stack._joins
-        deadline = joins.next_deadline() if joins.attempts else None  # (once per wake: no call for none)
-        if stack._dirty:
+        deadline = self._joins.next_deadline() if self._attempts else None
+        if self._dirty:
             self.settle()
         heap = self.heap
         while heap:
@@ -68,7 +70,7 @@ class Deadlines:
         session, a zero timeout) sets the stack's ``_urgent``: then all is settled.
         """
         stack = self.stack
-        if stack._urgent or stack._joins.attempts:
+        if stack._urgent or self._attempts:
             stack._urgent = False
             deadline = self.next_deadline()
             return deadline is not None and deadline <= now
@@ -81,13 +83,13 @@ class Deadlines:
         heap = self.heap
         count = self._n
         push = heapq.heappush
-        for remote in stack._dirty:
+        for remote in self._dirty:
             when = self.remote_deadline(remote)
             if when != remote.due:
                 remote.due = when
                 if when is not None:
                     push(heap, (when, next(count), remote))
-        stack._dirty.clear()
+        self._dirty.clear()
         if len(heap) > 2 * len(stack.remotes) + 64:
             # Stale entries pile up under traffic (deadlines moving earlier):
             # rebuild from the live ones, O(n) once per O(n) pushes.
@@ -135,8 +137,8 @@ class Deadlines:
     def timers(self, now: float) -> None:
         """Run everything due at ``now``: joins, then each remote whose deadline came."""
         stack = self.stack
-        stack._joins.timers(now)
-        if stack._dirty:
+        self._joins.timers(now)
+        if self._dirty:
             self.settle()
         heap = self.heap
         due = []
@@ -145,7 +147,7 @@ class Deadlines:
             if remote.due == when:  # else stale, or a copy of an entry taken already
                 remote.due = None
                 due.append(remote)
-        dirty = stack._dirty
+        dirty = self._dirty
         flushq = stack._flushq
         remotes = stack.remotes
         for remote in due:
