@@ -407,7 +407,7 @@ class Fuzzer:
         hs.parse_join(data)
         hs.parse_join_reply(data)
         hs.open_hello(data, road.keys)
-        hs.open_initiate(data, now, road._jar)
+        hs.open_initiate(data, now, road._allows.jar)
 
     def _input(self, target: str) -> tuple[Callable[[float], None], bytes]:
         rng, w = self.rng, self.world

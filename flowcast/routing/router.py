@@ -45,6 +45,7 @@ from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, op
 from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
 from flowcast.runtime.clock import RealClock
+from flowcast.runtime.tokenbucket import TokenBucket
 from flowcast.store.share import QueueShare
 from flowcast.store.sizes import estimate
 from flowcast.transport.reliable import FAILED as _FAILED
@@ -170,8 +171,7 @@ class Router:
         self._held = Hold()
         self._replies = ReplyBook(self._clock, self.manor, self.counts, _PAIRS)
         self._hold_timer: Any = None
-        self._log_tokens = _LOG_PER_SECOND
-        self._log_at = self._clock()
+        self._log_budget = TokenBucket(_LOG_PER_SECOND, at=self._clock())
         policy_share = store.share(POLICY_SHARE)
         policy_share.watchers.append(self._policy_written)
 
@@ -566,11 +566,7 @@ class Router:
             "tag": tag,
         }
         self.denials.append(entry)
-        now = self._clock()
-        self._log_tokens = min(_LOG_PER_SECOND, self._log_tokens + (now - self._log_at) * _LOG_PER_SECOND)
-        self._log_at = now
-        if self._log_tokens >= 1:
-            self._log_tokens -= 1
+        if self._log_budget.take(self._clock()):
             log.warning("%s: %s (src %s, dst %s, tag %r)", refused.counter, refused.reason, entry["src"], entry["dst"], tag)
         else:
             self.counts["notes_unlogged"] += 1

@@ -13,6 +13,7 @@ from flowcast.runtime.scheduler import (
     sleep,
     sleep_until,
 )
+from flowcast.runtime.tokenbucket import TokenBucket
 
 __all__ = [
     "CallbackError",
@@ -23,6 +24,7 @@ __all__ = [
     "RealClock",
     "Scheduler",
     "Timer",
+    "TokenBucket",
     "VirtualClock",
     "Wait",
     "readable",

@@ -32,6 +32,8 @@ forgotten) and the sources heard in the last second.
 
 from __future__ import annotations
 
+from flowcast.runtime.tokenbucket import TokenBucket
+
 __all__ = ["JoinBudget"]
 
 _WINDOW = 1.0  # seconds: a source heard within it counts as active
@@ -48,10 +50,8 @@ class JoinBudget:
         self.per_source = float(per_source)
         self.burst = float(burst)
         self.sources = sources
-        self._capacity = max(1.0, self.rate / 4)
-        self._tokens = self._capacity
-        self._at: float | None = None
-        self._buckets: dict[object, tuple[float, float]] = {}  # address -> (tokens, at), least recently heard first
+        self._bucket = TokenBucket(self.rate, max(1.0, self.rate / 4))  # counts from the first JOIN
+        self._buckets: dict[object, TokenBucket] = {}  # address -> its bucket, least recently heard first
         self._heard: dict[object, float] = {}  # address -> last heard, least recently heard first
 
     def active(self, now: float) -> int:
@@ -74,17 +74,16 @@ class JoinBudget:
             del heard[next(iter(heard))]
         share = min(self.per_source, self.rate / (2 * max(1, self.active(now))))
         buckets = self._buckets
-        held = buckets.pop(address, None)
-        mine = self.burst if held is None else min(self.burst, held[0] + (now - held[1]) * share)
+        mine = buckets.pop(address, None)
+        if mine is None:
+            mine = TokenBucket(share, self.burst, at=now)
+        else:
+            mine.rate = share  # the share as it is now, since this source was last heard
         if len(buckets) >= self.sources:
             del buckets[next(iter(buckets))]
-        if self._at is None:
-            self._at = now
-        self._tokens = min(self._capacity, self._tokens + (now - self._at) * self.rate)
-        self._at = now
-        if mine < 1.0 or self._tokens < 1.0:
-            buckets[address] = (mine, now)
+        buckets[address] = mine
+        if mine.refill(now) < 1.0 or self._bucket.refill(now) < 1.0:
             return False
-        buckets[address] = (mine - 1.0, now)
-        self._tokens -= 1.0
+        mine.tokens -= 1.0
+        self._bucket.tokens -= 1.0
         return True

@@ -27,6 +27,7 @@ import hashlib
 import hmac
 import os
 
+from flowcast.runtime.tokenbucket import TokenBucket
 from flowcast.transport.wire import HEADER_SIZE, PacketKind, pack_header
 
 __all__ = ["JoinGate", "COOKIE_LEN", "build_join_cookie", "parse_join_cookie", "wrap_join", "MODES"]
@@ -46,8 +47,7 @@ class JoinGate:
         self.period = float(period)
         self._secrets = [os.urandom(32), os.urandom(32)]
         self._slot: int | None = None
-        self._tokens = self.rate
-        self._tokens_at: float | None = None
+        self._bucket = TokenBucket(self.rate)  # counts from the first JOIN it is asked about
 
     def _rotate(self, now: float) -> None:
         slot = int(now // self.period)
@@ -75,14 +75,10 @@ class JoinGate:
         """Must this uncookied JOIN prove its address first?"""
         if self.mode != "load":
             return self.mode == "always"
-        if self._tokens_at is None:
-            self._tokens_at = now
-        self._tokens = min(self.rate, self._tokens + (now - self._tokens_at) * self.rate)
-        self._tokens_at = now
-        if loaded or self._tokens < 1.0:
+        if loaded:
+            self._bucket.refill(now)
             return True
-        self._tokens -= 1.0
-        return False
+        return not self._bucket.take(now)
 
 
 def build_join_cookie(tag: int, cookie: bytes) -> bytes:

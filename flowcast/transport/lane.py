@@ -56,14 +56,16 @@ from __future__ import annotations
 import os
 import struct
 import time
-from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from flowcast.transport.keep import validate_name
 from flowcast.transport.lanekeys import REPLAYED, TRAILER_SIZE, LaneKeys, YardMac, check, seal
+from flowcast.transport.laneyard import PROBE_FIRST, PROBE_MAX, Yard
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.reliable import QUEUED, SENT, Channel, Outgoing
-from flowcast.transport.stack import ChannelEvents, EventSink, Stack
+from flowcast.transport.channelevents import ChannelEvents, EventSink
+from flowcast.transport.stack import Stack
 from flowcast.transport.wire import F_UNRELIABLE, HEADER, HEADER_SIZE, MAGIC, PacketKind, WireError
 
 __all__ = ["LaneStack", "LANE_ACKED", "LANE_AUTH"]
@@ -86,10 +88,7 @@ _aunpack = _AHEADER.unpack_from
 
 LANE_MIN_RTO = 0.2  # a lane loses nothing while its peer lives: a resend is for a yard that died
 LANE_MAX_RTO = 8.0
-PROBE_FIRST = 0.05  # HELLO to a yard not heard from yet, while messages wait for it
-PROBE_MAX = 2.0
 STALE_REPLY_GAP = 0.01  # at most one HELLO per yard this often in answer to stale data
-_RETIRED = 8  # earlier boot ids of a yard remembered, so late datagrams of theirs are dropped
 
 
 class _LaneChannel(Channel):
@@ -104,42 +103,6 @@ class _LaneChannel(Channel):
     def _rto_now(self) -> float:
         rto = self.rto if self.rto > LANE_MIN_RTO else LANE_MIN_RTO
         return min(LANE_MAX_RTO, rto * (1 << self.backoff))
-
-
-class _Yard:
-    __slots__ = (
-        "name",
-        "address",
-        "tx",
-        "rx",
-        "rx_boot",
-        "counter",
-        # acknowledged mode
-        "peer",
-        "channel",
-        "retired",
-        "hello_due",
-        "last_hello",
-        "next_probe",
-        "probe_every",
-        "mac",
-    )
-
-    def __init__(self, name: str, address: Address, tx: Channel | None) -> None:
-        self.name = name
-        self.address = address
-        self.tx = tx  # raw mode
-        self.rx: Channel | None = None
-        self.rx_boot = -1
-        self.counter = 0  # raw: datagrams sent; acked: next packet counter of the channel
-        self.peer = 0  # acked: the yard's boot id as last heard (0: not heard yet)
-        self.channel: Channel | None = None  # acked: both directions, for (self.boot, peer)
-        self.retired: deque[int] = deque(maxlen=_RETIRED)
-        self.hello_due = False
-        self.last_hello = -1.0
-        self.next_probe = 0.0
-        self.probe_every = PROBE_FIRST
-        self.mac: YardMac | None = None  # authenticated lanes
 
 
 class LaneStack(Stack):
@@ -199,8 +162,8 @@ class LaneStack(Stack):
         self._max_body = port.max_datagram - (_AHEADER_SIZE if self.acks else HEADER_SIZE) - trailer
         if self.acks:
             self.default_timeout = None  # wait for a yard that is restarting; pass timeout= to bound it
-        self._yards: dict[str, _Yard] = {}
-        self._by_address: dict[Address, _Yard] = {}
+        self._yards: dict[str, Yard] = {}
+        self._by_address: dict[Address, Yard] = {}
         for yard, address in (yards or {}).items():
             self.add_yard(yard, address)
         if events is not None:
@@ -223,14 +186,14 @@ class LaneStack(Stack):
         if old is not None:
             self._by_address.pop(old.address, None)
         if self.acks:
-            yard = _Yard(name, address, None)
+            yard = Yard(name, address, None)
             yard.channel = self._new_channel(yard)
             yard.hello_due = True  # announce this incarnation
             if old is not None and old.channel is not None:
                 self._carry(old.channel, yard)
         else:
             tx = Channel(self._max_body, _no_delivery, self._completed, acks=False, max_message=self.max_message)
-            yard = _Yard(name, address, tx)
+            yard = Yard(name, address, tx)
         if keys is not None:
             yard.mac = YardMac(keys.send[name], keys.hear[name], self._floor)
             if old is not None and old.mac is not None:
@@ -241,8 +204,8 @@ class LaneStack(Stack):
         self._yards[name] = yard
         self._by_address[address] = yard
 
-    def _new_channel(self, yard: _Yard) -> Channel:
-        name = yard.name
+    def _deliverer(self, name: str) -> Callable[[int, int, bytes], None]:
+        """Where a channel hands the messages of yard ``name``: one closure, so the inbox append is inlined."""
         inbox = self.inbox
 
         def deliver(flow: int, flags: int, payload: bytes, _name: str = name) -> None:
@@ -252,9 +215,12 @@ class LaneStack(Stack):
             else:
                 self._deliver_to_inbox(_name, flow, flags, payload)
 
+        return deliver
+
+    def _new_channel(self, yard: Yard) -> Channel:
         return _LaneChannel(
             self._max_body,
-            deliver,
+            self._deliverer(yard.name),
             self._completed,
             held=self._held,
             receive_window=self.receive_window,
@@ -265,7 +231,7 @@ class LaneStack(Stack):
     def _held(self) -> int:
         return self.inbox_bytes
 
-    def _watch_yard(self, yard: _Yard) -> None:
+    def _watch_yard(self, yard: Yard) -> None:
         """Give the yard's channels their event watches (or take them away).
 
         A lane's message ids carry the sender's boot id (raw) or the pair of
@@ -423,18 +389,7 @@ class LaneStack(Stack):
             return
         rx = yard.rx
         if rx is None or boot != yard.rx_boot:
-            name = yard.name
-
-            inbox = self.inbox
-
-            def deliver(flow: int, flags: int, payload: bytes, _name: str = name) -> None:
-                if self.on_message is None:  # the common case, inlined: one call per message
-                    inbox.append((_name, flow, flags, payload))
-                    self.inbox_bytes += len(payload)
-                else:
-                    self._deliver_to_inbox(_name, flow, flags, payload)
-
-            rx = yard.rx = Channel(self._max_body, deliver, None, acks=False, adopt=True, max_message=self.max_message)
+            rx = yard.rx = Channel(self._max_body, self._deliverer(yard.name), None, acks=False, adopt=True, max_message=self.max_message)
             yard.rx_boot = boot
             if self._events is not None:
                 self._watch_yard(yard)
@@ -443,7 +398,7 @@ class LaneStack(Stack):
         except WireError:
             self.counts["bad_frames"] += 1
 
-    def _receive_acked(self, yard: _Yard, data: bytes, end: int, now: float) -> None:
+    def _receive_acked(self, yard: Yard, data: bytes, end: int, now: float) -> None:
         if end < _AHEADER_SIZE:
             self.counts["malformed"] += 1
             return
@@ -488,12 +443,12 @@ class LaneStack(Stack):
         else:
             self.counts["lane_unauthenticated"] += 1  # an unkeyed stack, or not a lane datagram at all
 
-    def _seal(self, yard: _Yard, head: bytes, body: bytes) -> bytes:
+    def _seal(self, yard: Yard, head: bytes, body: bytes) -> bytes:
         now = time.monotonic_ns()
         seq = self._seq = now if now > self._seq else self._seq + 1
         return seal(yard.mac, head, body, seq)  # type: ignore[arg-type]
 
-    def _new_peer(self, yard: _Yard, boot: int, now: float) -> None:
+    def _new_peer(self, yard: Yard, boot: int, now: float) -> None:
         """``yard`` speaks with a new boot id: a new channel for the new pair of incarnations.
 
         Everything not yet reported delivered moves into it, in order per
@@ -524,7 +479,7 @@ class LaneStack(Stack):
                 outq.clear()
                 outq.extend(kept)
 
-    def _carry(self, old: Channel, yard: _Yard) -> int:
+    def _carry(self, old: Channel, yard: Yard) -> int:
         """Move ``old``'s undelivered messages into ``yard``'s channel, in order; how many reliable ones."""
         loose = [m for m in old.fresh if m.flags & F_UNRELIABLE and m._state == QUEUED]
         carried = old.take_unfinished()

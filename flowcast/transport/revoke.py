@@ -49,10 +49,10 @@ def revoke(stack: "RoadStack", remote: "Remote", verdict: "Verdict", what: str) 
             stack.counts["rotations"] += 1
         stack._event_note(note)
     stack._set_presence(remote, Presence.DEAD)  # no one holds the name at this key now
-    carried = stack._retire(fp)
-    heir = stack._add_remote(verdict.successor, None) if verdict.successor is not None else remote
+    carried = stack._joins.retire(fp)
+    heir = stack._table.add(verdict.successor, None) if verdict.successor is not None else remote
     heir.requeue(carried)
-    stack._drop_remote(fp)  # fails what is still its own (no successor)
+    stack._table.drop(fp)  # fails what is still its own (no successor)
     stack._event_note(f"{what}: {verdict.reason}")
 
 

@@ -398,7 +398,7 @@ def test_hello_never_amplifies_and_allocates_no_state():
     world = World(seed=113, delay=0.001)
     tap = Tap(world)
     alpha, beta = world.pair()
-    sizes = (len(beta._sessions), len(beta._allowing), len(beta._joining), len(beta._jar._seen), len(beta.remotes), len(beta._long_shared))
+    sizes = (len(beta._sessions), len(beta._allows.pending), len(beta._joins.attempts), len(beta._allows.jar._seen), len(beta.remotes), len(beta._long_shared))
     mallory = world.net.port("mallory")
     start = len(tap.seen)
     for i in range(200):
@@ -407,7 +407,7 @@ def test_hello_never_amplifies_and_allocates_no_state():
     into = sum(len(d) for s, dd, d in tap.seen[start:] if s == "mallory" and dd == "beta")
     back = sum(len(d) for s, dd, d in tap.seen[start:] if s == "beta" and dd == "mallory")
     assert 0 < back <= into
-    assert (len(beta._sessions), len(beta._allowing), len(beta._joining), len(beta._jar._seen), len(beta.remotes), len(beta._long_shared)) == sizes
+    assert (len(beta._sessions), len(beta._allows.pending), len(beta._joins.attempts), len(beta._allows.jar._seen), len(beta.remotes), len(beta._long_shared)) == sizes
 
 
 def test_real_loopback_socket_replaying_and_flipping_captured_datagrams_changes_nothing():
@@ -836,7 +836,7 @@ def test_fake_cookies_cost_the_initiator_no_unbounded_public_key_work(monkeypatc
 
 
 def test_a_name_given_up_by_a_rename_does_not_keep_routing_to_the_old_holder():
-    """Was a finding (fixed in the transport after review): after an accepted estate renames itself, RoadStack._by_name keeps its old name pointing at it and _add_remote will not hand the name to its new holder: messages for the estate that now bears the name go to the renamed one."""
+    """Was a finding (fixed in the transport after review): after an accepted estate renames itself, RoadStack._by_name keeps its old name pointing at it and RemoteTable.add will not hand the name to its new holder: messages for the estate that now bears the name go to the renamed one."""
     world = World(seed=218, delay=0.001)
     main = world.estate("main", policy="once")
     mallory = world.estate("mallory")

@@ -116,7 +116,7 @@ def test_a_remote_forgotten_by_the_keep_fails_what_waited_for_it():
     assert beta.keep.bound("alpha") is not None and beta.counts["keep_full"] >= 1
     assert [o.state for o in outs] == ["queued"] * 4 and beta.pending() == 4 and failed == []
     (fp,) = [fp for fp, r in beta.remotes.items() if r.name == "alpha"]
-    beta._drop_remote(fp)
+    beta._table.drop(fp)
     assert all(r.name != "alpha" for r in beta.remotes.values())
     assert [(o.state, o.reason) for o in outs] == [("failed", REMOTE_FORGOTTEN)] * 4
     assert failed == outs and beta.pending() == 0

@@ -7,10 +7,10 @@ import os
 import pytest
 
 from flowcast.transport import handshake as hs
-from flowcast.transport import road as road_module
+from flowcast.transport import roadjoin as road_module  # where the road parses JOINs
 from flowcast.transport.crypto import LongTermKeys
 from flowcast.transport.joinbudget import JoinBudget
-from flowcast.transport.joingate import parse_join_cookie, wrap_join
+from flowcast.transport.joingate import JoinGate, parse_join_cookie, wrap_join
 from flowcast.transport.keep import MAX_PENDING, Acceptance, Keep, Status
 from flowcast.transport.keepwriter import KeepWriter
 from flowcast.transport.wire import PacketKind
@@ -36,6 +36,20 @@ def test_the_budget_caps_join_work_and_a_new_source_is_served_at_once():
     alone = JoinBudget(100.0)
     got = sum(alone.take("one", ms / 1000) for ms in range(2000))
     assert got <= 20 * 2 + 5 + 1
+
+
+def test_a_clock_stepping_back_costs_the_join_buckets_no_tokens():
+    # The hand-written refills added (now - at) * rate even when negative:
+    # a step back of 100 s left the gate and the budget 5,000 tokens in debt,
+    # every JOIN cookied and refused long after the clock recovered.
+    gate = JoinGate(mode="load", rate=50.0)
+    budget = JoinBudget(100.0)
+    assert not gate.needs_cookie(1000.0, False)
+    assert budget.take(("10.0.0.1", 1), 1000.0)
+    assert not gate.needs_cookie(900.0, False)  # tokens left from the burst: still served
+    assert budget.take(("10.0.0.1", 1), 900.0)
+    assert not gate.needs_cookie(1000.5, False)
+    assert budget.take(("10.0.0.2", 1), 1000.5)
 
 
 def test_a_cookie_answering_flood_gets_a_bounded_number_of_signature_checks_and_a_newcomer_joins(monkeypatch):

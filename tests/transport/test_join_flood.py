@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from flowcast.transport import handshake as hs
-from flowcast.transport import road as road_module
+from flowcast.transport import roadjoin as road_module  # where the road parses JOINs
 from flowcast.transport.crypto import LongTermKeys
 from flowcast.transport.joingate import JoinGate, parse_join_cookie, wrap_join
 from flowcast.transport.keep import Acceptance, Keep, Status
@@ -163,7 +163,7 @@ def test_the_writer_wakes_a_waiting_stack_itself(tmp_path):
         keys = LongTermKeys.generate()
         world.net.port("joiner").send(_join(keys, "joiner"), "main")
         world.run_for(0.1)
-        assert sent == [] and len(main._unwritten) == 1
+        assert sent == [] and len(main._joins.unwritten) == 1
         assert writer.wait(keep.ticket)
         # nothing but the wake: the stack has no timer (no remote, no join of its own) and no datagram comes
         assert main.next_deadline() is None and main._timer is None
@@ -171,7 +171,7 @@ def test_the_writer_wakes_a_waiting_stack_itself(tmp_path):
             if sent:
                 break
             world.scheduler.run(until=world.scheduler.clock.now() + 0.001)
-        assert sent == [PacketKind.JOIN_ACCEPT] and not main._unwritten
+        assert sent == [PacketKind.JOIN_ACCEPT] and not main._joins.unwritten
     finally:
         writer.close()
 

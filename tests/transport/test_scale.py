@@ -28,8 +28,8 @@ def _hub(count: int, seed: int = 3):
 
 def _brute(hub) -> float | None:
     """The earliest deadline of any remote, found by looking at all of them (the old way)."""
-    whens = [hub._remote_deadline(r) for r in hub.remotes.values()]
-    whens += [min(a.next_send, a.deadline) for a in hub._joining.values()]
+    whens = [hub._due.remote_deadline(r) for r in hub.remotes.values()]
+    whens += [min(a.next_send, a.deadline) for a in hub._joins.attempts.values()]
     whens = [w for w in whens if w is not None]
     return min(whens) if whens else None
 
@@ -72,12 +72,12 @@ def test_a_dropped_remote_leaves_no_live_entry_behind():
     assert remote.due is not None
     session = remote.session
     remote.session = None  # only remotes without a session are dropped (a key eviction)
-    hub._drop_remote(remote.fingerprint)
+    hub._table.drop(remote.fingerprint)
     remote.session = session
     assert remote.due is None
     assert remote not in hub._dirty and remote not in hub._flushq
     assert remote.record.pubkey not in hub._long_shared  # its cached key agreement goes too
-    assert all(entry[2] is not remote for entry in hub._due_heap if entry[2].due == entry[0])
+    assert all(entry[2] is not remote for entry in hub._due.heap if entry[2].due == entry[0])
     hub._timers(world.scheduler.clock.now() + 10)  # nothing runs for it
     assert remote.due is None
 
@@ -89,7 +89,7 @@ def test_stale_heap_entries_are_compacted():
         remote.last_ping -= 0.001
         hub._dirty[remote] = None
         hub.next_deadline()
-    assert len(hub._due_heap) <= 2 * len(hub.remotes) + 64 + 1
+    assert len(hub._due.heap) <= 2 * len(hub.remotes) + 64 + 1
     assert hub.next_deadline() == _brute(hub)
 
 
@@ -99,7 +99,7 @@ def test_idle_work_per_wake_does_not_grow_with_the_remotes(count, monkeypatch):
     world, hub, remotes = _hub(count)
     world.run_for(2.0)
     calls = {"deadline": 0, "timers": 0, "wakes": 0}
-    remote_deadline, remote_timers, service = hub._remote_deadline, hub._remote_timers, hub.service
+    remote_deadline, remote_timers, service = hub._due.remote_deadline, hub._due.remote_timers, hub.service
 
     def counted_deadline(remote):
         calls["deadline"] += 1
@@ -113,8 +113,8 @@ def test_idle_work_per_wake_does_not_grow_with_the_remotes(count, monkeypatch):
         calls["wakes"] += 1
         return service()
 
-    monkeypatch.setattr(hub, "_remote_deadline", counted_deadline)
-    monkeypatch.setattr(hub, "_remote_timers", counted_timers)
+    monkeypatch.setattr(hub._due, "remote_deadline", counted_deadline)
+    monkeypatch.setattr(hub._due, "remote_timers", counted_timers)
     monkeypatch.setattr(hub, "service", counted_service)
     seconds = 3.0
     world.run_for(seconds)
