@@ -97,7 +97,7 @@ class RouteRecorder:
         finally:
             self._current = outer
 
-    def land(self, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any) -> None:
+    def land(self, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any, reliable: bool = True) -> None:
         current = self._current
         if frame is None and current is not None and current[0] is pair:  # made in this house: as routed
             msg_id, size = current[1], current[2]
@@ -109,7 +109,7 @@ class RouteRecorder:
         counts = self.router.counts
         overflowed = counts["errors_overflowed"] if tag == "error" else 0
         try:
-            self._land_base(pair, tag, stamp, frame, offset, data)
+            self._land_base(pair, tag, stamp, frame, offset, data, reliable)
         except Exception:
             self._current = (pair, msg_id, size)  # for the refusal that follows at once
             raise

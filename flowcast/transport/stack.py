@@ -43,11 +43,13 @@ _unpackb = msgpack.unpackb
 
 
 class Message(NamedTuple):
-    """A delivered message: who sent it, on which flow, and what."""
+    """A delivered message: who sent it, on which flow, what, and whether it came reliably
+    (False: fire-and-forget, so its sender learns nothing of its fate)."""
 
     remote: str
     flow: int
     data: Any
+    reliable: bool = True
 
 
 class EventSink(Protocol):
@@ -366,7 +368,7 @@ class Stack:
             data = self._decode(flags, payload)
             if data is not _UNDECODABLE:
                 self._consumed()
-                return Message(remote, flow, data)
+                return Message(remote, flow, data, not flags & F_UNRELIABLE)
         self._consumed()
         return None
 
@@ -383,11 +385,11 @@ class Stack:
             remote, flow, flags, payload = popleft()
             taken += len(payload)
             if flags & F_RAW:
-                append(make(Message, (remote, flow, payload)))
+                append(make(Message, (remote, flow, payload, not flags & F_UNRELIABLE)))
                 continue
             data = decode(flags, payload)
             if data is not _UNDECODABLE:
-                append(make(Message, (remote, flow, data)))
+                append(make(Message, (remote, flow, data, not flags & F_UNRELIABLE)))
         self.inbox_bytes -= taken
         self._consumed()
         return out
@@ -407,7 +409,7 @@ class Stack:
         if self.on_message is not None:
             data = self._decode(flags, payload)
             if data is not _UNDECODABLE:
-                self.on_message(Message(remote, flow, data))
+                self.on_message(Message(remote, flow, data, not flags & F_UNRELIABLE))
             return
         self.inbox.append((remote, flow, flags, payload))
         self.inbox_bytes += len(payload)
