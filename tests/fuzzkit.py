@@ -442,12 +442,12 @@ class Fuzzer:
         where = rng.randrange(3)
         if where == 0:
             road = w.road
-            return (lambda now: road.on_message(Message("alpha", 0, frame))), frame
+            return (lambda now: road.hooks.message(Message("alpha", 0, frame))), frame
         if where == 1:
             lane = w.beta["manor"].lane
-            return (lambda now: lane.on_message(Message("worker", 0, frame))), frame
+            return (lambda now: lane.hooks.message(Message("worker", 0, frame))), frame
         lane = w.beta["worker"].lane
-        return (lambda now: lane.on_message(Message("manor", 0, frame))), frame
+        return (lambda now: lane.hooks.message(Message("manor", 0, frame))), frame
 
     def _lane_input(self) -> tuple[Callable[[float], None], bytes]:
         """A hostile datagram sealed with the real pair key, or (a quarter of them) an impostor."""

@@ -152,8 +152,8 @@ class Router:
     def attach_lane(self, lane: Any) -> None:
         """Use ``lane`` (a LaneStack) for the other yards of this estate."""
         self.lane = lane
-        lane.on_message = self._from_lane
-        lane.on_done = self._done
+        lane.hooks.add("message", self._from_lane)
+        lane.hooks.add("done", self._done)
 
     def attach_road(self, channel: str, road: Any) -> None:
         """Use ``road`` (a RoadStack) for channel ``channel``; only the manor runs roads."""
@@ -161,19 +161,16 @@ class Router:
             raise ValueError(f"yard {self.yard!r} is not the manor ({self.manor!r}): only the manor runs roads")
         Route.make(channel=channel)
         self.roads[channel] = road
-        road.on_message = lambda message, channel=channel: self._from_road(channel, road, message)
-        road.on_done = self._done
+        road.hooks.add("message", lambda message: self._from_road(channel, road, message))
+        road.hooks.add("done", self._done)
         presence = self.store.share(presence_share(channel))
-        previous = road.on_presence
 
         def on_presence(name: str, old: Any, new: Any) -> None:
             presence.update({name: getattr(new, "value", str(new))})
             if (channel, name) in self._held:
                 self._release(channel, name)
-            if previous is not None:
-                previous(name, old, new)
 
-        road.on_presence = on_presence
+        road.hooks.add("presence", on_presence)
 
     def set_events(self, sink: Any) -> None:
         """Record routed messages (``routed``, ``landed``, ``refused``) into ``sink``, an

@@ -23,7 +23,6 @@ import socket
 import struct
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from flowcast.transport import handshake as hs
@@ -41,10 +40,11 @@ from flowcast.transport.joinbudget import JoinBudget
 from flowcast.transport.joingate import JoinGate, build_join_cookie, parse_join_cookie, unwrap_join, wrap_join
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
-from flowcast.transport.presence import Presence, PresenceListener
+from flowcast.transport.presence import Presence
 from flowcast.transport.reliable import FAILED, Channel, Outgoing
 from flowcast.transport.revoke import Sweep, may_allow
 from flowcast.transport.session import Session
+from flowcast.transport.hooks import Replaced
 from flowcast.transport.stack import ChannelEvents, EventSink, Stack
 from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PATH, PING, FrameKind, PacketKind, WireError
 
@@ -207,6 +207,10 @@ class RoadStack(Stack):
     work off this stack's thread; joins are then acknowledged once durable.
     """
 
+    HOOKS = (*Stack.HOOKS, "presence", "note")  # presence: (name, old, new); note: a line of self.events
+    on_presence = Replaced("presence")
+    on_event = Replaced("note")
+
     def __init__(
         self,
         port: DatagramPort,
@@ -290,8 +294,6 @@ class RoadStack(Stack):
         self._unwritten: deque[tuple[int, bytes, Address, float]] = deque()
         self._writer_wake: tuple[socket.socket, socket.socket] | None = None
         self._sweep = Sweep()  # live sessions' keys looked at on disk (revoke.py)
-        self.on_presence: PresenceListener | None = None
-        self.on_event: Callable[[str], None] | None = None
         self.events: list[str] = []
         for record in keep.remotes():
             if record.status is Status.ACCEPTED:
@@ -423,18 +425,18 @@ class RoadStack(Stack):
         self.events.append(text)
         if len(self.events) > 1000:
             del self.events[:500]
-        if self.on_event is not None:
-            self.on_event(text)
+        note = self.hooks.note
+        if note is not None:
+            note(text)
 
     def _set_presence(self, remote: Remote, new: Presence) -> None:
         old = remote.presence
         if old is new:
             return
         remote.presence = new
-        if self.on_presence is not None:
-            self.on_presence(remote.name, old, new)
-        if self._events is not None:
-            self._events.presence(remote.name, new.value)
+        presence = self.hooks.presence
+        if presence is not None:
+            presence(remote.name, old, new)
 
     def _wake(self) -> None:
         if self._event is not None:
@@ -475,9 +477,10 @@ class RoadStack(Stack):
         name = remote.record.name
 
         inbox = self.inbox
+        hooks = self.hooks
 
         def deliver(flow: int, flags: int, payload: bytes) -> None:
-            if self.on_message is None:  # the common case, inlined: one call per message
+            if hooks.message is None:  # the common case, inlined: one call per message
                 inbox.append((name, flow, flags, payload))
                 self.inbox_bytes += len(payload)
             else:
@@ -529,10 +532,6 @@ class RoadStack(Stack):
     def _channel_watch(self, to: str) -> ChannelEvents | None:
         session = self._find(to).session
         return session.channel.watch if session is not None else None
-
-    def _completed(self, msg: Outgoing) -> None:
-        if self.on_done is not None:
-            self.on_done(msg)
 
     def _fail(self, msg: Outgoing, reason: str) -> None:
         """A message that never reached a channel fails here, and its sender hears (on_done)."""
@@ -1033,7 +1032,7 @@ class RoadStack(Stack):
         self._urgent = True  # a new session's heartbeat may be due at once
         self._sessions[session.local_index] = (remote, session)
         channel = session.channel
-        channel.completed = self._completed  # the recording variant if events were set since it was made
+        channel.completed = self._completed
         if self._events is not None:
             self._watch_session(remote, session)
         watch = channel.watch
