@@ -25,21 +25,30 @@ estate's own and pass no policy.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, NoReturn
 
 from flowcast.errors import Error
-from flowcast.routing.frame import FrameError, open_ext
+from flowcast.routing.frame import FrameError, open_data, open_ext
 from flowcast.routing.policy import is_access
 from flowcast.routing.route import Route
 from flowcast.store.share import QueueShare
+from flowcast.store.sizes import estimate
 
-__all__ = ["Handler", "Landing", "Refused", "ACCESS_REPLY", "ERROR_QUEUE_BOUND", "builtin_handlers", "check_tag", "check_access", "envelope"]
+__all__ = [
+    "Handler", "Landing", "Refused", "ACCESS_REPLY", "ERROR_QUEUE_BOUND", "UNSET",
+    "builtin_handlers", "check_tag", "check_access", "envelope", "land",
+]
 
 #: The access of tags that answer a message (``error``, ``value``).
 ACCESS_REPLY = "reply"
 #: Errors for share S land in the queue share ``S.error``, at most this many kept.
 ERROR_QUEUE_BOUND = 1000
+#: Data not decoded yet: it is in the frame, from its offset on.
+UNSET: Any = object()
+
+log = logging.getLogger("flowcast.routing")
 
 
 def envelope(src: Route, dst: Route, tag: str, stamp: float, data: Any) -> dict[str, Any]:
@@ -173,3 +182,53 @@ def builtin_handlers() -> dict[str, Handler]:
         "value": Handler(None, ACCESS_REPLY),
         "read": Handler(answer_read, "read"),
     }
+
+
+# -- landing ----------------------------------------------------------------------
+
+
+def land(router: Any, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any, reliable: bool) -> None:
+    """A message at the house it was addressed to: to its tag's handler, or into its share.
+
+    ``data`` is UNSET when it is still in ``frame`` (from ``offset``): it is
+    decoded here, in the one house that needs it.  Refused says why not.
+    """
+    src, dst = pair.src, pair.dst
+    try:
+        share = router.store.get(dst.share)
+    except ValueError:
+        share = None
+    if share is None:
+        raise Refused(f"no share {dst.share!r} in yard {router.yard!r} of {router.estate!r}", "no_share")
+    if data is UNSET:
+        try:
+            data = open_data(frame, offset)
+        except FrameError as error:
+            raise Refused(f"malformed message ({error})", "malformed") from None
+    handler = router._handlers.get(tag)
+    if handler is not None and handler.handler is not None:
+        try:
+            handler.handler(Landing(router, pair, tag, stamp, frame, data, reliable, share))
+        except Refused:
+            raise
+        except Exception as error:  # noqa: BLE001 - a handler is another layer's code: its failure is this message's
+            log.debug("handler for tag %r failed", tag, exc_info=True)
+            raise Refused(f"handler for tag {tag!r} failed: {error!r}"[:300], "handler_failed") from None
+        return
+    if isinstance(share, QueueShare):
+        # Made in this house: passed by reference, never packed, so estimated (flowcast.store.sizes).
+        size = len(frame) if frame is not None else (estimate(data) if share.budget else 0)
+        try:
+            pushed = share.push(envelope(src, dst, tag, stamp, data), size)
+        except Exception as error:  # noqa: BLE001 - a watcher is user code
+            raise Refused(f"share {dst.share!r} refused the message: {error!r}", "update_failed") from None
+        if not pushed:
+            raise Refused(share.full(size), "queue_full")
+        return
+    try:
+        if isinstance(data, Mapping):
+            share.update(data)
+        else:
+            share.update(value=data)
+    except Exception as error:  # noqa: BLE001 - a share's watcher is user code
+        raise Refused(f"share {dst.share!r} refused the update: {error}", "update_failed") from None

@@ -44,17 +44,18 @@ from typing import Any
 import msgpack
 
 from flowcast.errors import ClosedError
-from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, pack_ext, split_ext
-from flowcast.routing.handlers import ACCESS_REPLY, ERROR_QUEUE_BOUND, Handler, Landing, Refused, builtin_handlers, check_access, check_tag, envelope
+from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_header, pack_ext, split_ext
+from flowcast.routing.handlers import ERROR_QUEUE_BOUND, envelope  # noqa: F401 - re-exported
+from flowcast.routing.handlers import UNSET as _UNSET
+from flowcast.routing.handlers import ACCESS_REPLY, Handler, Landing, Refused, builtin_handlers, check_access, check_tag, land
 from flowcast.routing.hold import Hold
 from flowcast.routing.pair import Pair as _Pair
 from flowcast.routing.snapshot import snapshot
 from flowcast.routing.replies import MAX_ERROR_FRAME, REPLY_WINDOW, ReplyBook  # noqa: F401 - re-exported
 from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
-from flowcast.store.share import QueueShare
-from flowcast.store.sizes import estimate
 from flowcast.transport.reliable import FAILED as _FAILED
+from flowcast.transport.hooks import Hooks
 from flowcast.transport.road import BACKLOG_FULL
 
 __all__ = ["Router", "envelope", "POLICY_SHARE", "POLICY_PROBLEM_SHARE", "presence_share", "ERROR_QUEUE_BOUND", "REPLY_TAGS"]
@@ -72,7 +73,6 @@ HOLD_BYTES = 32 << 20
 _PAIRS = 4096  # route pairs cached (and counted) per router; full: the cache starts again
 _SILENT = ("spoofed", "malformed")  # never answered: the source they name is not who sent them
 _LOG_PER_SECOND = 10.0
-_UNSET = object()
 _u32 = struct.Struct(">I").unpack_from
 _unpackb = msgpack.unpackb
 
@@ -142,6 +142,10 @@ class Router:
         self._replies = ReplyBook(self._clock, self.manor, self.counts, _PAIRS)
         self._hold_timer: Any = None
         self._handlers: dict[str, Handler] = builtin_handlers()
+        #: Where others hear of messages: ``routed`` (made here) and ``settled`` (its dispatch
+        #: ended), ``landing``/``landed`` around a landing, ``refused``.  See flowcast.routing.events.
+        self.hooks = Hooks(("routed", "settled", "landing", "landed", "refused"), f"router {yard}")
+        self.route_recorder: Any = None
         self._log_tokens = _LOG_PER_SECOND
         self._log_at = time.monotonic()
         policy_share = store.share(POLICY_SHARE)
@@ -197,6 +201,8 @@ class Router:
 
     def answer(self, pair: Any, data: Any, *, tag: str = "value", ext: Mapping[str, Any] | None = None) -> bool:
         """Send ``data`` back along ``pair`` (a message that arrived), from its destination share."""
+        if tag.__class__ is not str or len(tag) > 64:
+            raise ValueError("tag must be a string of at most 64 characters")
         src, dst = pair.src, pair.dst
         here = Route(dst.share, self.yard, self.estate, src.channel)
         return self._send_pair(self._pair(here, src), tag, data, True, ext)
@@ -249,12 +255,22 @@ class Router:
         return self._send_pair(pair, tag, data, reliable, ext)
 
     def _send_pair(self, pair: _Pair, tag: str, data: Any, reliable: bool, ext: Mapping[str, Any] | None) -> bool:
-        if not ext:
-            return self._dispatch(pair, tag, self.now(), None, 0, data, reliable)
-        # Extensions travel in the frame, even to a share of this house: one place to read them.
+        """Every message made in this house starts here (a send, an answer, an error report)."""
         stamp = self.now()
-        frame = encode(self._pack, pair.packed, tag, stamp, self._pack(data), pack_ext(ext))
-        return self._dispatch(pair, tag, stamp, frame, 4 + _u32(frame, 0)[0], _UNSET, reliable)
+        frame, offset, payload = None, 0, data
+        if ext:  # extensions travel in the frame, even to a share of this house: one place to read them
+            frame = encode(self._pack, pair.packed, tag, stamp, self._pack(data), pack_ext(ext))
+            offset, payload = 4 + _u32(frame, 0)[0], _UNSET
+        routed = self.hooks.routed
+        if routed is None:
+            return self._dispatch(pair, tag, stamp, frame, offset, payload, reliable)
+        routed(pair, tag, stamp, data)
+        try:
+            return self._dispatch(pair, tag, stamp, frame, offset, payload, reliable)
+        finally:
+            settled = self.hooks.settled
+            if settled is not None:
+                settled(pair)
 
     def _resolve(self, dst: Route | str, src: str) -> _Pair:
         """The pair of a send, validated and made absolute; cached, since a flow
@@ -363,7 +379,13 @@ class Router:
         try:
             if dst.estate == self.estate:
                 if dst.yard == self.yard or (not dst.yard and self.is_manor):
-                    self._land(pair, tag, stamp, frame, offset, data, reliable)
+                    landing = self.hooks.landing
+                    if landing is not None:
+                        landing(pair, tag, stamp, frame, offset, data)
+                    land(self, pair, tag, stamp, frame, offset, data, reliable)
+                    landed = self.hooks.landed
+                    if landed is not None:
+                        landed(pair, tag)
                     self.counts["delivered"] += 1
                 else:
                     self._lane_send(pair, tag, stamp, frame, offset, data, dst.yard or self.manor, reliable)
@@ -414,48 +436,6 @@ class Router:
         except ValueError as error:  # too large for the lane
             raise _Refused(f"cannot send: {error}", "too_large") from None
         self.counts["to_lane"] += 1
-
-    def _land(self, pair: _Pair, tag: str, stamp: float, frame: Any, offset: int, data: Any, reliable: bool = True) -> None:
-        src, dst = pair.src, pair.dst
-        try:
-            share = self.store.get(dst.share)
-        except ValueError:
-            share = None
-        if share is None:
-            raise _Refused(f"no share {dst.share!r} in yard {self.yard!r} of {self.estate!r}", "no_share")
-        if data is _UNSET:
-            try:
-                data = open_data(frame, offset)
-            except FrameError as error:
-                raise _Refused(f"malformed message ({error})", "malformed") from None
-        handler = self._handlers.get(tag)
-        if handler is not None and handler.handler is not None:
-            landing = Landing(self, pair, tag, stamp, frame, data, reliable, share)
-            try:
-                handler.handler(landing)
-            except Refused:
-                raise
-            except Exception as error:  # noqa: BLE001 - a handler is another layer's code: its failure is this message's
-                log.debug("handler for tag %r failed", tag, exc_info=True)
-                raise _Refused(f"handler for tag {tag!r} failed: {error!r}"[:300], "handler_failed") from None
-            return
-        if isinstance(share, QueueShare):
-            # Made in this house: passed by reference, never packed, so estimated (flowcast.store.sizes).
-            size = len(frame) if frame is not None else (estimate(data) if share.budget else 0)
-            try:
-                pushed = share.push(envelope(src, dst, tag, stamp, data), size)
-            except Exception as error:  # noqa: BLE001 - a watcher is user code
-                raise _Refused(f"share {dst.share!r} refused the message: {error!r}", "update_failed") from None
-            if not pushed:
-                raise _Refused(share.full(size), "queue_full")
-            return
-        try:
-            if isinstance(data, Mapping):
-                share.update(data)
-            else:
-                share.update(value=data)
-        except Exception as error:  # noqa: BLE001 - a share's watcher is user code
-            raise _Refused(f"share {dst.share!r} refused the update: {error}", "update_failed") from None
 
     # -- holding messages for estates that have not joined yet ---------------
 
@@ -546,6 +526,9 @@ class Router:
 
     def _refuse(self, pair: _Pair, tag: str, refused: _Refused) -> None:
         src, dst = pair.src, pair.dst
+        heard = self.hooks.refused
+        if heard is not None:
+            heard(pair, tag, refused)
         self.counts[refused.counter] += 1
         self._note(refused, src, dst, tag)
         if tag == "error" or not src.share or refused.counter in _SILENT:
@@ -554,7 +537,7 @@ class Router:
         here = Route(dst.share, self.yard, self.estate, src.channel)
         report = {"reason": refused.reason, "tag": tag, "dst": str(dst), "kind": refused.counter}
         self.counts["errors_sent"] += 1
-        self._dispatch(self._pair(here, src), "error", self.now(), None, 0, report, True)
+        self._send_pair(self._pair(here, src), "error", report, True, None)
 
     def _note(self, refused: _Refused, src: Route | None, dst: Route | None, tag: str) -> None:
         entry = {
