@@ -252,6 +252,8 @@ class Router:
         if tag.__class__ is not str or len(tag) > 64:
             raise ValueError("tag must be a string of at most 64 characters")
         self.counts["sent"] += 1
+        if ext is None and self.hooks.routed is None:  # the common case, inlined
+            return self._dispatch(pair, tag, self.now(), None, 0, data, reliable)
         return self._send_pair(pair, tag, data, reliable, ext)
 
     def _send_pair(self, pair: _Pair, tag: str, data: Any, reliable: bool, ext: Mapping[str, Any] | None) -> bool:
