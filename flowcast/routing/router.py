@@ -144,7 +144,7 @@ class Router:
         self._handlers: dict[str, Handler] = builtin_handlers()
         #: Where others hear of messages: ``routed`` (made here) and ``settled`` (its dispatch
         #: ended), ``landing``/``landed`` around a landing, ``refused``.  See flowcast.routing.events.
-        self.hooks = Hooks(("routed", "settled", "landing", "landed", "refused"), f"router {yard}")
+        self.hooks = Hooks(("routed", "settled", "landing", "landed", "refused"), f"router {yard}", direct=False)
         self.route_recorder: Any = None
         self._log_tokens = _LOG_PER_SECOND
         self._log_at = time.monotonic()

@@ -10,7 +10,11 @@ instruments its run loop:
 
 * **Nothing installed costs nothing.**  Each hook is an attribute that is
   None while no listener is installed, so the stack's per-message check is
-  one attribute load, as the single slot was.
+  one attribute load, as the single slot was.  With one listener the
+  attribute *is* that listener: a routed message passes several hooks at
+  every house, and a wrapper call at each would cost more than the slot
+  did.  So the owner calls it inside ``try`` and hands what it raised to
+  :meth:`Hooks.failed` (free in CPython 3.11+ until something raises).
 * **Listeners add up.**  ``add`` and ``remove`` leave the other listeners
   alone; they run in the order they were added.
 * **A listener that raises is logged and removed.**  A stack serves many
@@ -36,11 +40,15 @@ class Hooks:
     """Named hooks, each an attribute: None, or a callable that calls its listeners.
 
     ``names`` are fixed when the owner is made: a typo in ``add`` is an
-    error at once, not a listener that never hears anything.
+    error at once, not a listener that never hears anything.  ``direct``
+    (the default) makes a lone listener the attribute itself, for owners
+    that guard their calls (see the module); ``direct=False`` guards every
+    call here, for hooks off the hot path.
     """
 
-    def __init__(self, names: Iterable[str], owner: str = "") -> None:
+    def __init__(self, names: Iterable[str], owner: str = "", *, direct: bool = True) -> None:
         self._owner = owner
+        self._direct = direct
         self._listeners: dict[str, dict[Listener, None]] = {}
         for name in names:
             if not name.isidentifier() or name.startswith("_") or hasattr(Hooks, name):
@@ -84,25 +92,25 @@ class Hooks:
         except KeyError:
             raise ValueError(f"no hook {name!r} (hooks: {', '.join(self._listeners)})") from None
 
+    def failed(self, name: str, call: Listener) -> None:
+        """The owner's call of hook ``name`` (the attribute's value, ``call``) raised: log it and
+        remove the listener.  Call from inside ``except Exception``."""
+        if call in self._listeners[name]:  # the single listener itself (a fan-out never raises)
+            self._failed(name, call)
+
     def _failed(self, name: str, listener: Listener) -> None:
         HOOK_LOG.exception("%slistener %r on hook %r raised; removed", f"{self._owner}: " if self._owner else "", listener, name)
         self.discard(name, listener)
 
     def _rebuild(self, name: str) -> None:
-        """Set the hook's attribute: None, or one callable for however many listeners."""
+        """Set the hook's attribute: None, the one listener, or one callable calling them all."""
         listeners = tuple(self._listeners[name])
         failed = self._failed
+        call: Listener | None
         if not listeners:
             call = None
-        elif len(listeners) == 1:
-            (only,) = listeners
-
-            def call(*args: Any) -> None:
-                try:
-                    only(*args)
-                except Exception:  # noqa: BLE001 - another party's bug must not stop the stack
-                    failed(name, only)
-
+        elif len(listeners) == 1 and self._direct:
+            call = listeners[0]
         else:
 
             def call(*args: Any) -> None:

@@ -427,7 +427,10 @@ class RoadStack(Stack):
             del self.events[:500]
         note = self.hooks.note
         if note is not None:
-            note(text)
+            try:
+                note(text)
+            except Exception:  # noqa: BLE001 - a listener's bug: logged and removed (hooks.py)
+                self.hooks.failed("note", note)
 
     def _set_presence(self, remote: Remote, new: Presence) -> None:
         old = remote.presence
@@ -436,7 +439,10 @@ class RoadStack(Stack):
         remote.presence = new
         presence = self.hooks.presence
         if presence is not None:
-            presence(remote.name, old, new)
+            try:
+                presence(remote.name, old, new)
+            except Exception:  # noqa: BLE001 - a listener's bug: logged and removed (hooks.py)
+                self.hooks.failed("presence", presence)
 
     def _wake(self) -> None:
         if self._event is not None:

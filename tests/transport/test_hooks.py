@@ -110,3 +110,39 @@ def test_a_raising_message_listener_does_not_break_the_stack(caplog):
     second = alpha.send({"n": 2}, "beta")
     assert world.run_until(lambda: second.delivered and got, 5)
     assert got[0].data == {"n": 2}
+
+
+def test_a_lone_listener_is_the_hook_itself_and_its_owner_guards_the_call(caplog):
+    hooks = Hooks(("done",), "lane w1")
+    hooks.add("done", print)
+    assert hooks.done is print  # no wrapper: the hot path calls it directly
+
+    def broken(x):
+        raise RuntimeError("lone bug")
+
+    guarded = Hooks(("done",), "router", direct=False)
+    guarded.add("done", broken)
+    with caplog.at_level(logging.ERROR, logger="flowcast.hooks"):
+        guarded.done(1)  # guarded here: nothing escapes
+    assert guarded.done is None and "lone bug" in caplog.text
+
+
+def test_a_raising_done_or_presence_listener_is_removed_and_the_road_goes_on(caplog):
+    world = World(seed=4, delay=0.001)
+    alpha, beta = world.pair(alive_interval=0.5, dead_after=1.5)
+
+    def broken(*args):
+        raise RuntimeError("done bug")
+
+    alpha.hooks.add("done", broken)
+    alpha.hooks.add("presence", broken)
+    with caplog.at_level(logging.ERROR, logger="flowcast.hooks"):
+        out = alpha.send({"n": 1}, "beta")
+        assert world.run_until(lambda: out.delivered, 5)
+        world.net.partition(["alpha"], ["beta"])
+        assert world.run_until(lambda: alpha.presence("beta") is Presence.DEAD, 5)
+    assert alpha.hooks.done is None and alpha.hooks.presence is None
+    assert sorted(r.args[2] for r in caplog.records if r.name == "flowcast.hooks") == ["done", "presence"]
+    world.net.heal()
+    again = alpha.send({"n": 2}, "beta")
+    assert world.run_until(lambda: again.delivered, 10)
