@@ -66,7 +66,7 @@ log = logging.getLogger("flowcast.routing")
 POLICY_SHARE = "flowcast.policy"
 #: Where a policy written to POLICY_SHARE that does not parse is explained.
 POLICY_PROBLEM_SHARE = "flowcast.policy_problem"
-#: Tags of replies: let in from an estate to a share that sent to it, policy or not.
+#: The built-in reply tags (handlers with access "reply", flowcast.routing.handlers).
 REPLY_TAGS = ("error", "value")
 #: Bytes of frames held at most for estates that have not joined (besides the count).
 HOLD_BYTES = 32 << 20

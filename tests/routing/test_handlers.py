@@ -185,3 +185,14 @@ def test_four_element_frames_still_parse_and_have_no_extensions():
     with_ext = pack_message(["a", "", "", ""], ["b", "", "", ""], "t", 1.0, 2, ext={"id": 1})
     assert open_header(with_ext)[:4] == (src, dst, tag, stamp) and open_ext(with_ext) == {"id": 1}
     assert msgpack.unpackb(with_ext[open_header(with_ext)[4] :]) == 2
+
+
+def test_oversized_extensions_from_a_road_are_a_counted_drop_with_the_reason(world):
+    alpha, beta = _pair(world, [{"allow": "write", "estate": "alpha"}])
+    beta.store("manor").share("board")
+    seen = _capture(beta["manor"], "signed")
+    head = msgpack.packb([["out", "manor", "alpha", "main"], ["board", "manor", "beta", "main"], "signed", 1.0, {"sig": b"x" * MAX_EXT}])
+    alpha.roads["main"].send_bytes(len(head).to_bytes(4, "big") + head + msgpack.packb(1), "beta")
+    assert world.run_until(lambda: beta["manor"].counts["malformed"] == 1, 5)
+    assert "512-byte limit" in beta["manor"].denials[-1]["reason"] and seen == []
+    assert beta["manor"].counts["errors_sent"] == 0  # a malformed frame's source is not answered
