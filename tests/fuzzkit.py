@@ -317,7 +317,10 @@ def hostile_router_frame(rng: random.Random, frames: list[bytes]) -> bytes:
         return mutate(rng, frames, 600)
     tag = rng.choice(("", "error", "read", "value", "x" * 65, 7, None))
     stamp = rng.choice((1.0, 0, -1, float("nan"), float("inf"), 1e308, "now", None, (1 << 64) - 1))
-    head = msgpack.packb([hostile_route(rng), hostile_route(rng), tag, stamp], use_bin_type=True) if rng.random() < 0.9 else rng.randbytes(20)
+    parts = [hostile_route(rng), hostile_route(rng), tag, stamp]
+    if rng.random() < 0.3:  # header extensions, sane or not (docs/routing.md)
+        parts.append(rng.choice(({"id": b"x" * 16}, {"k": "x" * 600}, {1: 2}, {"k": {"n": 1}}, {"k": list(range(40))}, [], None, "ext")))
+    head = msgpack.packb(parts, use_bin_type=True) if rng.random() < 0.9 else rng.randbytes(20)
     n = len(head) if rng.random() < 0.9 else _int(rng, 32)
     data = _payload(rng) if rng.random() < 0.8 else b""
     return n.to_bytes(4, "big") + head + data
@@ -439,12 +442,12 @@ class Fuzzer:
         where = rng.randrange(3)
         if where == 0:
             road = w.road
-            return (lambda now: road.on_message(Message("alpha", 0, frame))), frame
+            return (lambda now: road.hooks.message(Message("alpha", 0, frame))), frame
         if where == 1:
             lane = w.beta["manor"].lane
-            return (lambda now: lane.on_message(Message("worker", 0, frame))), frame
+            return (lambda now: lane.hooks.message(Message("worker", 0, frame))), frame
         lane = w.beta["worker"].lane
-        return (lambda now: lane.on_message(Message("manor", 0, frame))), frame
+        return (lambda now: lane.hooks.message(Message("manor", 0, frame))), frame
 
     def _lane_input(self) -> tuple[Callable[[float], None], bytes]:
         """A hostile datagram sealed with the real pair key, or (a quarter of them) an impostor."""

@@ -26,6 +26,7 @@ BUILTIN_BASES = {
     "flowcast.house.layoutspec.LayoutError": Exception,
     "flowcast.house.status.StatusError": Exception,
     "flowcast.routing.frame.FrameError": ValueError,
+    "flowcast.routing.handlers.Refused": Exception,
     "flowcast.routing.policy.PolicyError": ValueError,
     "flowcast.routing.route.RouteError": ValueError,
     "flowcast.runtime.callback.CallbackError": RuntimeError,

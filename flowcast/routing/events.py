@@ -6,11 +6,11 @@ router that makes a message records it ``routed``, the router it lands at
 records it ``landed``, and any router that refuses it records ``refused``;
 the Spark ``routed`` job joins them into latency and loss per route.
 
-Recording costs nothing while no sink is set: :func:`record_routes` puts
-recording variants of three router methods on the instance (where
-attribute lookup finds them before the class's) and takes them away again
-with ``None``, so an unrecorded router runs exactly its own code -- the
-transport binds its recording hooks the same way.
+Recording costs nothing while no sink is set: :func:`record_routes` adds
+listeners to the router's hooks (``routed``/``settled`` around a message
+made here, ``landing``/``landed`` around a landing, ``refused``) and
+removes them again with ``None``; with none installed each hook is one
+attribute check -- the transport records the same way (flowcast.transport.hooks).
 
 **Message ids.**  A frame carries no id, and adding one would change the
 wire.  It does carry the stamp its source router gave it, and frames of
@@ -35,7 +35,7 @@ from flowcast.store import HouseLike
 __all__ = ["RouteRecorder", "follow_house", "record_routes"]
 
 _ROUTES = 4096  # per-pair id counters kept; beyond it they start again (ids need only the last stamp)
-_HOOKED = ("_dispatch", "_land", "_refuse")
+_NESTED = 64  # landings/dispatches in progress at once at most (a read answered in the same house nests one)
 
 
 def _text(route: Any) -> str:
@@ -44,18 +44,28 @@ def _text(route: Any) -> str:
 
 
 class RouteRecorder:
-    """The recording variants of one router's ``_dispatch``, ``_land`` and ``_refuse``."""
+    """The listeners that record one router's messages into ``sink``."""
 
     def __init__(self, router: Any, sink: Any) -> None:
         self.router = router
         self.sink = sink
-        cls = type(router)
-        # The router's own code, unbound, so a hook calls it without finding itself again.
-        self._dispatch_base = cls._dispatch.__get__(router)
-        self._land_base = cls._land.__get__(router)
-        self._refuse_base = cls._refuse.__get__(router)
         self._seen: dict[tuple, list] = {}  # (src, dst) -> [last stamp, messages seen with it, src text, dst text]
         self._current: tuple[Any, str, int | None] | None = None  # (pair, id, size) of the message in hand
+        self._outer: list[Any] = []  # _current of the dispatches this one is inside
+        self._landings: list[tuple] = []  # landings in progress, innermost last
+        self._installed = (
+            ("routed", self.routed),
+            ("settled", self.settled),
+            ("landing", self.landing),
+            ("landed", self.landed),
+            ("refused", self.refused),
+        )
+        for name, listener in self._installed:
+            router.hooks.add(name, listener)
+
+    def detach(self) -> None:
+        for name, listener in self._installed:
+            self.router.hooks.discard(name, listener)
 
     def _route(self, pair: Any, stamp: float) -> tuple[str, list]:
         """The id of the next message of ``pair`` with ``stamp``, and the route's entry (its texts)."""
@@ -84,54 +94,59 @@ class RouteRecorder:
         except Exception:  # noqa: BLE001 - data kept within a house need not be packable
             return None
 
-    # -- the hooks ---------------------------------------------------------
+    # -- the listeners -----------------------------------------------------
 
-    def dispatch(self, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any, reliable: bool) -> bool:
-        if frame is not None:  # passing through, or arrived: its source recorded it
-            return self._dispatch_base(pair, tag, stamp, frame, offset, data, reliable)
+    def routed(self, pair: Any, tag: str, stamp: float, data: Any) -> None:
+        """A message made in this house starts its way: recorded once, here."""
         msg_id, seen = self._route(pair, stamp)
         size = self._packed(data)
         self.sink.message("routed", msg_id, seen[2], seen[3], size, detail=tag, share=pair.src.share)
-        outer = self._current
+        if len(self._outer) >= _NESTED:
+            self._outer.clear()
+        self._outer.append(self._current)
         self._current = (pair, msg_id, size)
-        try:
-            return self._dispatch_base(pair, tag, stamp, frame, offset, data, reliable)
-        finally:
-            self._current = outer
 
-    def land(self, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any) -> None:
+    def settled(self, pair: Any) -> None:
+        self._current = self._outer.pop() if self._outer else None
+
+    def landing(self, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any) -> None:
         current = self._current
-        if frame is None and current is not None and current[0] is pair:  # made in this house: as routed
+        if current is not None and current[0] is pair:  # made in this house: as routed
             msg_id, size = current[1], current[2]
             src, dst = self._texts(pair)
         else:
             msg_id, seen = self._route(pair, stamp)
             size = len(frame) - offset if frame is not None else self._packed(data)
             src, dst = seen[2], seen[3]
-        counts = self.router.counts
-        overflowed = counts["errors_overflowed"] if tag == "error" else 0
-        try:
-            self._land_base(pair, tag, stamp, frame, offset, data)
-        except Exception:
-            self._current = (pair, msg_id, size)  # for the refusal that follows at once
-            raise
-        if tag == "error" and counts["errors_overflowed"] != overflowed:
+        overflowed = self.router.counts["errors_overflowed"] if tag == "error" else 0
+        if len(self._landings) >= _NESTED:
+            self._landings.clear()
+        self._landings.append((pair, msg_id, size, src, dst, overflowed, current))
+        self._current = (pair, msg_id, size)  # for a refusal, should the landing fail
+
+    def landed(self, pair: Any, tag: str) -> None:
+        if not self._landings or self._landings[-1][0] is not pair:
+            return
+        _pair, msg_id, size, src, dst, overflowed, outer = self._landings.pop()
+        self._current = outer
+        if tag == "error" and self.router.counts["errors_overflowed"] != overflowed:
             # The report did not fit SHARE.error: dropped (and counted), not landed.
             detail = f"errors_overflowed: share {pair.dst.share + '.error'!r} is full"
             self.sink.message("refused", msg_id, src, dst, None, detail=detail, share=pair.dst.share)
             return
         self.sink.message("landed", msg_id, src, dst, size, detail=tag, share=pair.dst.share)
 
-    def refuse(self, pair: Any, tag: str, refused: Any) -> None:
+    def refused(self, pair: Any, tag: str, refused: Any) -> None:
         current = self._current
         msg_id = None
         if current is not None and current[0] is pair:
             msg_id = current[1]
             self._current = None  # one refusal per message
+        if self._landings and self._landings[-1][0] is pair:
+            self._landings.pop()  # the landing failed: this is its refusal
         src, dst = self._texts(pair)
         detail = f"{refused.counter}: {refused.reason}"
         self.sink.message("refused", msg_id, src, dst, None, detail=detail, share=pair.dst.share)
-        self._refuse_base(pair, tag, refused)
 
 
 def record_routes(router: Any, sink: Any) -> RouteRecorder | None:
@@ -140,15 +155,12 @@ def record_routes(router: Any, sink: Any) -> RouteRecorder | None:
     A sink has the Recorder's ``message(kind, msg_id, src, dst, size,
     latency=None, *, detail=None, share=None, ...)``.
     """
-    for name in _HOOKED:
-        router.__dict__.pop(name, None)
-    if sink is None:
-        return None
-    hooks = RouteRecorder(router, sink)
-    router._dispatch = hooks.dispatch
-    router._land = hooks.land
-    router._refuse = hooks.refuse
-    return hooks
+    if router.route_recorder is not None:
+        router.route_recorder.detach()
+        router.route_recorder = None
+    if sink is not None:
+        router.route_recorder = RouteRecorder(router, sink)
+    return router.route_recorder
 
 
 def follow_house(house: HouseLike, sink: Any) -> Callable[[], None]:

@@ -5,11 +5,18 @@ The message a flow sees is ``{"route": {"src", "dst"}, "tag", "stamp",
 routers in between read only the small header and pass the rest on as it
 came::
 
-    u32 n (big-endian) | header: msgpack [src, dst, tag, stamp] (n bytes) | data: msgpack
+    u32 n (big-endian) | header: msgpack [src, dst, tag, stamp(, ext)] (n bytes) | data: msgpack
 
 ``src`` and ``dst`` are arrays of four strings.  A manor forwarding a
 message neither decodes its data nor packs it again; only the house the
 message lands in decodes it.
+
+``ext``, optional, is a small map of header extensions (a message id, a
+sequence, dependencies, a signature, a lease...) for the layers above
+routing.  It rides in the header, not the data, so a router can act on it
+without decoding the data, and a manor passes it on byte for byte: a
+signature over it still checks at the far end.  Keys a router does not know
+it ignores, so a layer can add one without every estate upgrading first.
 """
 
 from __future__ import annotations
@@ -20,11 +27,26 @@ import msgpack
 
 from flowcast.errors import Error
 
-__all__ = ["FrameError", "MAX_HEADER", "encode", "open_header", "open_data", "pack_message", "route_bytes"]
+__all__ = [
+    "FrameError", "MAX_HEADER", "MAX_EXT", "encode", "open_header", "open_data", "open_ext",
+    "pack_ext", "pack_message", "route_bytes",
+]
 
-#: A header is two routes (at most ~700 bytes of names), a tag and a stamp.
+#: A header is two routes (at most ~700 bytes of names), a tag, a stamp and the extensions.
 MAX_HEADER = 2048
+#: Packed bytes of the extension map at most.  Room for a message id, a
+#: sequence, a 64-byte signature and about ten 32-byte dependency hashes,
+#: and with the routes still well inside MAX_HEADER; anything bigger is
+#: data and belongs in the payload, where it is segmented and not read by
+#: every router on the way.
+MAX_EXT = 512
+#: Extension keys: short names, like tags.
+MAX_EXT_KEY = 32
+#: A list value holds at most this many scalars (dependency ids, say).
+MAX_EXT_LIST = 32
 _ARRAY4 = b"\x94"
+_ARRAY5 = b"\x95"
+_SCALARS = (str, bytes, int, float, bool, type(None))
 
 
 class FrameError(ValueError, Error):
@@ -36,10 +58,76 @@ def route_bytes(route: Any) -> bytes:
     return msgpack.packb(list(route), use_bin_type=True)
 
 
-def encode(pack: Any, src_dst: bytes, tag: str, stamp: float, data: bytes) -> bytes:
-    """A frame from the packed routes (``route_bytes(src) + route_bytes(dst)``) and packed data."""
-    head = b"".join((_ARRAY4, src_dst, pack(tag), pack(stamp)))
+def encode(pack: Any, src_dst: bytes, tag: str, stamp: float, data: bytes, ext: bytes = b"") -> bytes:
+    """A frame from the packed routes (``route_bytes(src) + route_bytes(dst)``) and packed data;
+    ``ext`` is a packed extension map (:func:`pack_ext`), or empty for a four-element header."""
+    head = b"".join((_ARRAY5 if ext else _ARRAY4, src_dst, pack(tag), pack(stamp), ext))
     return b"".join((len(head).to_bytes(4, "big"), head, data))
+
+
+def check_ext(ext: Any) -> dict[str, Any]:
+    """``ext`` as a header extension map, or FrameError saying what is wrong with it."""
+    if type(ext) is not dict:
+        raise FrameError(f"header extensions are a map, not {type(ext).__name__}")
+    for key, value in ext.items():
+        if type(key) is not str or not 0 < len(key) <= MAX_EXT_KEY:
+            raise FrameError(f"header extension key {str(key)[:40]!r} is not a name of 1 to {MAX_EXT_KEY} characters")
+        if isinstance(value, (list, tuple)):
+            if len(value) > MAX_EXT_LIST or not all(isinstance(item, _SCALARS) for item in value):
+                raise FrameError(f"header extension {key!r}: a list of at most {MAX_EXT_LIST} scalars")
+        elif not isinstance(value, _SCALARS):
+            raise FrameError(f"header extension {key!r}: a scalar, bytes or a short list, not {type(value).__name__}")
+    return ext
+
+
+def pack_ext(ext: Any) -> bytes:
+    """The packed extension map for :func:`encode`; FrameError if it is not one or is over MAX_EXT."""
+    if not ext:
+        return b""
+    packed = msgpack.packb(check_ext(ext), use_bin_type=True)
+    if len(packed) > MAX_EXT:
+        raise FrameError(f"header extensions of {len(packed)} bytes exceed the {MAX_EXT}-byte limit")
+    return packed
+
+
+def split_ext(head: Any) -> tuple[tuple, bytes]:
+    """A five-element header's first four elements and its extension map's bytes as they came.
+
+    Bytes, not the decoded map: a manor that rewrites a header (the source
+    channel of a road arrival) must pass the extensions on untouched.
+    """
+    unpacker = msgpack.Unpacker(raw=False, use_list=False, max_buffer_size=MAX_HEADER)
+    unpacker.feed(head)
+    try:
+        if unpacker.read_array_header() != 5:
+            raise FrameError("frame header is not [src, dst, tag, stamp, ext]")
+        first = (unpacker.unpack(), unpacker.unpack(), unpacker.unpack(), unpacker.unpack())
+        start = unpacker.tell()
+    except FrameError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any decoding failure is the frame's fault
+        raise FrameError(f"frame header does not decode ({type(error).__name__})") from None
+    ext = bytes(head[start:])
+    if len(ext) > MAX_EXT:
+        raise FrameError(f"header extensions of {len(ext)} bytes exceed the {MAX_EXT}-byte limit")
+    try:
+        check_ext(msgpack.unpackb(ext, raw=False, use_list=False, strict_map_key=True))
+    except FrameError:
+        raise
+    except Exception as error:  # noqa: BLE001
+        raise FrameError(f"header extensions do not decode ({type(error).__name__})") from None
+    return first, ext
+
+
+def open_ext(frame: Any) -> dict[str, Any]:
+    """The extension map of a frame (empty for a four-element header); FrameError if malformed."""
+    if len(frame) < 5 or frame[4] != 0x95:
+        return {}
+    n = int.from_bytes(frame[:4], "big")
+    if n > MAX_HEADER or 4 + n > len(frame):
+        raise FrameError("frame header length out of range")
+    ext = split_ext(memoryview(frame)[4 : 4 + n])[1]
+    return msgpack.unpackb(ext, raw=False, use_list=False)
 
 
 def open_header(frame: Any) -> tuple[Any, Any, Any, Any, int]:
@@ -52,12 +140,15 @@ def open_header(frame: Any) -> tuple[Any, Any, Any, Any, int]:
     n = int.from_bytes(frame[:4], "big")
     if n > MAX_HEADER or 4 + n > size:
         raise FrameError("frame header length out of range")
+    if frame[4] == 0x95:
+        src, dst, tag, stamp = split_ext(memoryview(frame)[4 : 4 + n])[0]
+        return src, dst, tag, stamp, 4 + n
     try:
         head = msgpack.unpackb(frame[4 : 4 + n], use_list=False, raw=False)
     except Exception as error:  # noqa: BLE001 - any decoding failure is the frame's fault
         raise FrameError(f"frame header does not decode ({type(error).__name__})") from None
     if type(head) is not tuple or len(head) != 4:
-        raise FrameError("frame header is not [src, dst, tag, stamp]")
+        raise FrameError("frame header is not [src, dst, tag, stamp] nor [src, dst, tag, stamp, ext]")
     src, dst, tag, stamp = head
     return src, dst, tag, stamp, 4 + n
 
@@ -69,7 +160,7 @@ def open_data(frame: Any, offset: int) -> Any:
         raise FrameError(f"frame data does not decode ({type(error).__name__})") from None
 
 
-def pack_message(src: Any, dst: Any, tag: str, stamp: float, data: Any) -> bytes:
+def pack_message(src: Any, dst: Any, tag: str, stamp: float, data: Any, ext: Any = None) -> bytes:
     """A whole frame at once: for tools and tests that speak to routers from outside one."""
     pack = msgpack.Packer(use_bin_type=True).pack
-    return encode(pack, route_bytes(src) + route_bytes(dst), tag, stamp, pack(data))
+    return encode(pack, route_bytes(src) + route_bytes(dst), tag, stamp, pack(data), pack_ext(ext))

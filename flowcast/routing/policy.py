@@ -23,10 +23,14 @@ from typing import Any, Literal
 
 from flowcast.errors import Error
 
-__all__ = ["Rule", "Policy", "PolicyError", "Decision"]
+__all__ = ["Rule", "Policy", "PolicyError", "Decision", "declare_access", "is_access"]
 
-Access = Literal["write", "read"]
+Access = str  # "write", "read", or a permission named with declare_access
 _ACCESS = ("write", "read", "any")
+#: Permissions beyond write and read that layers above routing declared
+#: (a subscription, say); rules may name them as their access.
+_DECLARED: set[str] = set()
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
 _FIELDS = ("estate", "role", "share", "tag", "channel")
 _CACHE = 4096
 
@@ -35,12 +39,30 @@ class PolicyError(ValueError, Error):
     """A rule that cannot be read; the message says which and why."""
 
 
+def declare_access(name: str) -> str:
+    """Make ``name`` a permission rules may grant (``allow: subscribe``), beside write and read.
+
+    Declared once by the layer that checks it, at import, so that a rule
+    naming it parses whenever the policy is read -- and a rule naming a
+    permission nobody declared (a typo) is still refused.
+    """
+    if not isinstance(name, str) or not _NAME.match(name) or name in ("any", "reply"):
+        raise ValueError(f"a permission is a lower-case name of at most 32 characters, not {str(name)[:40]!r}")
+    _DECLARED.add(name)
+    return name
+
+
+def is_access(name: Any) -> bool:
+    """Is ``name`` something a request may ask for: write, read or a declared permission?"""
+    return name in ("write", "read") or name in _DECLARED
+
+
 @dataclass(frozen=True)
 class Rule:
     """``allow``/``deny`` ``access`` for requests whose fields match the globs."""
 
     effect: Literal["allow", "deny"]
-    access: Literal["write", "read", "any"] = "any"
+    access: str = "any"  # write, read, any, or a declared permission
     estate: str = "*"
     role: str = "*"
     share: str = "*"
@@ -57,8 +79,9 @@ class Rule:
             raise PolicyError(f"rule {index}: give exactly one of 'allow' or 'deny'")
         effect = effects[0]
         access = data[effect]
-        if access not in _ACCESS:
-            raise PolicyError(f"rule {index}: {effect} must be one of {', '.join(_ACCESS)}, not {str(access)[:40]!r}")
+        if access not in _ACCESS and access not in _DECLARED:
+            known = ", ".join((*_ACCESS, *sorted(_DECLARED)))
+            raise PolicyError(f"rule {index}: {effect} must be one of {known}, not {str(access)[:40]!r}")
         unknown = sorted(set(data) - {effect, *_FIELDS})
         if unknown:
             raise PolicyError(f"rule {index}: unknown key {unknown[0][:40]!r} (known: allow, deny, {', '.join(_FIELDS)})")

@@ -17,6 +17,11 @@ What the router trusts, and why:
   the same way.  A reply (``error``, ``value``) to a share that sent to that
   estate needs no rule: a sender must hear about its own messages.
 
+What a tag means is not the router's business: tags with a meaning
+(``read``, ``error``, and those layers above add) have handlers, registered
+with :meth:`Router.handle` (flowcast.routing.handlers); every other tag lands
+as data.
+
 Anything refused or undeliverable is counted, and -- unless it was itself an
 error report -- answered with an ``error`` message routed back to its
 source share, where it lands in ``SHARE.error``.  A router never raises for
@@ -31,7 +36,6 @@ from __future__ import annotations
 
 import logging
 import struct
-import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -39,16 +43,20 @@ from typing import Any
 import msgpack
 
 from flowcast.errors import ClosedError
+from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_header, pack_ext, split_ext
+from flowcast.routing.handlers import ERROR_QUEUE_BOUND, envelope  # noqa: F401 - re-exported
+from flowcast.routing.handlers import UNSET as _UNSET
+from flowcast.routing.handlers import ACCESS_REPLY, Handler, Landing, Refused, builtin_handlers, check_access, check_tag, land
 from flowcast.routing.hold import Hold
+from flowcast.routing.pair import Pair as _Pair
+from flowcast.routing.snapshot import snapshot
 from flowcast.routing.replies import MAX_ERROR_FRAME, REPLY_WINDOW, ReplyBook  # noqa: F401 - re-exported
-from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_data, open_header, route_bytes
 from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
 from flowcast.runtime.clock import RealClock
 from flowcast.runtime.tokenbucket import TokenBucket
-from flowcast.store.share import QueueShare
-from flowcast.store.sizes import estimate
 from flowcast.transport.reliable import FAILED as _FAILED
+from flowcast.transport.hooks import Hooks
 from flowcast.transport.road import BACKLOG_FULL
 
 __all__ = ["Router", "envelope", "POLICY_SHARE", "POLICY_PROBLEM_SHARE", "presence_share", "ERROR_QUEUE_BOUND", "REPLY_TAGS"]
@@ -59,16 +67,13 @@ log = logging.getLogger("flowcast.routing")
 POLICY_SHARE = "flowcast.policy"
 #: Where a policy written to POLICY_SHARE that does not parse is explained.
 POLICY_PROBLEM_SHARE = "flowcast.policy_problem"
-#: Errors for share S land in the queue share ``S.error``, at most this many kept.
-ERROR_QUEUE_BOUND = 1000
-#: Tags of replies: let in from an estate to a share that sent to it, policy or not.
+#: The built-in reply tags (handlers with access "reply", flowcast.routing.handlers).
 REPLY_TAGS = ("error", "value")
 #: Bytes of frames held at most for estates that have not joined (besides the count).
 HOLD_BYTES = 32 << 20
 _PAIRS = 4096  # route pairs cached (and counted) per router; full: the cache starts again
 _SILENT = ("spoofed", "malformed")  # never answered: the source they name is not who sent them
 _LOG_PER_SECOND = 10.0
-_UNSET = object()
 _u32 = struct.Struct(">I").unpack_from
 _unpackb = msgpack.unpackb
 
@@ -78,40 +83,8 @@ def presence_share(channel: str) -> str:
     return f"flowcast.road.{channel}.presence"
 
 
-def envelope(src: Route, dst: Route, tag: str, stamp: float, data: Any) -> dict[str, Any]:
-    """A routed message as a flow sees it: ``{route: {src, dst}, tag, stamp, data}``."""
-    return {"route": {"src": list(src), "dst": list(dst)}, "tag": tag, "stamp": stamp, "data": data}
+_Refused = Refused  # the router's name for it
 
-
-class _Refused(Exception):
-    """Internal: a message the router will not deliver, and why."""
-
-    def __init__(self, reason: str, counter: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.counter = counter
-
-
-class _Pair:
-    """A validated (src, dst) route pair and what is derived from it once."""
-
-    __slots__ = ("src", "dst", "flow", "count", "packed", "errors_until", "reads")
-
-    def __init__(self, src: Route, dst: Route) -> None:
-        self.src = src
-        self.dst = dst
-        # In order per pair of shares; the same number in every process.
-        self.flow = zlib.crc32(f"{src.share}>{dst.share}".encode()) & 0xFFFF
-        self.count = 0
-        self.packed = route_bytes(src) + route_bytes(dst)
-        self.errors_until = 0.0  # error reports from dst.estate accepted until then
-        self.reads = 0  # read requests sent on this pair not answered yet
-
-
-#: Road counts ``flowcast status`` shows per road: refused joins (and, of
-#: those, a known name with another key), cookies answered under load, and
-#: joins dropped while the keep's disk was behind.
-_JOIN_COUNTS = ("join_refused", "key_changed", "join_cookies", "bad_join", "bad_join_cookie", "keep_busy", "join_limited", "keep_full", "rotations")
 
 class Router:
     """Route messages for one house (yard ``yard`` of estate ``estate``).
@@ -172,6 +145,11 @@ class Router:
         self._replies = ReplyBook(self._clock, self.manor, self.counts, _PAIRS)
         self._hold_timer: Any = None
         self._log_budget = TokenBucket(_LOG_PER_SECOND, at=self._clock())
+        self._handlers: dict[str, Handler] = builtin_handlers()
+        #: Where others hear of messages: ``routed`` (made here) and ``settled`` (its dispatch
+        #: ended), ``landing``/``landed`` around a landing, ``refused``.  See flowcast.routing.events.
+        self.hooks = Hooks(("routed", "settled", "landing", "landed", "refused"), f"router {yard}", direct=False)
+        self.route_recorder: Any = None
         policy_share = store.share(POLICY_SHARE)
         policy_share.watchers.append(self._policy_written)
 
@@ -180,8 +158,8 @@ class Router:
     def attach_lane(self, lane: Any) -> None:
         """Use ``lane`` (a LaneStack) for the other yards of this estate."""
         self.lane = lane
-        lane.on_message = self._from_lane
-        lane.on_done = self._done
+        lane.hooks.add("message", self._from_lane)
+        lane.hooks.add("done", self._done)
 
     def attach_road(self, channel: str, road: Any) -> None:
         """Use ``road`` (a RoadStack) for channel ``channel``; only the manor runs roads."""
@@ -189,19 +167,16 @@ class Router:
             raise ValueError(f"yard {self.yard!r} is not the manor ({self.manor!r}): only the manor runs roads")
         Route.make(channel=channel)
         self.roads[channel] = road
-        road.on_message = lambda message, channel=channel: self._from_road(channel, road, message)
-        road.on_done = self._done
+        road.hooks.add("message", lambda message: self._from_road(channel, road, message))
+        road.hooks.add("done", self._done)
         presence = self.store.share(presence_share(channel))
-        previous = road.on_presence
 
         def on_presence(name: str, old: Any, new: Any) -> None:
             presence.update({name: getattr(new, "value", str(new))})
             if (channel, name) in self._held:
                 self._release(channel, name)
-            if previous is not None:
-                previous(name, old, new)
 
-        road.on_presence = on_presence
+        road.hooks.add("presence", on_presence)
 
     def set_events(self, sink: Any) -> None:
         """Record routed messages (``routed``, ``landed``, ``refused``) into ``sink``, an
@@ -209,6 +184,30 @@ class Router:
         from flowcast.routing.events import record_routes
 
         record_routes(self, sink)
+
+    def handle(self, tag: str, handler: Callable[[Landing], None], *, access: str = "write") -> None:
+        """Call ``handler`` with each message of ``tag`` that arrives for a share of this house.
+
+        ``access`` is the policy check a road arrival of this tag passes
+        before the handler runs (see flowcast.routing.handlers).  A tag has
+        one handler: registering it again is a ValueError, since two layers
+        giving one tag two meanings is a mistake to hear of at start.
+        """
+        check_tag(tag)
+        check_access(access)
+        if not callable(handler):
+            raise ValueError(f"handler for tag {tag!r} is not callable")
+        if tag in self._handlers:
+            raise ValueError(f"tag {tag!r} already has a handler")
+        self._handlers[tag] = Handler(handler, access)
+
+    def answer(self, pair: Any, data: Any, *, tag: str = "value", ext: Mapping[str, Any] | None = None) -> bool:
+        """Send ``data`` back along ``pair`` (a message that arrived), from its destination share."""
+        if tag.__class__ is not str or len(tag) > 64:
+            raise ValueError("tag must be a string of at most 64 characters")
+        src, dst = pair.src, pair.dst
+        here = Route(dst.share, self.yard, self.estate, src.channel)
+        return self._send_pair(self._pair(here, src), tag, data, True, ext)
 
     # -- route pairs ---------------------------------------------------------------
 
@@ -239,9 +238,11 @@ class Router:
         src: str = "",
         tag: str = "",
         reliable: bool = True,
+        ext: Mapping[str, Any] | None = None,
     ) -> bool:
         """Route ``data`` from share ``src`` of this house to ``dst``.
 
+        ``ext`` is a map of header extensions (flowcast.routing.frame).
         Returns False when the router refused it at once (the reason is
         counted and, when ``src`` names a share, delivered to ``src.error``);
         True means it is on its way.  Bad arguments raise: they are the
@@ -253,7 +254,27 @@ class Router:
         if tag.__class__ is not str or len(tag) > 64:
             raise ValueError("tag must be a string of at most 64 characters")
         self.counts["sent"] += 1
-        return self._dispatch(pair, tag, self.now(), None, 0, data, reliable)
+        if ext is None and self.hooks.routed is None:  # the common case, inlined
+            return self._dispatch(pair, tag, self.now(), None, 0, data, reliable)
+        return self._send_pair(pair, tag, data, reliable, ext)
+
+    def _send_pair(self, pair: _Pair, tag: str, data: Any, reliable: bool, ext: Mapping[str, Any] | None) -> bool:
+        """Every message made in this house starts here (a send, an answer, an error report)."""
+        stamp = self.now()
+        frame, offset, payload = None, 0, data
+        if ext:  # extensions travel in the frame, even to a share of this house: one place to read them
+            frame = encode(self._pack, pair.packed, tag, stamp, self._pack(data), pack_ext(ext))
+            offset, payload = 4 + _u32(frame, 0)[0], _UNSET
+        routed = self.hooks.routed
+        if routed is None:
+            return self._dispatch(pair, tag, stamp, frame, offset, payload, reliable)
+        routed(pair, tag, stamp, data)
+        try:
+            return self._dispatch(pair, tag, stamp, frame, offset, payload, reliable)
+        finally:
+            settled = self.hooks.settled
+            if settled is not None:
+                settled(pair)
 
     def _resolve(self, dst: Route | str, src: str) -> _Pair:
         """The pair of a send, validated and made absolute; cached, since a flow
@@ -282,7 +303,10 @@ class Router:
             n = _u32(frame, 0)[0]
             if n > MAX_HEADER:
                 raise FrameError("frame header length out of range")
-            src, dst, tag, stamp = _unpackb(frame[4 : 4 + n], use_list=False, raw=False)
+            if frame[4] == 0x95:  # with header extensions: checked, and forwarded as they came
+                (src, dst, tag, stamp), _ext = split_ext(memoryview(frame)[4 : 4 + n])
+            else:
+                src, dst, tag, stamp = _unpackb(frame[4 : 4 + n], use_list=False, raw=False)
             key = (src, dst)
             pair = self._pairs.get(key)
             if pair is None:
@@ -312,7 +336,7 @@ class Router:
             self._refuse_raw(frame, refused)
             return
         self.counts["from_lane"] += 1
-        self._dispatch(pair, tag, stamp, frame, offset, _UNSET, True)
+        self._dispatch(pair, tag, stamp, frame, offset, _UNSET, message.reliable)
 
     def _from_road(self, channel: str, road: Any, message: Any) -> None:
         frame = message.data
@@ -326,16 +350,20 @@ class Router:
                 raise _Refused(f"estate {self.estate!r} does not relay to {dst.estate!r}", "misrouted")
             if src.channel != channel:  # replies go back the way it came
                 pair = self._pair(src._replace(channel=channel), dst)
-                frame = encode(self._pack, pair.packed, tag, stamp, bytes(memoryview(frame)[offset:]))
+                ext = split_ext(memoryview(frame)[4:offset])[1] if frame[4] == 0x95 else b""  # untouched
+                frame = encode(self._pack, pair.packed, tag, stamp, bytes(memoryview(frame)[offset:]), ext)
                 offset = len(frame) - (len(message.data) - offset)
-            if tag in REPLY_TAGS and self._replies.is_reply(remote, channel, dst, tag, len(frame)):
+            handler = self._handlers.get(tag)
+            access = "write" if handler is None else handler.access
+            if access == ACCESS_REPLY and self._replies.is_reply(remote, channel, dst, tag, len(frame)):
                 self.counts["replies"] += 1
             else:
                 try:
                     role = road.remote(remote).record.role
                 except KeyError:
                     role = ""
-                access = "read" if tag == "read" else "write"
+                if access == ACCESS_REPLY:
+                    access = "write"
                 decision = self.policy.decide(access, remote, role, dst.share, tag, channel)
                 allowed = decision.allowed
                 if allowed and dst.share.startswith("flowcast.") and not self.policy.rules[decision.rule].share.startswith("flowcast."):
@@ -346,7 +374,7 @@ class Router:
             self._refuse_raw(frame, refused, channel)
             return
         self.counts["from_road"] += 1
-        self._dispatch(pair, tag, stamp, frame, offset, _UNSET, True)
+        self._dispatch(pair, tag, stamp, frame, offset, _UNSET, message.reliable)
 
     # -- the one path every message takes --------------------------------------
 
@@ -355,7 +383,13 @@ class Router:
         try:
             if dst.estate == self.estate:
                 if dst.yard == self.yard or (not dst.yard and self.is_manor):
-                    self._land(pair, tag, stamp, frame, offset, data)
+                    landing = self.hooks.landing
+                    if landing is not None:
+                        landing(pair, tag, stamp, frame, offset, data)
+                    land(self, pair, tag, stamp, frame, offset, data, reliable)
+                    landed = self.hooks.landed
+                    if landed is not None:
+                        landed(pair, tag)
                     self.counts["delivered"] += 1
                 else:
                     self._lane_send(pair, tag, stamp, frame, offset, data, dst.yard or self.manor, reliable)
@@ -364,7 +398,8 @@ class Router:
                 if road is None:
                     raise _Refused(f"no road on channel {dst.channel!r} at estate {self.estate!r}", "no_road")
                 frame = self._frame(pair, tag, stamp, frame, data)
-                if tag not in REPLY_TAGS:  # the router's own reports and answers expect nothing back
+                handler = self._handlers.get(tag)
+                if handler is None or handler.access != ACCESS_REPLY:  # answers expect nothing back
                     self._replies.expect(pair, tag)
                 if self._held and (dst.channel, dst.estate) in self._held:
                     # Earlier messages still wait for this estate: they go first,
@@ -405,57 +440,6 @@ class Router:
         except ValueError as error:  # too large for the lane
             raise _Refused(f"cannot send: {error}", "too_large") from None
         self.counts["to_lane"] += 1
-
-    def _land(self, pair: _Pair, tag: str, stamp: float, frame: Any, offset: int, data: Any) -> None:
-        src, dst = pair.src, pair.dst
-        try:
-            share = self.store.get(dst.share)
-        except ValueError:
-            share = None
-        if share is None:
-            raise _Refused(f"no share {dst.share!r} in yard {self.yard!r} of {self.estate!r}", "no_share")
-        if data is _UNSET:
-            try:
-                data = open_data(frame, offset)
-            except FrameError as error:
-                raise _Refused(f"malformed message ({error})", "malformed") from None
-        if tag == "error":
-            # Beside the share, never into it: a value share that changed
-            # would be sent again by 'route send', fail again, for ever.
-            try:
-                errors = self.store.queue(dst.share + ".error", ERROR_QUEUE_BOUND)
-            except (TypeError, ValueError):
-                raise _Refused(f"share {dst.share + '.error'!r} exists and is not a queue", "no_share") from None
-            try:
-                if not errors.push(envelope(src, dst, tag, stamp, data)):
-                    self.counts["errors_overflowed"] += 1
-            except Exception as error:  # noqa: BLE001 - a watcher is user code
-                raise _Refused(f"share {dst.share + '.error'!r} refused the report: {error!r}", "update_failed") from None
-            return
-        if tag == "read":
-            if isinstance(share, QueueShare):
-                raise _Refused(f"share {dst.share!r} is a queue and cannot be read", "unreadable")
-            here = Route(dst.share, self.yard, self.estate, src.channel)
-            self.counts["reads"] += 1
-            self._dispatch(self._pair(here, src), "value", self.now(), None, 0, share.fields(), True)
-            return
-        if isinstance(share, QueueShare):
-            # Made in this house: passed by reference, never packed, so estimated (flowcast.store.sizes).
-            size = len(frame) if frame is not None else (estimate(data) if share.budget else 0)
-            try:
-                pushed = share.push(envelope(src, dst, tag, stamp, data), size)
-            except Exception as error:  # noqa: BLE001 - a watcher is user code
-                raise _Refused(f"share {dst.share!r} refused the message: {error!r}", "update_failed") from None
-            if not pushed:
-                raise _Refused(share.full(size), "queue_full")
-            return
-        try:
-            if isinstance(data, Mapping):
-                share.update(data)
-            else:
-                share.update(value=data)
-        except Exception as error:  # noqa: BLE001 - a share's watcher is user code
-            raise _Refused(f"share {dst.share!r} refused the update: {error}", "update_failed") from None
 
     # -- holding messages for estates that have not joined yet ---------------
 
@@ -546,6 +530,9 @@ class Router:
 
     def _refuse(self, pair: _Pair, tag: str, refused: _Refused) -> None:
         src, dst = pair.src, pair.dst
+        heard = self.hooks.refused
+        if heard is not None:
+            heard(pair, tag, refused)
         self.counts[refused.counter] += 1
         self._note(refused, src, dst, tag)
         if tag == "error" or not src.share or refused.counter in _SILENT:
@@ -554,7 +541,7 @@ class Router:
         here = Route(dst.share, self.yard, self.estate, src.channel)
         report = {"reason": refused.reason, "tag": tag, "dst": str(dst), "kind": refused.counter}
         self.counts["errors_sent"] += 1
-        self._dispatch(self._pair(here, src), "error", self.now(), None, 0, report, True)
+        self._send_pair(self._pair(here, src), "error", report, True, None)
 
     def _note(self, refused: _Refused, src: Route | None, dst: Route | None, tag: str) -> None:
         entry = {
@@ -605,25 +592,5 @@ class Router:
         return {(pair.src, pair.dst): pair.count for pair in dict.fromkeys(self._pairs.values()) if pair.count}
 
     def status(self) -> dict[str, Any]:
-        """A plain snapshot for ``flowcast status``."""
-        roads = {}
-        for channel, road in self.roads.items():
-            roads[channel] = {
-                name: getattr(remote.presence, "value", str(remote.presence))
-                for name, remote in getattr(road, "_by_name", {}).items()
-            }
-        top = sorted(self.routes.items(), key=lambda item: -item[1])[:50]
-        return {
-            "estate": self.estate,
-            "yard": self.yard,
-            "manor": self.manor,
-            "yards": list(self.lane.yards) if self.lane is not None else [],
-            "held": {f"{estate}/{channel}": n for (channel, estate), n in self._held.sizes().items()},
-            "held_bytes": self._held.bytes,
-            "roads": roads,
-            "joins": {channel: {k: road.counts[k] for k in _JOIN_COUNTS if road.counts.get(k)} for channel, road in self.roads.items() if hasattr(road, "counts")},
-            "counts": dict(self.counts),
-            "policy": dict(self.policy.counts),
-            "routes": [[str(src), str(dst), n] for (src, dst), n in top],
-            "denials": list(self.denials)[-20:],
-        }
+        """A plain snapshot for ``flowcast status`` (flowcast.routing.snapshot)."""
+        return snapshot(self)

@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = [
     "Acceptance",
+    "Hooks",
     "Keep",
     "LaneStack",
     "Message",
@@ -26,6 +27,7 @@ __all__ = [
 
 _WHERE = {
     "Acceptance": "flowcast.transport.keep",
+    "Hooks": "flowcast.transport.hooks",
     "Keep": "flowcast.transport.keep",
     "RemoteRecord": "flowcast.transport.keep",
     "Status": "flowcast.transport.keep",

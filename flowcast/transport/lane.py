@@ -26,7 +26,7 @@ Two modes, chosen per stack (both ends of a lane must agree):
 * ``acks=True`` (acknowledged): the road's channel -- ACK frames, delivery
   reported per flow, resend, receive window -- on plain datagrams.  An
   ``Outgoing`` is ``"delivered"`` only once the receiving yard's stack has
-  handed it to its application (``on_message`` returned, or it entered the
+  handed it to its application (a ``message`` listener returned, or it entered the
   inbox); until then the sender keeps it.  Every datagram also names the
   *receiver's* boot id it is meant for, so one channel lives exactly as
   long as the pair of incarnations (sender boot, receiver boot): a
@@ -207,9 +207,10 @@ class LaneStack(Stack):
     def _deliverer(self, name: str) -> Callable[[int, int, bytes], None]:
         """Where a channel hands the messages of yard ``name``: one closure, so the inbox append is inlined."""
         inbox = self.inbox
+        hooks = self.hooks
 
         def deliver(flow: int, flags: int, payload: bytes, _name: str = name) -> None:
-            if self.on_message is None:  # the common case, inlined: one call per message
+            if hooks.message is None:  # the common case, inlined: one call per message
                 inbox.append((_name, flow, flags, payload))
                 self.inbox_bytes += len(payload)
             else:
@@ -244,7 +245,7 @@ class LaneStack(Stack):
             channel = yard.channel
             if channel is None:
                 return
-            channel.completed = self._completed  # the recording variant while recording
+            channel.completed = self._completed
             if sink is None or not yard.peer:
                 channel.watch = None
                 return
@@ -262,7 +263,7 @@ class LaneStack(Stack):
             if channel is None:
                 continue
             if mine:
-                channel.completed = self._completed  # the recording variant while recording
+                channel.completed = self._completed
             if sink is None:
                 channel.watch = None
                 continue
@@ -331,10 +332,6 @@ class LaneStack(Stack):
                     yard.channel.fail_all("stack closed")
 
     # -- stack hooks -------------------------------------------------------------
-
-    def _completed(self, msg: Outgoing) -> None:
-        if self.on_done is not None:
-            self.on_done(msg)
 
     def _consumed(self) -> None:
         if self.acks:
@@ -541,7 +538,7 @@ class LaneStack(Stack):
                     return
 
     def _handed_over(self, carried: list) -> None:
-        done = self.on_done if self._events is None else self._completed
+        done = self._completed
         last = None
         for msg in carried:
             if msg is last:

@@ -24,7 +24,6 @@ path calls no role at all.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from flowcast.transport.budget import (
@@ -39,9 +38,10 @@ from flowcast.transport.budget import (
 from flowcast.transport.crypto import Scratch
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
-from flowcast.transport.presence import Presence, PresenceListener
+from flowcast.transport.presence import Presence
 from flowcast.transport.reliable import FAILED, Channel, Outgoing
 from flowcast.transport.revoke import Sweep
+from flowcast.transport.hooks import Replaced
 from flowcast.transport.roadallow import Allows
 from flowcast.transport.roaddue import Deadlines
 from flowcast.transport.roadjoin import Joins
@@ -88,6 +88,10 @@ class RoadStack(Stack):
     with a :class:`~flowcast.transport.keepwriter.KeepWriter` keeps disk
     work off this stack's thread; joins are then acknowledged once durable.
     """
+
+    HOOKS = (*Stack.HOOKS, "presence", "note")  # presence: (name, old, new); note: a line of self.events
+    on_presence = Replaced("presence")
+    on_event = Replaced("note")
 
     def __init__(
         self,
@@ -178,8 +182,6 @@ class RoadStack(Stack):
         self._on_cookie = self._allows.on_cookie
         self._on_initiate = self._allows.on_initiate
         self._sweep = Sweep()  # live sessions' keys looked at on disk (revoke.py)
-        self.on_presence: PresenceListener | None = None
-        self.on_event: Callable[[str], None] | None = None
         self.events: list[str] = []
         for record in keep.remotes():
             if record.status is Status.ACCEPTED:
@@ -259,18 +261,24 @@ class RoadStack(Stack):
         self.events.append(text)
         if len(self.events) > 1000:
             del self.events[:500]
-        if self.on_event is not None:
-            self.on_event(text)
+        note = self.hooks.note
+        if note is not None:
+            try:
+                note(text)
+            except Exception:  # noqa: BLE001 - a listener's bug: logged and removed (hooks.py)
+                self.hooks.failed("note", note)
 
     def _set_presence(self, remote: Remote, new: Presence) -> None:
         old = remote.presence
         if old is new:
             return
         remote.presence = new
-        if self.on_presence is not None:
-            self.on_presence(remote.name, old, new)
-        if self._events is not None:
-            self._events.presence(remote.name, new.value)
+        presence = self.hooks.presence
+        if presence is not None:
+            try:
+                presence(remote.name, old, new)
+            except Exception:  # noqa: BLE001 - a listener's bug: logged and removed (hooks.py)
+                self.hooks.failed("presence", presence)
 
     def _wake(self) -> None:
         if self._event is not None:
@@ -311,9 +319,10 @@ class RoadStack(Stack):
         name = remote.record.name
 
         inbox = self.inbox
+        hooks = self.hooks
 
         def deliver(flow: int, flags: int, payload: bytes) -> None:
-            if self.on_message is None:  # the common case, inlined: one call per message
+            if hooks.message is None:  # the common case, inlined: one call per message
                 inbox.append((name, flow, flags, payload))
                 self.inbox_bytes += len(payload)
             else:
@@ -365,10 +374,6 @@ class RoadStack(Stack):
     def _channel_watch(self, to: str) -> ChannelEvents | None:
         session = self._find(to).session
         return session.channel.watch if session is not None else None
-
-    def _completed(self, msg: Outgoing) -> None:
-        if self.on_done is not None:
-            self.on_done(msg)
 
     def _fail(self, msg: Outgoing, reason: str) -> None:
         """A message that never reached a channel fails here, and its sender hears (on_done)."""

@@ -144,7 +144,7 @@ class Allows:
         stack._urgent = True  # a new session's heartbeat may be due at once
         stack._sessions[session.local_index] = (remote, session)
         channel = session.channel
-        channel.completed = stack._completed  # the recording variant if events were set since it was made
+        channel.completed = stack._completed
         if stack._events is not None:
             stack._watch_session(remote, session)
         watch = channel.watch

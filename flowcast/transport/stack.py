@@ -26,8 +26,10 @@ from flowcast.errors import ClosedError
 from flowcast.runtime.clock import RealClock
 from flowcast.runtime.scheduler import Event
 from flowcast.transport.channelevents import ChannelEvents, EventSink
+from flowcast.transport.hooks import Hooks, Replaced
 from flowcast.transport.port import DatagramPort
-from flowcast.transport.reliable import DELIVERED, FAILED, Outgoing
+from flowcast.transport.recording import MessageRecorder
+from flowcast.transport.reliable import Outgoing
 from flowcast.transport.wire import F_JSON, F_UNRELIABLE
 
 __all__ = ["Stack", "Message", "EventSink", "ChannelEvents", "serve", "F_RAW", "DEFAULT_TIMEOUT"]
@@ -44,15 +46,28 @@ _unpackb = msgpack.unpackb
 
 
 class Message(NamedTuple):
-    """A delivered message: who sent it, on which flow, and what."""
+    """A delivered message: who sent it, on which flow, what, and whether it came reliably
+    (False: fire-and-forget, so its sender learns nothing of its fate)."""
 
     remote: str
     flow: int
     data: Any
+    reliable: bool = True
 
 
 class Stack:
-    """Base of RoadStack and LaneStack; not used directly."""
+    """Base of RoadStack and LaneStack; not used directly.
+
+    ``hooks`` (flowcast.transport.hooks) is where others listen: ``message``
+    (a delivered :class:`Message`; while any listener is installed messages
+    go to the listeners, not the inbox), ``done`` (an :class:`Outgoing`
+    finished: delivered, sent or failed), ``submitted`` (``(outgoing, to)``
+    accepted by ``send``); a RoadStack adds ``presence`` and ``note``.
+    """
+
+    HOOKS: tuple[str, ...] = ("message", "done", "submitted")
+    on_message = Replaced("message")
+    on_done = Replaced("done")
 
     def __init__(self, port: DatagramPort, *, scheduler: Any = None, clock: Any = None, name: str = "stack") -> None:
         self.port = port
@@ -62,8 +77,7 @@ class Stack:
         self.inbox: deque[tuple[str, int, int, bytes]] = deque()
         self.inbox_bytes = 0
         self.counts: Counter[str] = Counter()
-        self.on_message: Callable[[Message], None] | None = None
-        self.on_done: Callable[[Outgoing], None] | None = None
+        self.hooks = Hooks(self.HOOKS, name)
         self.default_timeout: float | None = DEFAULT_TIMEOUT
         self._outq: deque[tuple[bytes, Any, list | None]] = deque()
         self._closed = False
@@ -78,6 +92,7 @@ class Stack:
         self._last_read = -1.0
         self._events: EventSink | None = None
         self._born: dict[Outgoing, list] = {}  # while recording: Outgoing -> [first send, msg id, src, dst]
+        self._recorder: MessageRecorder | None = None
 
     # -- message events ----------------------------------------------------
 
@@ -92,46 +107,18 @@ class Stack:
     def set_events(self, sink: EventSink | None) -> None:
         """Record message events into ``sink`` from now on (None: stop).
 
-        Recording swaps in recording variants of the per-message hooks and
-        watches each channel; without a sink the plain methods run, so a
+        Recording is a listener on this stack's hooks (and a watch on each
+        channel) while a sink is set; without one nothing is installed, so a
         stack that records nothing pays nothing per message.
         """
+        if self._recorder is not None:
+            self._recorder.detach()
+            self._recorder = None
         self._events = sink
         self._born.clear()
-        if sink is None:
-            self.__dict__.pop("_submit", None)
-            self.__dict__.pop("_completed", None)
-        else:
-            self._submit = self._submit_recorded  # type: ignore[method-assign]
-            self._completed = self._completed_recorded  # type: ignore[method-assign]
+        if sink is not None:
+            self._recorder = MessageRecorder(self, sink)
         self._watch_channels()
-
-    def _submit_recorded(self, msg: Outgoing, to: str) -> None:
-        self._born[msg] = [self.clock.now(), None, None, None]
-        try:
-            type(self)._submit(self, msg, to)
-        except BaseException:
-            self._born.pop(msg, None)
-            raise
-        if msg.seq >= 0:  # it entered a channel (else it waits for a session)
-            watch = self._channel_watch(to)
-            if watch is not None:
-                watch.sent(msg)
-
-    def _completed_recorded(self, msg: Outgoing) -> None:
-        """Final state: ``acknowledged`` (latency from first send) or ``denied``."""
-        entry = self._born.pop(msg, None)
-        sink = self._events
-        if entry is not None and sink is not None:
-            first, msg_id, src, dst = entry
-            if msg_id is None:  # never got into a channel: no sequence number, no session
-                msg_id = f"{self.name}:-:{msg.flow}:{id(msg):x}"
-                src, dst = self._route_of(msg)
-            if msg._state == DELIVERED:
-                sink.message("acknowledged", msg_id, src, dst, len(msg.data), self.clock.now() - first)
-            elif msg._state == FAILED:
-                sink.message("denied", msg_id, src, dst, len(msg.data), detail=msg.reason or "failed")
-        type(self)._completed(self, msg)
 
     def _channel_watch(self, to: str) -> ChannelEvents | None:
         """The watch of the channel a message to ``to`` just entered."""
@@ -145,8 +132,12 @@ class Stack:
         return ("", "", self.name, msg.flow), ("", "", str(msg.remote), msg.flow)
 
     def _completed(self, msg: Outgoing) -> None:
-        if self.on_done is not None:
-            self.on_done(msg)
+        done = self.hooks.done
+        if done is not None:
+            try:
+                done(msg)
+            except Exception:  # noqa: BLE001 - a listener's bug: logged and removed (hooks.py)
+                self.hooks.failed("done", done)
 
     # -- the message API ---------------------------------------------------
 
@@ -207,6 +198,12 @@ class Stack:
             to,
         )
         self._submit(msg, to)
+        submitted = self.hooks.submitted
+        if submitted is not None:
+            try:
+                submitted(msg, to)
+            except Exception:  # noqa: BLE001 - a listener's bug: logged and removed (hooks.py)
+                self.hooks.failed("submitted", submitted)
         event = self._event
         if event is not None and not event._flag:
             event.set()
@@ -221,7 +218,7 @@ class Stack:
             data = self._decode(flags, payload)
             if data is not _UNDECODABLE:
                 self._consumed()
-                return Message(remote, flow, data)
+                return Message(remote, flow, data, not flags & F_UNRELIABLE)
         self._consumed()
         return None
 
@@ -238,11 +235,11 @@ class Stack:
             remote, flow, flags, payload = popleft()
             taken += len(payload)
             if flags & F_RAW:
-                append(make(Message, (remote, flow, payload)))
+                append(make(Message, (remote, flow, payload, not flags & F_UNRELIABLE)))
                 continue
             data = decode(flags, payload)
             if data is not _UNDECODABLE:
-                append(make(Message, (remote, flow, data)))
+                append(make(Message, (remote, flow, data, not flags & F_UNRELIABLE)))
         self.inbox_bytes -= taken
         self._consumed()
         return out
@@ -259,10 +256,14 @@ class Stack:
             return _UNDECODABLE
 
     def _deliver_to_inbox(self, remote: str, flow: int, flags: int, payload: bytes) -> None:
-        if self.on_message is not None:
+        listeners = self.hooks.message
+        if listeners is not None:
             data = self._decode(flags, payload)
             if data is not _UNDECODABLE:
-                self.on_message(Message(remote, flow, data))
+                try:
+                    listeners(Message(remote, flow, data, not flags & F_UNRELIABLE))
+                except Exception:  # noqa: BLE001 - a listener's bug: logged and removed (hooks.py)
+                    self.hooks.failed("message", listeners)
             return
         self.inbox.append((remote, flow, flags, payload))
         self.inbox_bytes += len(payload)
@@ -382,7 +383,7 @@ class Stack:
         now = self.clock.now()
         if got:
             self._last_read = now
-            # What reading produced (acks, answers sent from on_message) goes
+            # What reading produced (acks, answers sent from a message listener) goes
             # before the timer check: it is on someone's round trip.
             self._flush(now)
         if got:

@@ -98,15 +98,13 @@ class Stream:
         from flowcast.routing.frame import open_data, open_header
 
         road = self.io.house.router.roads["main"]
-        previous = road.on_done
         path = self.acked
 
         def on_done(msg) -> None:
             if msg.state == "delivered":
                 _append(path, {"n": open_data(msg.data, open_header(msg.data)[4])["n"]})
-            previous(msg)
 
-        road.on_done = on_done
+        road.hooks.add("done", on_done)  # beside the router's own listener
         self.hooked = True
 
     def __call__(self) -> None:

@@ -81,16 +81,38 @@ def test_a_message_refused_at_landing_carries_its_id(world):
     assert sink.events[1]["id"] == sink.events[0]["id"] and sink.events[1]["detail"].startswith("queue_full")
 
 
-def test_without_a_sink_the_router_runs_its_own_methods():
+def test_without_a_sink_the_router_has_no_listeners_and_no_swapped_methods():
     world = World(seed=1)
     router = world.routed_estate("alpha", ["manor"])["manor"]
     router.set_events(Sink())
-    assert "_dispatch" in router.__dict__
+    assert all(router.hooks.listeners(name) for name in router.hooks.names)
+    router.set_events(Sink())  # a new sink replaces the old: one recorder, not two
+    assert all(len(router.hooks.listeners(name)) == 1 for name in router.hooks.names)
     router.set_events(None)
-    assert not {"_dispatch", "_land", "_refuse"} & set(router.__dict__)
-    # The instance's own attribute lookup finds the class's methods again.
-    assert router._dispatch.__func__ is Router._dispatch
-    assert router._land.__func__ is Router._land and router._refuse.__func__ is Router._refuse
+    assert all(getattr(router.hooks, name) is None for name in router.hooks.names)  # nothing to pay
+    assert not {"_dispatch", "_land", "_refuse"} & set(router.__dict__)  # nothing swapped in, ever
+
+
+def test_a_recorded_local_read_nests_its_answer_and_both_land():
+    router = World(seed=1).routed_estate("alpha", ["manor"])["manor"]
+    sink = Sink()
+    router.set_events(sink)
+    router.store.share("config", {"rate": 5})
+    answers = router.store.queue("answers")
+    assert router.send("config", None, src="answers", tag="read")
+    assert answers.pop()["data"] == {"rate": 5}
+    events = [(e["kind"], e["detail"]) for e in sink.events]
+    assert events == [("routed", "read"), ("routed", "value"), ("landed", "value"), ("landed", "read")]
+    assert sink.events[0]["id"] == sink.events[3]["id"] and sink.events[1]["id"] == sink.events[2]["id"]
+
+
+def test_a_message_with_header_extensions_is_recorded_routed_and_landed():
+    router = World(seed=1).routed_estate("alpha", ["manor"])["manor"]
+    sink = Sink()
+    router.set_events(sink)
+    router.store.queue("inbox")
+    assert router.send("inbox", {"n": 1}, tag="t", ext={"id": "m1"})
+    assert [e["kind"] for e in sink.events] == ["routed", "landed"] and sink.events[0]["id"] == sink.events[1]["id"]
 
 
 def test_an_error_report_dropped_because_its_error_queue_is_full_is_recorded_refused():

@@ -228,6 +228,16 @@ _OK_SRC, _OK_DST = ["a", "manor", "alpha", "main"], ["b", "manor", "beta", "main
         forge(_OK_SRC, _OK_DST, stamp="now"),
         forge(_OK_SRC, ["", "", "beta", "main"]),
         forge(_OK_SRC, _OK_DST)[:-1] + b"\xc1",  # data that does not decode (0xc1 is never used)
+        # header extensions (the optional fifth element) that are not a small map of scalars
+        forge(None, None, header=msgpack.packb([_OK_SRC, _OK_DST, "", 0, {"k": "x" * 600}])),  # over MAX_EXT
+        forge(None, None, header=msgpack.packb([_OK_SRC, _OK_DST, "", 0, [1, 2]])),  # not a map
+        forge(None, None, header=msgpack.packb([_OK_SRC, _OK_DST, "", 0, {1: 2}])),  # not a name
+        forge(None, None, header=msgpack.packb([_OK_SRC, _OK_DST, "", 0, {"k" * 33: 1}])),  # name too long
+        forge(None, None, header=msgpack.packb([_OK_SRC, _OK_DST, "", 0, {"k": {"nested": 1}}])),
+        forge(None, None, header=msgpack.packb([_OK_SRC, _OK_DST, "", 0, {"k": list(range(33))}])),  # list too long
+        forge(None, None, header=msgpack.packb([_OK_SRC, _OK_DST, "", 0, {}, 1])),  # six elements
+        forge(None, None, header=msgpack.packb([_OK_SRC, _OK_DST, "", 0, {}]) + b"\x01"),  # trailing byte
+        forge(None, None, header=b"\x95" + msgpack.packb(_OK_SRC)),  # ends inside the header
         {"route": {"src": _OK_SRC, "dst": _OK_DST}, "tag": "", "stamp": 0, "data": 1},  # a dict, not a frame
         None,
     ],

@@ -20,7 +20,7 @@ def test_backlog_of_an_estate_never_reached_stops_at_its_count():
     alpha.add_remote(RemoteRecord("gamma", "gamma", 0, gamma.keys.verkey, gamma.keys.pubkey, Status.ACCEPTED), "gamma")
     gamma.close()
     failed = []
-    alpha.on_done = lambda msg: failed.append(msg) if msg.state == "failed" else None
+    alpha.hooks.add("done", lambda msg: failed.append(msg) if msg.state == "failed" else None)
     outs = [alpha.send({"n": n}, "gamma", timeout=600.0) for n in range(120)]
     remote = alpha.remote("gamma")
     assert len(remote.backlog) == 50
@@ -107,7 +107,7 @@ def test_a_remote_forgotten_by_the_keep_fails_what_waited_for_it():
     world.run_for(0.01)
     assert beta.keep.bound("alpha") is not None  # accepted from the wire, never had a session
     failed = []
-    beta.on_done = lambda msg: failed.append(msg) if msg.state == "failed" else None
+    beta.hooks.add("done", lambda msg: failed.append(msg) if msg.state == "failed" else None)
     outs = [beta.send({"n": n}, "alpha", timeout=None) for n in range(3)] + [beta.send({"n": 3}, "alpha", timeout=600.0)]
     assert [o.state for o in outs] == ["queued"] * 4 and beta.pending() == 4
     for n in range(4):  # strangers fill the keep: alpha is accepted, so it is never evicted for them

@@ -55,7 +55,7 @@ def test_road_close_reports_every_failure_and_a_reply_to_one_cannot_queue():
         except flowcast.ClosedError as error:
             answers.append(error)
 
-    alpha.on_done = on_done
+    alpha.hooks.add("done", on_done)
     alpha.close()
     assert [m.state for m in waiting] == ["failed"] * 3
     assert set(map(id, heard)) >= set(map(id, waiting)) and len(answers) == len(heard)

@@ -93,7 +93,8 @@ def test_no_sink_records_nothing_and_a_sink_can_come_and_go() -> None:
     alpha, beta = _pair(world, None, None)
     assert alpha.event_sink is None
     assert alpha.remote("beta").session.channel.watch is None
-    assert "_submit" not in vars(alpha) and "_completed" not in vars(alpha)  # the plain methods run
+    assert all(alpha.hooks.listeners(name) == () for name in alpha.hooks.names)  # nothing installed, nothing paid
+    assert "_submit" not in vars(alpha) and "_completed" not in vars(alpha)  # no method swapped in either
 
     late = ListSink()
     alpha.set_events(late)
@@ -105,6 +106,7 @@ def test_no_sink_records_nothing_and_a_sink_can_come_and_go() -> None:
     alpha.set_events(None)
     beta.set_events(None)
     assert alpha.remote("beta").session.channel.watch is None and "_submit" not in vars(alpha)
+    assert all(alpha.hooks.listeners(name) == () for name in alpha.hooks.names)
     out = alpha.send({"n": 2}, "beta")
     assert world.run_until(lambda: out.delivered, 5)
     assert len(late.messages) == 4

@@ -85,7 +85,7 @@ def test_lane_runs_as_scheduler_micro_threads(tmp_path):
     a = LaneStack(a_port, "house1", {"house2": b_port.address}, scheduler=scheduler)
     b = LaneStack(b_port, "house2", {"house1": a_port.address}, scheduler=scheduler)
     got = []
-    b.on_message = got.append
+    b.hooks.add("message", got.append)
 
     def producer():
         for i in range(2000):

@@ -77,7 +77,7 @@ def test_delivered_only_once_the_receiving_application_has_it(tmp_path):
             if isinstance(message.data, dict) and "n" in message.data:
                 seen_at_handover.append(outs[message.data["n"]].state)
 
-        b.on_message = on_message
+        b.hooks.add("message", on_message)
         assert serve([a, b], until=lambda: all(o.done for o in outs) and big.done, timeout=20)
         assert {o.state for o in outs} == {"delivered"} and big.state == "delivered"
         assert loose.state == "sent"  # fire-and-forget on an acknowledged lane is still that
@@ -118,10 +118,9 @@ def test_a_receiver_that_dies_mid_stream_gets_the_rest_from_its_next_incarnation
     b = _lane(run, "house2", "house1")
     delivered_by: dict[int, int | None] = {}
     number: dict = {}  # Outgoing -> its message number
-    a.on_done = lambda o: delivered_by.__setitem__(number[o], a.peer_boot("house2")) if o.state == "delivered" else None
+    a.hooks.add("done", lambda o: delivered_by.__setitem__(number[o], a.peer_boot("house2")) if o.state == "delivered" else None)
     first_got: list[int] = []
     second_got: list[int] = []
-    b.on_message = lambda m: first_got.append(m.data["n"])
     total = 20_000
     outs = []
     try:
@@ -134,7 +133,7 @@ def test_a_receiver_that_dies_mid_stream_gets_the_rest_from_its_next_incarnation
                 outs.append(out)
             a.flush()  # serve() waits in select next: what until() queued must be out first
 
-        b.on_message = lambda m: first_got.append(int.from_bytes(m.data[:4], "big"))
+        b.hooks.add("message", lambda m: first_got.append(int.from_bytes(m.data[:4], "big")))
         assert serve([a, b], until=lambda: produce(len(outs) + 300) or len(first_got) >= 5000, timeout=20)
         produce(len(outs) + 2000)
         a.service()  # datagrams into b's socket that b will never read
@@ -145,7 +144,7 @@ def test_a_receiver_that_dies_mid_stream_gets_the_rest_from_its_next_incarnation
         serve([a], until=lambda: a.port.counts["unreachable"] > 0 or not a.pending(), timeout=5)
         assert a.pending() > 0
         b = _lane(run, "house2", "house1")
-        b.on_message = lambda m: second_got.append(int.from_bytes(m.data[:4], "big"))
+        b.hooks.add("message", lambda m: second_got.append(int.from_bytes(m.data[:4], "big")))
         assert serve([a, b], until=lambda: produce(len(outs) + 500) or (len(outs) == total and all(o.done for o in outs)), timeout=30)
         _check_restart(outs, delivered_by, first_got, second_got, old_boot, b.boot, flow_of=lambda n: n % 4)
         assert a.counts["yard_restarts"] == 1 and a.counts["carried_to_new_boot"] > 0
@@ -254,7 +253,7 @@ def test_acknowledged_lane_runs_as_scheduler_micro_threads(tmp_path):
     a = LaneStack(UxdPort(run, "house1", scheduler=scheduler), "house1", {"house2": os.path.join(run, "house2")}, scheduler=scheduler, acks=True)
     b = LaneStack(UxdPort(run, "house2", scheduler=scheduler), "house2", {"house1": os.path.join(run, "house1")}, scheduler=scheduler, acks=True)
     got = []
-    b.on_message = got.append
+    b.hooks.add("message", got.append)
     outs = []
 
     def producer():
@@ -290,7 +289,7 @@ run, log = sys.argv[1], sys.argv[2]
 fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 lane = LaneStack(UxdPort(run, "worker"), "worker", {"manor": os.path.join(run, "manor")}, acks=True)
 # Handed to the application = written to the log (before the stack can acknowledge it).
-lane.on_message = lambda m: os.write(fd, b"%d\n" % int.from_bytes(m.data[:4], "big"))
+lane.hooks.add("message", lambda m: os.write(fd, b"%d\n" % int.from_bytes(m.data[:4], "big")))
 os.write(fd, b"boot %d\n" % lane.boot)
 serve([lane], timeout=60)
 """
@@ -313,7 +312,7 @@ def test_a_worker_killed_with_sigkill_and_restarted_loses_nothing_acknowledged(t
     logs = [tmp_path / "worker-1.log", tmp_path / "worker-2.log"]
     delivered_by: dict[int, int | None] = {}
     number: dict = {}  # Outgoing -> its message number
-    manor.on_done = lambda o: delivered_by.__setitem__(number[o], manor.peer_boot("worker")) if o.state == "delivered" else None
+    manor.hooks.add("done", lambda o: delivered_by.__setitem__(number[o], manor.peer_boot("worker")) if o.state == "delivered" else None)
     total = 30_000
     outs = []
     procs = []
@@ -375,10 +374,10 @@ def test_simulated_lane_survives_a_receiver_restart(conditions):
     b = lane("house2", "house1")
     delivered_by: dict[int, int | None] = {}
     number: dict = {}  # Outgoing -> its message number
-    a.on_done = lambda o: delivered_by.__setitem__(number[o], a.peer_boot("house2")) if o.state == "delivered" else None
+    a.hooks.add("done", lambda o: delivered_by.__setitem__(number[o], a.peer_boot("house2")) if o.state == "delivered" else None)
     first_got: list[int] = []
     second_got: list[int] = []
-    b.on_message = lambda m: first_got.append(m.data["n"])
+    b.hooks.add("message", lambda m: first_got.append(m.data["n"]))
     outs = []
 
     def produce(count: int) -> None:
@@ -398,7 +397,7 @@ def test_simulated_lane_survives_a_receiver_restart(conditions):
     world.run_for(0.5)  # down for a while: resends to nowhere, with back-off
     assert not all(o.done for o in outs)
     b = lane("house2", "house1")
-    b.on_message = lambda m: second_got.append(m.data["n"])
+    b.hooks.add("message", lambda m: second_got.append(m.data["n"]))
     assert world.run_until(lambda: all(o.done for o in outs), 60)
     _check_restart(outs, delivered_by, first_got, second_got, old_boot, b.boot, flow_of=lambda n: n % 2)
     a.close()
@@ -428,7 +427,7 @@ def test_simulated_timeouts_while_a_known_yard_is_down_leave_no_gap():
     assert sent < 30, sent  # no busy loop towards a yard that is gone
     b = lane("house2", "house1")
     got = []
-    b.on_message = got.append
+    b.hooks.add("message", got.append)
     assert world.run_until(lambda: all(o.done for o in waiting + after), 5)
     assert [m.data["n"] for m in got] == list(range(10, 20))
     a.close()

@@ -87,7 +87,7 @@ def test_presence_goes_dead_and_back_with_notifications():
     world = World(seed=7, delay=0.001)
     alpha, beta = world.pair(alive_interval=0.5, dead_after=1.5)
     changes = []
-    alpha.on_presence = lambda name, old, new: changes.append((name, new))
+    alpha.hooks.add("presence", lambda name, old, new: changes.append((name, new)))
     world.net.partition(["alpha"], ["beta"])
     assert world.run_until(lambda: alpha.presence("beta") is Presence.DEAD, 5)
     world.net.heal()

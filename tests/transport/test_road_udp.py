@@ -27,7 +27,7 @@ def test_two_estates_as_micro_threads_on_loopback():
         stacks.append(RoadStack(UdpPort("127.0.0.1", 0, scheduler=scheduler), keep, policy="always", scheduler=scheduler))
     alpha, beta = stacks
     got = []
-    beta.on_message = got.append
+    beta.hooks.add("message", got.append)
     outs = []
 
     def app():

@@ -1,0 +1,70 @@
+"""A stack's message events, recorded by listening on its hooks.
+
+What a sender's stack records of a message: ``sent`` when it enters a
+channel (flowcast.transport.stack.ChannelEvents does that and everything a
+channel sees), then ``acknowledged`` with its latency, or ``denied`` with
+the reason; a road also records its remotes' presence.  All of it as
+listeners (flowcast.transport.hooks), installed by ``Stack.set_events`` and
+removed by ``set_events(None)``: a stack that records nothing has nothing
+installed and pays nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["MessageRecorder"]
+
+
+class MessageRecorder:
+    """Listeners that record one stack's messages into ``sink`` (an EventSink)."""
+
+    def __init__(self, stack: Any, sink: Any) -> None:
+        self.stack = stack
+        self.sink = sink
+        self._installed = [("submitted", self.submitted), ("done", self.done)]
+        if "presence" in stack.hooks.names:
+            self._installed.append(("presence", self.presence))
+        for name, listener in self._installed:
+            stack.hooks.add(name, listener)
+
+    def detach(self) -> None:
+        for name, listener in self._installed:
+            self.stack.hooks.discard(name, listener)
+
+    def submitted(self, msg: Any, to: str) -> None:
+        """``msg`` was accepted: its latency counts from now."""
+        if msg.done:  # failed at once (a full backlog): ``done`` recorded it
+            return
+        stack = self.stack
+        stack._born[msg] = [stack.clock.now(), None, None, None]
+        if msg.seq >= 0:  # it entered a channel (else it waits for a session)
+            watch = stack._channel_watch(to)
+            if watch is not None:
+                watch.sent(msg)
+
+    def done(self, msg: Any) -> None:
+        """Final state: ``acknowledged`` (latency from first send) or ``denied``.
+
+        A failure is recorded even for a message this recorder did not see
+        accepted -- one that failed inside ``send``, or was sent before
+        recording began: a loss is a fact wherever it started.
+        """
+        stack = self.stack
+        state = msg.state
+        entry = stack._born.pop(msg, None)
+        if entry is None:
+            if state != "failed":
+                return
+            entry = [None, None, None, None]
+        first, msg_id, src, dst = entry
+        if msg_id is None:  # never got into a channel: no sequence number, no session
+            msg_id = f"{stack.name}:-:{msg.flow}:{id(msg):x}"
+            src, dst = stack._route_of(msg)
+        if state == "delivered":
+            self.sink.message("acknowledged", msg_id, src, dst, len(msg.data), stack.clock.now() - first)
+        elif state == "failed":
+            self.sink.message("denied", msg_id, src, dst, len(msg.data), detail=msg.reason or "failed")
+
+    def presence(self, name: str, old: Any, new: Any) -> None:
+        self.sink.presence(name, new.value)
