@@ -183,11 +183,14 @@ def test_keep_writer_batches_with_one_directory_sync_and_bounds_its_queue(tmp_pa
     monkeypatch.setattr(kw, "fsync_dir", lambda directory: syncs.append(directory))
     writer = KeepWriter(limit=100)
     gate = threading.Event()
+    inside = threading.Event()
     real = writer._write
-    writer._write = lambda batch: (gate.wait(10.0), real(batch))[1]  # type: ignore[method-assign]
+    writer._write = lambda batch: (inside.set(), gate.wait(10.0), real(batch))[2]  # type: ignore[method-assign]
     try:
-        tickets = [writer.submit(tmp_path / f"r{n}.json", b"{}") for n in range(50)]
-        assert writer.room() <= 100 - 49  # the first may be taken already
+        tickets = [writer.submit(tmp_path / "r0.json", b"{}")]
+        assert inside.wait(10.0)  # the writer holds the first batch (one record) at the gate
+        tickets += [writer.submit(tmp_path / f"r{n}.json", b"{}") for n in range(1, 50)]
+        assert writer.room() == 100 - 49  # the 49 queued behind it count against the limit
         gate.set()
         assert writer.wait(tickets[-1])
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"r{n}.json" for n in range(50))
