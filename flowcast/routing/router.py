@@ -47,7 +47,6 @@ from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
 from flowcast.store.share import QueueShare
 from flowcast.store.sizes import estimate
-from flowcast.transport.reliable import FAILED as _FAILED
 from flowcast.transport.road import BACKLOG_FULL
 
 __all__ = ["Router", "envelope", "POLICY_SHARE", "POLICY_PROBLEM_SHARE", "presence_share", "ERROR_QUEUE_BOUND", "REPLY_TAGS"]
@@ -575,7 +574,7 @@ class Router:
 
     def _done(self, outgoing: Any) -> None:
         """A stack finished a message: only a failure matters (it came from a frame)."""
-        if outgoing._state != _FAILED:
+        if not outgoing.failed:
             return
         # A full backlog (the estate is down and enough waits for it) is its own kind:
         # the sender may slow down or drop, where "undelivered" may be worth a retry.

@@ -46,6 +46,7 @@ from typing import Any
 
 from flowcast.transport import budget as _budget
 from flowcast.transport import evicted as _evicted
+from flowcast.transport.outgoing import DELIVERED, FAILED, QUEUED, SENT, Outgoing, OutgoingStateError
 from flowcast.transport.tablesize import GROW_AT, SIZE_AT
 from flowcast.transport.wire import (
     ACK,
@@ -66,8 +67,6 @@ from flowcast.transport.wire import (
 
 __all__ = ["Outgoing", "Channel", "QUEUED", "DELIVERED", "FAILED", "SENT"]
 
-QUEUED, DELIVERED, FAILED, SENT = 0, 1, 2, 3
-_STATE_NAMES = {QUEUED: "queued", DELIVERED: "delivered", FAILED: "failed", SENT: "sent"}
 _ACKED = 255  # in Outgoing.marks: this segment is acknowledged (else: times sent)
 
 _MSG_KIND, _SEG_KIND, _ACK_KIND, _SKIP_KIND, _PING_KIND = (
@@ -121,77 +120,6 @@ MIN_CWND = 64 * 1024
 MAX_INFLIGHT_PACKETS = 1024
 ACK_DELAY = 0.002
 _INF = float("inf")
-
-
-class Outgoing:
-    """One message on its way; returned by ``send`` so the caller can watch it.
-
-    ``state`` is ``"queued"`` until the receiver reports delivery
-    (``"delivered"``), the message fails (``"failed"``, ``reason`` says why)
-    or -- fire-and-forget -- it left in a datagram (``"sent"``).
-    """
-
-    __slots__ = (
-        "flow",
-        "seq",
-        "flags",
-        "data",
-        "nseg",
-        "segsize",
-        "marks",
-        "next_seg",
-        "inflight",
-        "deadline",
-        "retries",
-        "burst",
-        "_state",
-        "reason",
-        "frame",
-        "skip",
-        "remote",
-        "timeout",
-    )
-
-    def __init__(
-        self,
-        data: bytes,
-        flow: int = 0,
-        flags: int = 0,
-        timeout: float | None = None,
-        retries: int | None = None,
-        burst: int = 0,
-        remote: Any = None,
-    ) -> None:
-        self.data = data
-        self.flow = flow
-        self.flags = flags
-        self.timeout = timeout
-        self.retries = retries
-        self.burst = burst
-        self.remote = remote
-        self.seq = -1
-        self.nseg = 1
-        self.next_seg = 0
-        self.inflight = 0
-        self.deadline: float | None = None
-        self._state = QUEUED
-        self.reason = ""
-        self.skip = False
-
-    @property
-    def state(self) -> str:
-        return _STATE_NAMES[self._state]
-
-    @property
-    def done(self) -> bool:
-        return self._state != QUEUED
-
-    @property
-    def delivered(self) -> bool:
-        return self._state == DELIVERED
-
-    def __repr__(self) -> str:
-        return f"<Outgoing flow={self.flow} seq={self.seq} {len(self.data)} B {self.state}{' ' + self.reason if self.reason else ''}>"
 
 
 class _FlowIn:
@@ -402,6 +330,8 @@ class Channel:
     # -- sending -----------------------------------------------------------
 
     def submit(self, msg: Outgoing, now: float) -> Outgoing:
+        if not msg.pending:
+            raise OutgoingStateError(f"cannot send {msg!r} again: it is already {msg.state}")
         data = msg.data
         size = len(data)
         if size > self.max_message:
@@ -431,7 +361,6 @@ class Channel:
                 else:
                     self._latest_deadline[flow] = deadline
         msg.seq = seq
-        msg._state = QUEUED
         if size <= self._small:
             msg.nseg = 1
             msg.marks = bytearray(1)
@@ -479,7 +408,7 @@ class Channel:
             # The latency path (one small reliable message, perhaps an ACK
             # to carry): the general loop below, unrolled.
             msg = fresh[0]
-            if msg.nseg == 1 and msg._state == QUEUED and not msg.flags & F_UNRELIABLE and not msg.skip:
+            if msg.nseg == 1 and msg.pending and not msg.flags & F_UNRELIABLE and not msg.skip:
                 frame = msg.frame
                 if len(frame) <= self.max_body - _ACK_MAX_SIZE and self.can_send():
                     fresh.popleft()
@@ -514,7 +443,7 @@ class Channel:
             resend = self.resend
             while resend:
                 msg, sn = resend[0]
-                if msg._state != QUEUED or msg.marks[sn] == _ACKED:
+                if not msg.pending or msg.marks[sn] == _ACKED:
                     resend.popleft()
                     continue
                 frame = self._segment(msg, sn)
@@ -536,7 +465,7 @@ class Channel:
             fappend = frames.append
             while fresh:
                 msg = fresh[0]
-                if msg._state != QUEUED:
+                if not msg.pending:
                     fresh.popleft()
                     continue
                 if msg.nseg == 1:
@@ -548,7 +477,7 @@ class Channel:
                     append(frame)
                     size += length
                     if msg.flags & F_UNRELIABLE:
-                        msg._state = SENT
+                        msg.mark_sent()
                         if self.completed is not None:
                             self.completed(msg)
                     elif acks:
@@ -582,7 +511,7 @@ class Channel:
                 if msg.next_seg >= msg.nseg:
                     fresh.popleft()
                     if msg.flags & F_UNRELIABLE:
-                        msg._state = SENT
+                        msg.mark_sent()
                         if self.completed is not None:
                             self.completed(msg)
                     elif not acks:
@@ -681,9 +610,9 @@ class Channel:
                     expected = sent_limit
                 while queue and queue[0].seq < expected:
                     msg = queue.popleft()
-                    if msg._state == QUEUED:
-                        # _finish(msg, DELIVERED), inlined: queued here means reliable
-                        msg._state = DELIVERED
+                    if msg.pending:
+                        # delivered: the books as _failed keeps them, inlined (queued here means reliable)
+                        msg.deliver()
                         self.pending_count -= 1
                         if completed is not None and not msg.skip:
                             completed(msg)
@@ -704,7 +633,7 @@ class Channel:
         if resend is _NO_QUEUE:
             resend = self.resend = deque()
         for msg, sn in zip(it, it):
-            if msg._state != QUEUED or msg.marks[sn] == _ACKED:
+            if not msg.pending or msg.marks[sn] == _ACKED:
                 continue
             msg.inflight -= 1
             if msg.retries is not None and msg.marks[sn] > msg.retries:
@@ -724,13 +653,13 @@ class Channel:
         rto = self.srtt + 4 * self.rttvar
         self.rto = MIN_RTO if rto < MIN_RTO else MAX_RTO if rto > MAX_RTO else rto
 
-    def _finish(self, msg: Outgoing, state: int, *, dequeue: bool = True) -> None:
-        if msg._state != QUEUED:
-            return
-        msg._state = state
+    def _failed(self, msg: Outgoing, reason: str) -> None:
+        """``msg`` (still pending) fails: the books, then its sender hears."""
+        msg.fail(reason)
+        self.counts["failed"] += 1
         if not msg.flags & F_UNRELIABLE:
             self.pending_count -= 1
-            if dequeue and self.acks is False:
+            if self.acks is False:
                 queue = self.unfinished.get(msg.flow)
                 if queue and queue[0] is msg:
                     queue.popleft()
@@ -739,10 +668,8 @@ class Channel:
 
     def fail(self, msg: Outgoing, reason: str) -> None:
         """Give up on ``msg``; a SKIP takes its place so the flow moves on."""
-        if msg._state != QUEUED:
+        if not msg.pending:
             return
-        msg.reason = reason
-        self.counts["failed"] += 1
         queue = self.unfinished.get(msg.flow)
         if not msg.skip and self.acks and queue is not None:
             skip = Outgoing(b"", msg.flow)
@@ -757,7 +684,7 @@ class Channel:
                 self.resend = deque()
             self.resend.appendleft((skip, 0))
             skip.marks = bytearray(1)
-        self._finish(msg, FAILED)
+        self._failed(msg, reason)
 
     # -- timers --------------------------------------------------------------
 
@@ -783,7 +710,7 @@ class Channel:
                 if head_deadline is not None and (deadline is None or head_deadline < deadline):
                     deadline = head_deadline
         early = self._early
-        while early and early[0][2]._state != QUEUED:
+        while early and not early[0][2].pending:
             heapq.heappop(early)
         if early and (deadline is None or early[0][0] < deadline):
             deadline = early[0][0]
@@ -820,7 +747,7 @@ class Channel:
         for queue in list(self.unfinished.values()):
             while queue:
                 head = queue[0]
-                if head.deadline is None or head.deadline > now or head._state != QUEUED:
+                if head.deadline is None or head.deadline > now or not head.pending:
                     break
                 self.fail(head, "timeout")
                 if queue and queue[0] is head:
@@ -828,7 +755,7 @@ class Channel:
         early = self._early
         while early and early[0][0] <= now:
             msg = heapq.heappop(early)[2]
-            if msg._state == QUEUED:
+            if msg.pending:
                 self.fail(msg, "timeout")
 
     def shrink(self) -> None:
@@ -842,7 +769,7 @@ class Channel:
         """Every reliable message not yet final, in flow order (for a new session)."""
         out = []
         for queue in self.unfinished.values():
-            out.extend(m for m in queue if m._state == QUEUED and not m.skip)
+            out.extend(m for m in queue if m.pending and not m.skip)
         self.unfinished.clear()
         self._early.clear()
         self._latest_deadline.clear()
@@ -855,10 +782,8 @@ class Channel:
 
     def fail_all(self, reason: str) -> None:
         for msg in self.take_unfinished():
-            msg.reason = reason
-            msg._state = QUEUED
+            msg.fail(reason)
             self.counts["failed"] += 1
-            msg._state = FAILED
             if self.completed is not None:
                 self.completed(msg)
 

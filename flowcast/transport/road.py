@@ -42,7 +42,7 @@ from flowcast.transport.joingate import JoinGate, build_join_cookie, parse_join_
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.presence import Presence, PresenceListener
-from flowcast.transport.reliable import FAILED, Channel, Outgoing
+from flowcast.transport.reliable import Channel, Outgoing
 from flowcast.transport.revoke import Sweep, may_allow
 from flowcast.transport.session import Session
 from flowcast.transport.stack import ChannelEvents, EventSink, Stack
@@ -536,8 +536,7 @@ class RoadStack(Stack):
 
     def _fail(self, msg: Outgoing, reason: str) -> None:
         """A message that never reached a channel fails here, and its sender hears (on_done)."""
-        msg.reason = reason
-        msg._state = FAILED
+        msg.fail(reason)
         self._completed(msg)
 
     def _consumed(self) -> None:

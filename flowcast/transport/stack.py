@@ -26,7 +26,7 @@ from flowcast.errors import ClosedError
 from flowcast.runtime.clock import RealClock
 from flowcast.runtime.scheduler import Event
 from flowcast.transport.port import DatagramPort
-from flowcast.transport.reliable import DELIVERED, FAILED, Outgoing
+from flowcast.transport.outgoing import Outgoing
 from flowcast.transport.wire import F_JSON, F_UNRELIABLE
 
 __all__ = ["Stack", "Message", "EventSink", "ChannelEvents", "serve", "F_RAW", "DEFAULT_TIMEOUT"]
@@ -272,9 +272,9 @@ class Stack:
             if msg_id is None:  # never got into a channel: no sequence number, no session
                 msg_id = f"{self.name}:-:{msg.flow}:{id(msg):x}"
                 src, dst = self._route_of(msg)
-            if msg._state == DELIVERED:
+            if msg.delivered:
                 sink.message("acknowledged", msg_id, src, dst, len(msg.data), self.clock.now() - first)
-            elif msg._state == FAILED:
+            elif msg.failed:
                 sink.message("denied", msg_id, src, dst, len(msg.data), detail=msg.reason or "failed")
         type(self)._completed(self, msg)
 
