@@ -96,3 +96,26 @@ def test_a_final_message_cannot_be_sent_again():
     with pytest.raises(OutgoingStateError, match="again"):
         a.submit(msg, 0.0)
     assert msg.delivered and a.pending_count == 0
+
+
+def _state_uses() -> list[tuple[str, str, int]]:
+    """(module, "write" or "read", line) of every ``x._state`` under flowcast/."""
+    import ast
+    from pathlib import Path
+
+    root = Path(flowcast.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "_state":
+                kind = "read" if isinstance(node.ctx, ast.Load) else "write"
+                found.append((path.relative_to(root).as_posix(), kind, node.lineno))
+    return found
+
+
+def test_only_outgoing_writes_the_state_and_only_the_sender_reads_it_besides():
+    uses = _state_uses()
+    assert {m for m, kind, _ in uses if kind == "write"} == {"transport/outgoing.py"}
+    readers = {m for m, kind, _ in uses if kind == "read"}
+    assert readers <= {"transport/outgoing.py", "transport/sender.py"}, sorted(u for u in uses if u[0] in readers - {"transport/outgoing.py", "transport/sender.py"})
