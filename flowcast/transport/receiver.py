@@ -319,35 +319,12 @@ class Receiver:
                         off += _ACK_ONE_SIZE
                         self._on_ack(window, [(first, last)] if first <= last <= self.last_counter else (), ((flow, expected),), now)
                         continue
-                    off += _ACK_SIZE
-                    if nranges > MAX_ACK_RANGES or nflows > MAX_ACK_FLOWS:
-                        raise WireError("ack frame too long")
-                    ranges = []
-                    for _ in range(nranges):
-                        first, last = ACK_RANGE.unpack_from(body, off)
-                        off += 16
-                        if last < first or last > self.last_counter:
-                            continue  # never sent: ignore rather than trust
-                        ranges.append((first, last))
-                    flow_items = []
-                    for _ in range(nflows):
-                        flow_items.append(ACK_FLOW.unpack_from(body, off))
-                        off += 10
-                    self._on_ack(window, ranges, flow_items, now)
+                    off = self._ack_in(body, off + _ACK_SIZE, nranges, nflows, window, now)
                 elif kind == _SKIP_KIND:
                     _, flags, flow, seq = SKIP.unpack_from(body, off)
                     off += SKIP.size
                     eliciting = True
-                    state = flows.get(flow)
-                    if state is None:
-                        state = flows[flow] = FlowIn()
-                    if seq >= state.expected and seq - state.expected <= MAX_AHEAD:
-                        old = state.pending.get(seq)
-                        if old is None and not self._room(_SKIP_ENTRY):
-                            raise _CannotHold
-                        state.pending[seq] = _SKIPPED
-                        self._charge(_SKIP_ENTRY - held_cost(old) if old is not None else _SKIP_ENTRY)
-                        self._drain(flow, state)
+                    self._skip_in(flow, seq)
                 elif kind == _PING_KIND:
                     off += 2
                     if off > end:
@@ -382,6 +359,38 @@ class Receiver:
                 self.ack_owed = True
             elif self.ack_due is None:
                 self.ack_due = now + ACK_DELAY
+
+    def _ack_in(self, body: bytes, off: int, nranges: int, nflows: int, window: int, now: float) -> int:
+        """Read an ACK's ranges and flows (past the one-range, one-flow case) and act on it; the offset after."""
+        if nranges > MAX_ACK_RANGES or nflows > MAX_ACK_FLOWS:
+            raise WireError("ack frame too long")
+        ranges = []
+        for _ in range(nranges):
+            first, last = ACK_RANGE.unpack_from(body, off)
+            off += 16
+            if last < first or last > self.last_counter:
+                continue  # never sent: ignore rather than trust
+            ranges.append((first, last))
+        flow_items = []
+        for _ in range(nflows):
+            flow_items.append(ACK_FLOW.unpack_from(body, off))
+            off += 10
+        self._on_ack(window, ranges, flow_items, now)
+        return off
+
+    def _skip_in(self, flow: int, seq: int) -> None:
+        """The sender gave up on ``seq`` of ``flow``: hold a SKIP in its place, and deliver past it when due."""
+        flows = self.flows_in
+        state = flows.get(flow)
+        if state is None:
+            state = flows[flow] = FlowIn()
+        if seq >= state.expected and seq - state.expected <= MAX_AHEAD:
+            old = state.pending.get(seq)
+            if old is None and not self._room(_SKIP_ENTRY):
+                raise _CannotHold
+            state.pending[seq] = _SKIPPED
+            self._charge(_SKIP_ENTRY - held_cost(old) if old is not None else _SKIP_ENTRY)
+            self._drain(flow, state)
 
     def _segment_in(self, flags: int, flow: int, seq: int, number: int, count: int, piece: bytes, held: int, now: float) -> None:
         """Hold ``piece`` (``held`` bytes as kept), or deliver its message if it was the last.

@@ -191,6 +191,59 @@ class Sender:
                         return self._ack_frame() + frame, [msg, 0]  # type: ignore[operator]
                     return frame, [msg, 0]  # type: ignore[return-value]
         parts: list[bytes] = []
+        size = self._control_into(parts, extra) if extra or self.ack_owed or self.ack_pending else 0
+        eliciting = self.ping_owed
+        if eliciting:
+            self.ping_owed = False
+            parts.append(_PING_FRAME)
+            size += 2
+        frames: list = []
+        limit = self.max_body
+        acks = self.acks
+        if self.can_send():
+            if self.resend:
+                size = self._resend_into(parts, frames, size)
+            fresh = self.fresh
+            append = parts.append
+            fappend = frames.append
+            while fresh:
+                msg = fresh[0]
+                if msg._state != QUEUED:
+                    fresh.popleft()
+                    continue
+                if msg.nseg != 1:
+                    size, full = self._segments_into(msg, parts, frames, size)
+                    if full:
+                        break
+                    continue
+                frame = msg.frame
+                length = len(frame)  # type: ignore[arg-type]
+                if size + length > limit:
+                    break
+                fresh.popleft()
+                append(frame)
+                size += length
+                if msg.flags & F_UNRELIABLE:
+                    msg.mark_sent()
+                    if self.completed is not None:
+                        self.completed(msg)
+                elif acks:
+                    fappend(msg)
+                    fappend(0)
+                    msg.marks[0] = 1
+                    msg.inflight = 1
+                else:
+                    fappend(msg)  # a lane marks it sent once the port takes the datagram
+        if not parts:
+            return None
+        body = b"".join(parts) if len(parts) > 1 else parts[0]
+        if frames:
+            return body, frames
+        return body, ([] if eliciting else None)
+
+
+    def _control_into(self, parts: list[bytes], extra: bytes) -> int:
+        """Put the stack's control frames and an owed ACK (with EVICTED notices) first; their size."""
         size = 0
         if extra:
             parts.append(extra)
@@ -203,100 +256,65 @@ class Sender:
                 frame = _evicted.frames(self, self.max_body - size)
                 parts.append(frame)
                 size += len(frame)
-        frames: list = []
-        eliciting = False
-        if self.ping_owed:
-            self.ping_owed = False
-            parts.append(_PING_FRAME)
-            size += 2
-            eliciting = True
+        return size
+
+    def _resend_into(self, parts: list[bytes], frames: list, size: int) -> int:
+        """Add the segments declared lost that still fit, oldest first; the body's size after."""
+        resend = self.resend
         limit = self.max_body
-        acks = self.acks
-        if self.can_send():
-            resend = self.resend
-            while resend:
-                msg, sn = resend[0]
-                if msg._state != QUEUED or msg.marks[sn] == _ACKED:
-                    resend.popleft()
-                    continue
-                frame = self._segment(msg, sn)
-                if size + len(frame) > limit:
-                    break
+        while resend:
+            msg, sn = resend[0]
+            if msg._state != QUEUED or msg.marks[sn] == _ACKED:
                 resend.popleft()
-                parts.append(frame)
-                size += len(frame)
+                continue
+            frame = self._segment(msg, sn)
+            if size + len(frame) > limit:
+                break
+            resend.popleft()
+            parts.append(frame)
+            size += len(frame)
+            frames.append(msg)
+            frames.append(sn)
+            if msg.marks[sn] < 254:
+                msg.marks[sn] += 1
+            msg.inflight += 1
+            self.counts["resent"] += 1
+            if self.watch is not None and not msg.skip:
+                self.watch.resent(msg, sn)
+        return size
+
+    def _segments_into(self, msg: Outgoing, parts: list[bytes], frames: list, size: int) -> tuple[int, bool]:
+        """Add as many of ``msg``'s next segments as fit and its burst allows; (size, body full)."""
+        acks = self.acks
+        limit = self.max_body
+        burst = msg.burst
+        full = False
+        while msg.next_seg < msg.nseg:
+            if burst and msg.inflight >= burst and acks:
+                full = True
+                break
+            sn = msg.next_seg
+            frame = self._segment(msg, sn)
+            if size + len(frame) > limit:
+                full = True
+                break
+            parts.append(frame)
+            size += len(frame)
+            msg.next_seg = sn + 1
+            if acks and not msg.flags & F_UNRELIABLE:
                 frames.append(msg)
                 frames.append(sn)
-                if msg.marks[sn] < 254:
-                    msg.marks[sn] += 1
+                msg.marks[sn] = 1
                 msg.inflight += 1
-                self.counts["resent"] += 1
-                if self.watch is not None and not msg.skip:
-                    self.watch.resent(msg, sn)
-            fresh = self.fresh
-            append = parts.append
-            fappend = frames.append
-            while fresh:
-                msg = fresh[0]
-                if msg._state != QUEUED:
-                    fresh.popleft()
-                    continue
-                if msg.nseg == 1:
-                    frame = msg.frame
-                    length = len(frame)  # type: ignore[arg-type]
-                    if size + length > limit:
-                        break
-                    fresh.popleft()
-                    append(frame)
-                    size += length
-                    if msg.flags & F_UNRELIABLE:
-                        msg.mark_sent()
-                        if self.completed is not None:
-                            self.completed(msg)
-                    elif acks:
-                        fappend(msg)
-                        fappend(0)
-                        msg.marks[0] = 1
-                        msg.inflight = 1
-                    else:
-                        fappend(msg)  # a lane marks it sent once the port takes the datagram
-                    continue
-                # a segmented message: as many segments as fit and burst allows
-                burst = msg.burst
-                full = False
-                while msg.next_seg < msg.nseg:
-                    if burst and msg.inflight >= burst and acks:
-                        full = True
-                        break
-                    sn = msg.next_seg
-                    frame = self._segment(msg, sn)
-                    if size + len(frame) > limit:
-                        full = True
-                        break
-                    append(frame)
-                    size += len(frame)
-                    msg.next_seg = sn + 1
-                    if acks and not msg.flags & F_UNRELIABLE:
-                        fappend(msg)
-                        fappend(sn)
-                        msg.marks[sn] = 1
-                        msg.inflight += 1
-                if msg.next_seg >= msg.nseg:
-                    fresh.popleft()
-                    if msg.flags & F_UNRELIABLE:
-                        msg.mark_sent()
-                        if self.completed is not None:
-                            self.completed(msg)
-                    elif not acks:
-                        fappend(msg)
-                if full:
-                    break
-        if not parts:
-            return None
-        body = b"".join(parts) if len(parts) > 1 else parts[0]
-        if frames:
-            return body, frames
-        return body, ([] if eliciting else None)
+        if msg.next_seg >= msg.nseg:
+            self.fresh.popleft()
+            if msg.flags & F_UNRELIABLE:
+                msg.mark_sent()
+                if self.completed is not None:
+                    self.completed(msg)
+            elif not acks:
+                frames.append(msg)
+        return size, full
 
     def sent(self, counter: int, body_size: int, frames: list | None, now: float) -> None:
         """Remember packet ``counter`` (just sealed and handed to the port)."""
