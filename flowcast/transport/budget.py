@@ -25,7 +25,7 @@ from collections import Counter
 from typing import Any
 
 from flowcast.transport import evicted as _evicted
-from flowcast.transport.receiver import Partial, held_cost
+from flowcast.transport.holding import Partial, held_cost
 
 __all__ = [
     "HoldBudget",

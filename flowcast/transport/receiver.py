@@ -18,6 +18,19 @@ import sys
 from typing import Any
 
 from flowcast.transport import evicted as _evicted
+from flowcast.transport.holding import (
+    BYTES_HEADER,
+    ENTRY_COST,
+    FIRST_TABLE,
+    INT_KEY,
+    PARTIAL_COST,
+    SKIP_COST,
+    SKIPPED,
+    VIEW_HELD,
+    FlowIn,
+    Partial,
+    held_cost,
+)
 from flowcast.transport.tablesize import GROW_AT, SIZE_AT
 from flowcast.transport.wire import (
     ACK,
@@ -35,7 +48,7 @@ from flowcast.transport.wire import (
     WireError,
 )
 
-__all__ = ["ACK_DELAY", "MAX_AHEAD", "MIN_PIECE", "RECEIVER_SLOTS", "FlowIn", "Partial", "Receiver", "held_cost"]
+__all__ = ["ACK_DELAY", "MAX_AHEAD", "MIN_PIECE", "RECEIVER_SLOTS", "Receiver"]
 
 _MSG_KIND, _SEG_KIND, _ACK_KIND, _SKIP_KIND, _PING_KIND = (
     FrameKind.MSG,
@@ -61,21 +74,6 @@ _EVICTED_KIND = FrameKind.EVICTED
 
 MAX_AHEAD = 1 << 20  # sequence numbers a receiver buffers beyond the next expected
 ACK_DELAY = 0.002
-# What held data costs beyond its bytes (CPython 3.11, 64-bit, measured with
-# tracemalloc: tests/transport/test_budget.py keeps them honest): empty frames
-# are not free, and the budget must count what is held, not what was sent.
-_ENTRY = 145  # a whole message held out of order (tuple, dict slot, key, bytes header)
-_SKIP_ENTRY = 80  # a SKIP held out of order
-_PARTIAL = 240  # an incomplete message: its object, an empty dict of pieces, its slot and key
-# A piece costs its bytes object (one-byte ones are shared), its key (small
-# ints are shared), and what it grows the dict of pieces by (sys.getsizeof):
-# dict tables grow by doubling, so a constant per piece is off by up to 2x.
-_BYTES = sys.getsizeof(b"")  # a bytes object's header
-_INT = sys.getsizeof(1 << 20)
-_VIEW = sys.getsizeof(memoryview(b""))
-_VIEW_HELD = _BYTES + _VIEW  # a view's own object and its datagram's bytes header
-_EMPTY_DICT = sys.getsizeof({})
-_FIRST_TABLE = sys.getsizeof({1 << 20: None}) - _EMPTY_DICT  # what a dict's first insert allocates
 MIN_PIECE = 128  # every piece of a message but its last is this long at least (a segment: max_body - 88)
 # A piece at least nine tenths of its datagram is kept as a view of it, a smaller one is copied (handle).
 
@@ -103,32 +101,6 @@ RECEIVER_SLOTS = (
 )
 
 
-class FlowIn:
-    __slots__ = ("expected", "pending")
-
-    def __init__(self) -> None:
-        self.expected = 0
-        self.pending: dict[int, Any] = {}  # seq -> (flags, bytes) | Partial | _SKIPPED
-
-
-class Partial:
-    __slots__ = ("count", "parts", "size", "flags", "born", "last", "waste", "piece", "table", "step", "grow_at")
-
-    def __init__(self, count: int, flags: int, born: float) -> None:
-        self.count = count
-        self.parts: dict[int, bytes] = {}
-        self.size = 0
-        self.flags = flags
-        self.born = born
-        self.last = born  # when the last new piece came (incomplete messages expire from it)
-        self.waste = 0  # bytes held beyond the pieces' data: objects, keys, the dict, datagrams kept whole
-        self.piece = 0  # the length every piece but the last has (0: none seen yet)
-        self.table = _EMPTY_DICT  # sys.getsizeof(parts), as last accounted
-        self.step = 0  # index in tablesize.GROW_AT of the next length at which parts grows
-        self.grow_at = GROW_AT[0]
-
-
-_SKIPPED = (0, None)
 
 
 class Receiver:
@@ -147,7 +119,7 @@ class Receiver:
         self.evicted_owed: dict[tuple[int, int], None] | None = None
         #: The stack's byte budget, shared by all its channels (None: this channel's limit only).
         self.budget = budget
-        self._buffered = 0  # bytes and entries held for order or reassembly (see held_cost)
+        self._buffered = 0  # bytes and entries held for order or reassembly (see holding.held_cost)
         self.sweep_at: float | None = None  # when incomplete messages are next looked at for expiry
         self._hold_limit = receive_window + 2 * max_message
         self.recv_ranges: list[list[int]] = []
@@ -283,11 +255,11 @@ class Receiver:
                                 self._drain(flow, state)
                         elif seq < expected or seq in state.pending:
                             self.counts["duplicates"] += 1
-                        elif seq - expected > MAX_AHEAD or not self._room(length + _ENTRY):
+                        elif seq - expected > MAX_AHEAD or not self._room(length + ENTRY_COST):
                             raise _CannotHold
                         else:
                             state.pending[seq] = (flags, body[off:stop])
-                            self._charge(length + _ENTRY)
+                            self._charge(length + ENTRY_COST)
                             if watch is not None:
                                 watch.arrived(flow, seq, length, expected, state.pending)
                     off = stop
@@ -303,13 +275,13 @@ class Receiver:
                     # a smaller one is copied, so it never pins more than it counts.
                     if length * 10 >= end * 9:  # nine tenths, in ints: no float per piece
                         piece = memoryview(body)[off:stop]
-                        held = len(piece.obj) + _VIEW_HELD  # type: ignore[arg-type]  # the datagram stays while the view does
+                        held = len(piece.obj) + VIEW_HELD  # type: ignore[arg-type]  # the datagram stays while the view does
                     else:
                         piece = body[off:stop]
                         if type(piece) is memoryview:  # a body that is a view itself
-                            held = len(piece.obj) + _VIEW_HELD  # type: ignore[arg-type]
+                            held = len(piece.obj) + VIEW_HELD  # type: ignore[arg-type]
                         else:
-                            held = length + _BYTES if length > 1 else 0  # one-byte bytes are shared
+                            held = length + BYTES_HEADER if length > 1 else 0  # one-byte bytes are shared
                     self._segment_in(flags, flow, seq, number, count, piece, held, now)
                     off = stop
                 elif kind == _ACK_KIND:
@@ -386,10 +358,10 @@ class Receiver:
             state = flows[flow] = FlowIn()
         if seq >= state.expected and seq - state.expected <= MAX_AHEAD:
             old = state.pending.get(seq)
-            if old is None and not self._room(_SKIP_ENTRY):
+            if old is None and not self._room(SKIP_COST):
                 raise _CannotHold
-            state.pending[seq] = _SKIPPED
-            self._charge(_SKIP_ENTRY - held_cost(old) if old is not None else _SKIP_ENTRY)
+            state.pending[seq] = SKIPPED
+            self._charge(SKIP_COST - held_cost(old) if old is not None else SKIP_COST)
             self._drain(flow, state)
 
     def _segment_in(self, flags: int, flow: int, seq: int, number: int, count: int, piece: bytes, held: int, now: float) -> None:
@@ -413,7 +385,7 @@ class Receiver:
                     oldest = min(holder, key=lambda k: holder[k].born)
                     self._charge(-held_cost(holder.pop(oldest)))
                 entry = Partial(count, flags, now)
-                extra = _PARTIAL
+                extra = PARTIAL_COST
             watch = None
         else:
             state = self.flows_in.get(flow)
@@ -432,7 +404,7 @@ class Receiver:
                 if seq - expected > MAX_AHEAD:
                     raise _CannotHold
                 entry = Partial(count, flags, now)
-                extra = _PARTIAL
+                extra = PARTIAL_COST
             elif type(entry) is not Partial:
                 self.counts["duplicates"] += 1
                 return
@@ -458,10 +430,10 @@ class Receiver:
                 raise WireError("segment length and count cannot make a message")
             entry.piece = size
         if number > 256:
-            held += _INT  # its key: small ints are shared
+            held += INT_KEY  # its key: small ints are shared
         table = entry.table
         # room for the piece, and for its dict's table to double (it may: the cost is known only after)
-        need = extra + held + (table if table > _FIRST_TABLE else _FIRST_TABLE)
+        need = extra + held + (table if table > FIRST_TABLE else FIRST_TABLE)
         budget = self.budget
         if (
             entry.size + size > self.max_message
@@ -518,7 +490,7 @@ class Receiver:
             if holder:
                 self._drain(flow, state)
             return
-        self._charge(len(complete) + _ENTRY - counted)
+        self._charge(len(complete) + ENTRY_COST - counted)
         holder[seq] = (flags, complete)
         if watch is not None:
             watch.arrived(flow, seq, len(complete), expected, holder)
@@ -540,23 +512,15 @@ class Receiver:
                 state.expected = seq + 1
                 flags, data = item
                 if data is None:
-                    freed += _SKIP_ENTRY
+                    freed += SKIP_COST
                     continue
-                freed += len(data) + _ENTRY
+                freed += len(data) + ENTRY_COST
                 if watch is not None:
                     watch.released(flow, seq, len(data))
                 deliver(flow, flags, data)
         finally:
             if freed:  # one change to the books for the whole run released
                 self._charge(-freed)
-
-
-def held_cost(item: Any) -> int:
-    """What ``item`` (held in a flow or reassembly) counts against the hold limit."""
-    if isinstance(item, Partial):
-        return item.size + item.waste + _PARTIAL
-    data = item[1]
-    return len(data) + _ENTRY if data is not None else _SKIP_ENTRY
 
 
 class _CannotHold(WireError):

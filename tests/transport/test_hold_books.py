@@ -15,7 +15,7 @@ import random
 import sys
 
 from flowcast.transport.budget import HoldBudget
-from flowcast.transport.receiver import Partial, held_cost
+from flowcast.transport.holding import Partial, held_cost
 from flowcast.transport.reliable import MIN_PIECE, Channel
 from flowcast.transport.tablesize import MEASURED
 from flowcast.transport.wire import F_UNRELIABLE, MSG, SEG, SKIP, FrameKind, WireError
