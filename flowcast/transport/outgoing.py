@@ -39,8 +39,10 @@ class Outgoing:
     (``"delivered"``), the message fails (``"failed"``, ``reason`` says why)
     or -- fire-and-forget -- it left in a datagram (``"sent"``).
 
-    The slots past ``_reason`` are the sending channel's books (segments,
-    acknowledgement marks, deadline); the state is this class's alone.
+    Besides what the caller gave (data, flow, flags, timeout, retries,
+    burst, remote) the slots are the sending channel's books (seq, nseg,
+    segsize, marks, next_seg, inflight, deadline, frame, skip); the state
+    and the reason are this module's alone.
     """
 
     __slots__ = (

@@ -66,6 +66,11 @@ class Recovery:
             self.cwnd = max(self.cwnd >> 1, MIN_CWND)
 
     def _rtt_sample(self, sample: float) -> None:
+        """Fold one round trip into srtt/rttvar and the timeout (RFC 6298's weights and bounds).
+
+        Only packets sent once are sampled (a resend gets a new counter), so
+        a sample is never the ambiguous time of a retransmission.
+        """
         if sample < 0:
             return
         if self.srtt is None:
@@ -78,6 +83,7 @@ class Recovery:
         self.rto = MIN_RTO if rto < MIN_RTO else MAX_RTO if rto > MAX_RTO else rto
 
     def _rto_now(self) -> float:
+        """The timeout now: doubled per timeout without news (``backoff``), capped; a lane's is longer."""
         return min(MAX_RTO * 4, self.rto * (1 << self.backoff))
 
     def next_deadline(self) -> float | None:
