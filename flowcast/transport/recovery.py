@@ -105,7 +105,7 @@ class Recovery:
                 if head_deadline is not None and (deadline is None or head_deadline < deadline):
                     deadline = head_deadline
         early = self._early
-        while early and not early[0][2].pending:
+        while early and not early[0][3].pending:
             heapq.heappop(early)
         if early and (deadline is None or early[0][0] < deadline):
             deadline = early[0][0]
@@ -149,7 +149,7 @@ class Recovery:
                     break
         early = self._early
         while early and early[0][0] <= now:
-            msg = heapq.heappop(early)[2]
+            msg = heapq.heappop(early)[3]
             if msg.pending:
                 self.fail(msg, "timeout")
 

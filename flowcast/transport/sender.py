@@ -99,7 +99,7 @@ class Sender:
         self.last_counter = -1
         self.pending_count = 0  # reliable messages not yet final
         self._latest_deadline: dict[int, float] = {}
-        self._early: list[tuple[float, int, Outgoing]] = []
+        self._early: list[tuple[float, int, int, Outgoing]] = []  # (deadline, flow, seq, msg): no two alike, so no address decides
         self.ping_owed = False
 
     def submit(self, msg: Outgoing, now: float) -> Outgoing:
@@ -130,7 +130,7 @@ class Sender:
                 # one earlier than a message before it also goes in a heap.
                 deadline = _INF if msg.deadline is None else msg.deadline
                 if deadline < self._latest_deadline.get(flow, -_INF):
-                    heapq.heappush(self._early, (deadline, id(msg), msg))
+                    heapq.heappush(self._early, (deadline, flow, seq, msg))
                 else:
                     self._latest_deadline[flow] = deadline
         msg.seq = seq
