@@ -49,6 +49,7 @@ paid on every packet.  A message's state is outgoing.py's alone.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from flowcast.transport import budget as _budget
 from flowcast.transport.outgoing import DELIVERED, FAILED, QUEUED, SENT, Outgoing
@@ -115,7 +116,7 @@ class Channel(Sender, Receiver, Recovery):
         self.counts: dict[str, int] = {"resent": 0, "lost_packets": 0, "duplicates": 0, "refused": 0, "failed": 0}
         #: A ``stack.ChannelEvents`` while the stack records message events; None
         #: (the default) costs one local test per frame received, nothing more.
-        self.watch = None
+        self.watch: Any = None
         self._init_sender(max_body)
         self._init_receiver(deliver, held, adopt, receive_window, max_message, budget)
         self._init_recovery(max_cwnd, now)
