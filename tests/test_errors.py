@@ -33,6 +33,7 @@ BUILTIN_BASES = {
     "flowcast.runtime.scheduler.MicroThreadError": RuntimeError,
     "flowcast.store.store.ShareNameError": ValueError,
     "flowcast.transport.keeprecord.KeepError": ValueError,
+    "flowcast.transport.outgoing.OutgoingStateError": RuntimeError,
     "flowcast.transport.ports.uxd.SocketInUse": FileExistsError,
     "flowcast.transport.wire.WireError": ValueError,
 }

@@ -55,7 +55,6 @@ from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
 from flowcast.runtime.clock import RealClock
 from flowcast.runtime.tokenbucket import TokenBucket
-from flowcast.transport.reliable import FAILED as _FAILED
 from flowcast.transport.hooks import Hooks
 from flowcast.transport.road import BACKLOG_FULL
 
@@ -560,7 +559,7 @@ class Router:
 
     def _done(self, outgoing: Any) -> None:
         """A stack finished a message: only a failure matters (it came from a frame)."""
-        if outgoing._state != _FAILED:
+        if not outgoing.failed:
             return
         # A full backlog (the estate is down and enough waits for it) is its own kind:
         # the sender may slow down or drop, where "undelivered" may be worth a retry.

@@ -35,7 +35,7 @@ _WHERE = {
     "RoadStack": "flowcast.transport.road",
     "Message": "flowcast.transport.stack",
     "serve": "flowcast.transport.stack",
-    "Outgoing": "flowcast.transport.reliable",
+    "Outgoing": "flowcast.transport.outgoing",
     "Presence": "flowcast.transport.presence",
 }
 

@@ -25,6 +25,7 @@ from collections import Counter
 from typing import Any
 
 from flowcast.transport import evicted as _evicted
+from flowcast.transport.holding import Partial, held_cost
 
 __all__ = [
     "HoldBudget",
@@ -107,14 +108,12 @@ def _buffered(channel: Any) -> int:
 
 def _entries(channel: Any) -> list[tuple[float, Any, Any, Any]]:
     """What ``channel`` holds that may be dropped: (last progress, owner, key, item)."""
-    from flowcast.transport.reliable import _Partial  # reliable imports this module
-
     out = []
     for key, entry in channel.partials_unreliable.items():
         out.append((entry.last, None, key, entry))
     for state in channel.flows_in.values():
         for seq, item in state.pending.items():
-            if isinstance(item, _Partial):
+            if isinstance(item, Partial):
                 out.append((item.last, state, seq, item))
             elif item[1] is not None:
                 out.append((float("inf"), state, seq, item))  # complete, out of order: last to go
@@ -122,10 +121,8 @@ def _entries(channel: Any) -> list[tuple[float, Any, Any, Any]]:
 
 
 def _drop(channel: Any, owner: Any, key: Any, item: Any) -> int:
-    from flowcast.transport.reliable import _held_cost
-
     del (channel.partials_unreliable if owner is None else owner.pending)[key]
-    cost = _held_cost(item)
+    cost = held_cost(item)
     channel.buffered -= cost
     return cost
 
@@ -167,8 +164,6 @@ def evict(channel: Any, need: int) -> int:
 
 def expire(channel: Any, now: float) -> float | None:
     """Drop ``channel``'s incomplete messages with no piece for ``incomplete_after``; the next sweep time."""
-    from flowcast.transport.reliable import _Partial
-
     budget = channel.budget
     after = budget.incomplete_after
     cutoff = now - after
@@ -177,7 +172,7 @@ def expire(channel: Any, now: float) -> float | None:
     freed = 0
     owners = set()
     for last, owner, key, item in _entries(channel):
-        if not isinstance(item, _Partial):
+        if not isinstance(item, Partial):
             continue
         if last <= cutoff:
             freed += _drop(channel, owner, key, item)

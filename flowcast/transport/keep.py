@@ -33,7 +33,7 @@ import os
 import re
 from pathlib import Path
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flowcast.transport import keeplook
 from flowcast.transport.keeprecord import (
@@ -128,6 +128,24 @@ class Keep:
                 del self._by_pubkey[record.pubkey]
         self._pending.pop(fp, None)
         self._strays.pop(fp, None)
+
+    def _reindex(self, record: RemoteRecord, **changes: Any) -> RemoteRecord:
+        """Change fields of ``record`` the indexes are keyed on (name, status, note), indexes kept true.
+
+        A record must leave the indexes before such a change and enter them
+        again after it: eight hand-written copies of that pair could each
+        drop half of it, and a missed ``_unindex`` leaves a name bound to a
+        key that no longer holds it.  A field RemoteRecord lacks is refused:
+        a dataclass would otherwise grow it silently.
+        """
+        unknown = changes.keys() - RemoteRecord.__dataclass_fields__.keys()
+        if unknown:
+            raise TypeError(f"RemoteRecord has no field {', '.join(sorted(unknown))}")
+        self._unindex(record)
+        for name, value in changes.items():
+            setattr(record, name, value)
+        self._index(record)
+        return record
 
     def _note_ticket(self, fp: str) -> None:
         tickets = self._tickets
@@ -315,9 +333,7 @@ class Keep:
         record = self.find(fp)
         if status is not Status.REJECTED:
             self._check_binding(RemoteRecord(record.name, record.role, record.mode, record.verkey, record.pubkey, status))
-        self._unindex(record)
-        record.status = status
-        self._index(record)
+        self._reindex(record, status=status)
         self._save(record)
         return record
 
@@ -347,9 +363,7 @@ class Keep:
             raise KeepError(f"{name!r} is already bound to key {fp}")
         if fp in self._remotes:
             self.forget(fp)  # a record of the new key under another name goes: one key, one name
-        self._unindex(old)
-        old.status, old.note = Status.REJECTED, f"{keeplook.ROTATED_TO}{fp}"
-        self._index(old)
+        self._reindex(old, status=Status.REJECTED, note=f"{keeplook.ROTATED_TO}{fp}")
         new = self.add(RemoteRecord(name, old.role, old.mode, bytes(verkey), bytes(pubkey), Status.ACCEPTED, note=f"{keeplook.ROTATED_FROM}{old.fingerprint}"))
         self._save(old)
         return old, new
@@ -364,9 +378,7 @@ class Keep:
         holder = self.bound(name)
         if holder is not None and holder is not record:
             raise KeepError(f"the name {name!r} is bound to key {holder.fingerprint}")
-        self._unindex(record)
-        record.name = name
-        self._index(record)
+        self._reindex(record, name=name)
         self._save(record)
         return record
 
@@ -467,16 +479,12 @@ class Keep:
             if stale:
                 return Verdict(known.status, known, "known key (stale join: nothing changed)")
         elif not stale:
-            self._unindex(known)
-            known.name = name  # a pending request may change what it asks for
-            self._index(known)
+            self._reindex(known, name=name)  # a pending request may change what it asks for
         if known.status is Status.PENDING and policy is Acceptance.ALWAYS:
             holder = self.bound(known.name)
             if holder is not None:
                 return _pinned(known, known.name, holder, fp)
-            self._unindex(known)
-            known.status = Status.ACCEPTED  # saved below before anyone is told
-            self._index(known)
+            self._reindex(known, status=Status.ACCEPTED)  # saved below before anyone is told
         elif stale:
             return Verdict(known.status, known, "known key (stale join: nothing changed)")
         if not stale:

@@ -68,9 +68,7 @@ def recheck(keep: "Keep", known: "RemoteRecord", name: str, now: float, force: b
     if disk is None:
         return None
     if disk.status is Status.REJECTED:
-        keep._unindex(known)
-        known.status, known.note = Status.REJECTED, disk.note
-        keep._index(known)
+        keep._reindex(known, status=Status.REJECTED, note=disk.note)
         successor = None
         if disk.note.startswith(ROTATED_TO):
             successor = _load_successor(keep, known.name, disk.note[len(ROTATED_TO):].strip())
@@ -82,9 +80,7 @@ def recheck(keep: "Keep", known: "RemoteRecord", name: str, now: float, force: b
             [f"rotated {known.name} {fp} {successor.fingerprint}"], [fp], successor,
         )
     if disk.status is Status.ACCEPTED and disk.name == name != known.name and keep.bound(name) is None:
-        keep._unindex(known)
-        known.name = name  # an operator's `flowcast keys rename`
-        keep._index(known)
+        keep._reindex(known, name=name)  # an operator's `flowcast keys rename`
     return None
 
 
@@ -158,9 +154,7 @@ def pick_up_rotation(keep: "Keep", name: object, verkey: bytes, pubkey: bytes, n
     was = read_record(keep, old.fingerprint)
     if was is not None and not (was.status is Status.REJECTED and was.note == f"{ROTATED_TO}{fp}"):
         return None
-    keep._unindex(old)
-    old.status, old.note = Status.REJECTED, f"{ROTATED_TO}{fp}"
-    keep._index(old)
+    keep._reindex(old, status=Status.REJECTED, note=f"{ROTATED_TO}{fp}")
     keep._tickets.pop(old.fingerprint, None)
     keep._remotes[fp] = record
     keep._index(record)

@@ -63,7 +63,7 @@ from flowcast.transport.keep import validate_name
 from flowcast.transport.lanekeys import REPLAYED, TRAILER_SIZE, LaneKeys, YardMac, check, seal
 from flowcast.transport.laneyard import PROBE_FIRST, PROBE_MAX, Yard
 from flowcast.transport.port import Address, DatagramPort
-from flowcast.transport.reliable import QUEUED, SENT, Channel, Outgoing
+from flowcast.transport.reliable import Channel, Outgoing
 from flowcast.transport.channelevents import ChannelEvents, EventSink
 from flowcast.transport.stack import Stack
 from flowcast.transport.wire import F_UNRELIABLE, HEADER, HEADER_SIZE, MAGIC, PacketKind, WireError
@@ -478,7 +478,7 @@ class LaneStack(Stack):
 
     def _carry(self, old: Channel, yard: Yard) -> int:
         """Move ``old``'s undelivered messages into ``yard``'s channel, in order; how many reliable ones."""
-        loose = [m for m in old.fresh if m.flags & F_UNRELIABLE and m._state == QUEUED]
+        loose = [m for m in old.fresh if m.flags & F_UNRELIABLE and m.pending]
         carried = old.take_unfinished()
         channel = yard.channel
         watch = channel.watch  # type: ignore[union-attr]
@@ -545,8 +545,8 @@ class LaneStack(Stack):
                 continue  # segments of one message come in a row
             last = msg
             if msg.nseg == 1 or msg.next_seg >= msg.nseg:
-                if msg._state == 0:
-                    msg._state = SENT
+                if msg.pending:
+                    msg.mark_sent()
                     if done is not None:
                         done(msg)
 

@@ -39,7 +39,7 @@ from flowcast.transport.crypto import Scratch
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.presence import Presence
-from flowcast.transport.reliable import FAILED, Channel, Outgoing
+from flowcast.transport.reliable import Channel, Outgoing
 from flowcast.transport.revoke import Sweep
 from flowcast.transport.hooks import Replaced
 from flowcast.transport.roadallow import Allows
@@ -377,8 +377,7 @@ class RoadStack(Stack):
 
     def _fail(self, msg: Outgoing, reason: str) -> None:
         """A message that never reached a channel fails here, and its sender hears (on_done)."""
-        msg.reason = reason
-        msg._state = FAILED
+        msg.fail(reason)
         self._completed(msg)
 
     def _consumed(self) -> None:

@@ -29,7 +29,7 @@ from flowcast.transport.channelevents import ChannelEvents, EventSink
 from flowcast.transport.hooks import Hooks, Replaced
 from flowcast.transport.port import DatagramPort
 from flowcast.transport.recording import MessageRecorder
-from flowcast.transport.reliable import Outgoing
+from flowcast.transport.outgoing import Outgoing
 from flowcast.transport.wire import F_JSON, F_UNRELIABLE
 
 __all__ = ["Stack", "Message", "EventSink", "ChannelEvents", "serve", "F_RAW", "DEFAULT_TIMEOUT"]

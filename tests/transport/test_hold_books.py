@@ -4,7 +4,7 @@ The hold accounting is kept inline on the receive path, once per piece, and a
 dict of pieces is counted from sizes measured once (tablesize.py) instead of
 asking ``sys.getsizeof`` per piece.  These check that the shortcuts count
 exactly what the plain way would: each channel's ``buffered`` is what it
-holds (``_held_cost`` of every entry), the budget's ``used`` and ``holders``
+holds (``held_cost`` of every entry), the budget's ``used`` and ``holders``
 are the sum and the set of its channels holding anything, and a message
 arriving in order is never charged as a whole message.
 """
@@ -15,7 +15,8 @@ import random
 import sys
 
 from flowcast.transport.budget import HoldBudget
-from flowcast.transport.reliable import MIN_PIECE, Channel, _held_cost, _Partial
+from flowcast.transport.holding import Partial, held_cost
+from flowcast.transport.reliable import MIN_PIECE, Channel
 from flowcast.transport.tablesize import MEASURED
 from flowcast.transport.wire import F_UNRELIABLE, MSG, SEG, SKIP, FrameKind, WireError
 from tests.transport.attacks import seg
@@ -23,9 +24,9 @@ from tests.transport.attacks import seg
 
 def _held(channel: Channel) -> int:
     """What ``channel`` holds, entry by entry, as the plain way counts it."""
-    total = sum(_held_cost(entry) for entry in channel.partials_unreliable.values())
+    total = sum(held_cost(entry) for entry in channel.partials_unreliable.values())
     for state in channel.flows_in.values():
-        total += sum(_held_cost(item) for item in state.pending.values())
+        total += sum(held_cost(item) for item in state.pending.values())
     return total
 
 
@@ -44,7 +45,7 @@ def test_a_dict_of_pieces_is_counted_as_getsizeof_sees_it_in_any_order_and_past_
         channel.handle(seg(0, number, count, piece), 0.0)
         entry = channel.flows_in[0].pending[0]
         assert entry.table == sys.getsizeof(entry.parts), (n, entry.table)
-        assert channel.buffered == _held_cost(entry)
+        assert channel.buffered == held_cost(entry)
     entry = channel.flows_in[0].pending[0]
     assert entry.table == sys.getsizeof(entry.parts)
     assert channel.buffered == _held(channel) > count * MIN_PIECE
@@ -58,7 +59,7 @@ def test_messages_arriving_in_order_are_never_held_whole():
     for seq in range(20):
         channel.handle(seg(seq, 0, 2, first), 0.0)
         entry = channel.flows_in[0].pending[seq]
-        assert channel.buffered == budget.used == _held_cost(entry) < len(first) + 2_000
+        assert channel.buffered == budget.used == held_cost(entry) < len(first) + 2_000
         assert list(budget.holders) == [channel]
         channel.handle(seg(seq, 1, 2, last), 0.0)
         # delivered at once: nothing held, nothing left in the books
@@ -101,5 +102,5 @@ def test_the_books_stay_exact_under_mixed_traffic_refusals_and_evictions():
             assert each.buffered == _held(each) >= 0
         assert budget.used == sum(each.buffered for each in channels) <= budget.limit
         assert set(budget.holders) == {each for each in channels if each.buffered > 0}
-        partials += any(type(item) is _Partial for each in channels for state in each.flows_in.values() for item in state.pending.values())
+        partials += any(type(item) is Partial for each in channels for state in each.flows_in.values() for item in state.pending.values())
     assert refused > 0 and budget.counts["evicted"] > 0 and partials > 100

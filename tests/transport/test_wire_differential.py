@@ -23,7 +23,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flowcast.transport import evicted, reliable
+from flowcast.transport import evicted, receiver, reliable
 from flowcast.transport.wire import (
     ACK,
     ACK_FLOW,
@@ -107,7 +107,7 @@ def _hot(body: bytes) -> tuple[bool, list[tuple], bool]:
     if body and body[0] == FrameKind.ALLOW_ACK and len(body) >= ALLOW_ACK.size:  # road.py strips it
         rec.seen.append(("ALLOW_ACK", ALLOW_ACK.unpack_from(body)[2]))
         offset = ALLOW_ACK.size
-    with mock.patch.object(reliable, "MAX_AHEAD", 2**65), mock.patch.object(
+    with mock.patch.object(receiver, "MAX_AHEAD", 2**65), mock.patch.object(
         evicted, "heard", lambda ch, flow, seq: rec.seen.append(("EVICTED", flow, seq))
     ):
         try:

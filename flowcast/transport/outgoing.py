@@ -1,0 +1,176 @@
+"""One message on its way, and the only place its state changes.
+
+A message is queued until it reaches one final state: delivered (the
+receiver reported it), failed (``reason`` says why) or sent
+(fire-and-forget, or handed to a lane's port).  Roads, lanes, the
+channel and the router all need to know which, and before this module
+each wrote or compared the state number itself, so a new rule (a
+delivered message must not fail afterwards and be routed back as an
+error) had to be kept in five places.  Here the transitions are methods,
+a final state is final, and readers get named properties.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from flowcast.errors import Error
+
+__all__ = ["DELIVERED", "FAILED", "QUEUED", "SENT", "Outgoing", "OutgoingStateError", "deliver_through"]
+
+QUEUED, DELIVERED, FAILED, SENT = 0, 1, 2, 3
+_STATE_NAMES = {QUEUED: "queued", DELIVERED: "delivered", FAILED: "failed", SENT: "sent"}
+
+
+class OutgoingStateError(RuntimeError, Error):
+    """A transition out of a final state: a message ends once.
+
+    A bug in a stack, never bad input: a delivered message that failed
+    later would route an error for something its receiver already has.
+    """
+
+
+class Outgoing:
+    """One message on its way; returned by ``send`` so the caller can watch it.
+
+    ``state`` is ``"queued"`` until the receiver reports delivery
+    (``"delivered"``), the message fails (``"failed"``, ``reason`` says why)
+    or -- fire-and-forget -- it left in a datagram (``"sent"``).
+
+    Besides what the caller gave (data, flow, flags, timeout, retries,
+    burst, remote) the slots are the sending channel's books (seq, nseg,
+    segsize, marks, next_seg, inflight, deadline, frame, skip); the state
+    and the reason are this module's alone.
+    """
+
+    __slots__ = (
+        "flow",
+        "seq",
+        "flags",
+        "data",
+        "nseg",
+        "segsize",
+        "marks",
+        "next_seg",
+        "inflight",
+        "deadline",
+        "retries",
+        "burst",
+        "_state",
+        "_reason",
+        "frame",
+        "skip",
+        "remote",
+        "timeout",
+    )
+
+    def __init__(
+        self,
+        data: bytes,
+        flow: int = 0,
+        flags: int = 0,
+        timeout: float | None = None,
+        retries: int | None = None,
+        burst: int = 0,
+        remote: Any = None,
+    ) -> None:
+        self.data = data
+        self.flow = flow
+        self.flags = flags
+        self.timeout = timeout
+        self.retries = retries
+        self.burst = burst
+        self.remote = remote
+        self.seq = -1
+        self.nseg = 1
+        self.next_seg = 0
+        self.inflight = 0
+        self.deadline: float | None = None
+        self._state = QUEUED
+        self._reason = ""
+        self.skip = False
+
+    # -- reading -------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        return _STATE_NAMES[self._state]
+
+    @property
+    def pending(self) -> bool:
+        """Still queued: no final state yet."""
+        return self._state == QUEUED
+
+    @property
+    def done(self) -> bool:
+        return self._state != QUEUED
+
+    @property
+    def delivered(self) -> bool:
+        return self._state == DELIVERED
+
+    @property
+    def failed(self) -> bool:
+        return self._state == FAILED
+
+    @property
+    def sent(self) -> bool:
+        """Left without waiting for delivery (fire-and-forget, or a lane's port took it)."""
+        return self._state == SENT
+
+    @property
+    def reason(self) -> str:
+        """Why the message failed ("" unless it did)."""
+        return self._reason
+
+    # -- transitions -----------------------------------------------------------
+
+    def deliver(self) -> None:
+        """The receiver reported the message delivered."""
+        if self._state != QUEUED:
+            self._refuse("deliver")
+        self._state = DELIVERED
+
+    def fail(self, reason: str) -> None:
+        """The message will never be delivered, because of ``reason``."""
+        if self._state != QUEUED:
+            self._refuse("fail")
+        self._state = FAILED
+        self._reason = reason
+
+    def mark_sent(self) -> None:
+        """The message left and nothing will report on it (fire-and-forget, lane)."""
+        if self._state != QUEUED:
+            self._refuse("mark sent")
+        self._state = SENT
+
+    def _refuse(self, verb: str) -> None:
+        raise OutgoingStateError(f"cannot {verb} {self!r}: it is already {self.state}")
+
+    def __repr__(self) -> str:
+        reason = " " + self._reason if self._reason else ""
+        return f"<Outgoing flow={self.flow} seq={self.seq} {len(self.data)} B {self.state}{reason}>"
+
+
+def deliver_through(queue: deque[Outgoing], expected: int, completed: Callable[[Outgoing], None] | None) -> int:
+    """Deliver the messages at the head of ``queue`` numbered below ``expected``; how many were pending.
+
+    A receiver reports delivery by flow (the next sequence number it has not
+    delivered), so a sender's ACK settles a run of messages at once.  The
+    run is settled here, where the state is written, and inline rather
+    than by ``deliver()`` per message: it runs for every message a road
+    sends, and a method call per message costs that path a few percent.
+    A message already final (failed, its SKIP in its place) is passed over.
+    ``completed(msg)`` hears of each one delivered, a SKIP excepted.
+    """
+    count = 0
+    while queue and queue[0].seq < expected:
+        msg = queue.popleft()
+        if msg._state == QUEUED:
+            msg._state = DELIVERED
+            count += 1
+            if completed is not None and not msg.skip:
+                completed(msg)
+    return count

@@ -1,0 +1,528 @@
+"""The receiving part of a channel: order, reassembly, what is held, ACKs owed.
+
+``handle`` reads every frame of an authenticated body: messages are
+delivered in flow order (out-of-order ones held, each counted against
+the channel's limit and the stack's hold budget), segments are joined
+into their message, SKIPs move a flow past a failed message, and ACK
+frames go to the sending part.  ``received`` and ``_ack_frame`` keep and
+write the ranges of packets to acknowledge and, per flow, the next
+sequence number not yet delivered.  A mixin of
+:class:`flowcast.transport.reliable.Channel` (see recovery.py for why
+not an object of its own).
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from typing import Any
+
+from flowcast.transport import evicted as _evicted
+from flowcast.transport.holding import (
+    BYTES_HEADER,
+    ENTRY_COST,
+    FIRST_TABLE,
+    INT_KEY,
+    PARTIAL_COST,
+    SKIP_COST,
+    SKIPPED,
+    VIEW_HELD,
+    FlowIn,
+    Partial,
+    held_cost,
+)
+from flowcast.transport.tablesize import GROW_AT, SIZE_AT
+from flowcast.transport.wire import (
+    ACK,
+    ACK_FLOW,
+    ACK_RANGE,
+    EVICT,
+    F_UNRELIABLE,
+    MAX_ACK_FLOWS,
+    MAX_ACK_RANGES,
+    MSG,
+    PATH,
+    SEG,
+    SKIP,
+    FrameKind,
+    WireError,
+)
+
+__all__ = ["ACK_DELAY", "MAX_AHEAD", "MIN_PIECE", "RECEIVER_SLOTS", "Receiver"]
+
+_MSG_KIND, _SEG_KIND, _ACK_KIND, _SKIP_KIND, _PING_KIND = (
+    FrameKind.MSG,
+    FrameKind.SEG,
+    FrameKind.ACK,
+    FrameKind.SKIP,
+    FrameKind.PING,
+)
+_MSG_SIZE = MSG.size
+_SEG_SIZE = SEG.size
+_msg_unpack = MSG.unpack_from
+_seg_unpack = SEG.unpack_from
+_ACK_SIZE = ACK.size
+_ack_unpack = ACK.unpack_from
+# An ACK frame with one range and one flow, the usual one, in one struct.
+_ACK_ONE_STRUCT = struct.Struct("!" + ACK.format.lstrip("!") + ACK_RANGE.format.lstrip("!") + ACK_FLOW.format.lstrip("!"))
+_ACK_ONE = _ACK_ONE_STRUCT.pack
+_ack_one_unpack = _ACK_ONE_STRUCT.unpack_from
+_ACK_ONE_SIZE = _ACK_ONE_STRUCT.size
+assert _ACK_ONE_SIZE == ACK.size + ACK_RANGE.size + ACK_FLOW.size
+_PATH_CHALLENGE, _PATH_RESPONSE = FrameKind.PATH_CHALLENGE, FrameKind.PATH_RESPONSE
+_EVICTED_KIND = FrameKind.EVICTED
+
+MAX_AHEAD = 1 << 20  # sequence numbers a receiver buffers beyond the next expected
+ACK_DELAY = 0.002
+MIN_PIECE = 128  # every piece of a message but its last is this long at least (a segment: max_body - 88)
+# A piece at least nine tenths of its datagram is kept as a view of it, a smaller one is copied (handle).
+
+#: The state this part owns; ``Channel.__slots__`` is made of each part's.
+RECEIVER_SLOTS = (
+    "_buffered",
+    "_flow_cursor",
+    "_hold_limit",
+    "ack_due",
+    "ack_owed",
+    "ack_pending",
+    "adopt",
+    "advertised",
+    "budget",
+    "deliver",
+    "evicted_owed",
+    "flows_in",
+    "held",
+    "on_path",
+    "partials_unreliable",
+    "path_answers",
+    "receive_window",
+    "recv_ranges",
+    "sweep_at",
+)
+
+
+
+
+class Receiver:
+    """Frames in, messages delivered in order; ``Channel`` mixes it in (slots: RECEIVER_SLOTS)."""
+
+    __slots__ = ()
+
+    def _init_receiver(self, deliver: Any, held: Any, adopt: bool, receive_window: int, max_message: int, budget: Any) -> None:
+        self.deliver = deliver
+        self.held = held or (lambda: 0)
+        self.adopt = adopt  # lane: a flow starts wherever the first frame seen is
+        self.receive_window = receive_window
+        self.flows_in: dict[int, FlowIn] = {}
+        self.partials_unreliable: dict[tuple[int, int], Partial] = {}
+        #: (flow, seq) of reliable messages the hold budget dropped: EVICTED notices owed (evicted.py).
+        self.evicted_owed: dict[tuple[int, int], None] | None = None
+        #: The stack's byte budget, shared by all its channels (None: this channel's limit only).
+        self.budget = budget
+        self._buffered = 0  # bytes and entries held for order or reassembly (see holding.held_cost)
+        self.sweep_at: float | None = None  # when incomplete messages are next looked at for expiry
+        self._hold_limit = receive_window + 2 * max_message
+        self.recv_ranges: list[list[int]] = []
+        #: ``on_path(kind, token)``: PATH_CHALLENGE/RESPONSE frames go to the stack.
+        self.on_path: Any = None
+        self.path_answers: list[int] = []  # PATH_RESPONSE tokens owed
+        self.ack_owed = False  # send an ACK now, alone if nothing else goes
+        self.ack_pending = 0  # ack-eliciting packets not yet acknowledged
+        self.ack_due: float | None = None  # when a delayed ACK must go alone
+        self.advertised = receive_window
+        self._flow_cursor = 0
+
+    @property
+    def buffered(self) -> int:
+        """Bytes (and per-entry costs) held for order or reassembly, as the budget counts them."""
+        return self._buffered
+
+    @buffered.setter
+    def buffered(self, value: int) -> None:
+        self._charge(value - self._buffered)
+
+    def _charge(self, delta: int) -> None:
+        """Hold ``delta`` more bytes (fewer if negative), here and in the stack's budget.
+
+        The receive path calls this once per piece or drained run, not a
+        property and a budget method per step: it runs per datagram.
+        """
+        before = self._buffered
+        after = self._buffered = before + delta
+        budget = self.budget
+        if budget is not None:
+            budget.used += delta
+            if after > 0:
+                if before <= 0:
+                    budget.holders[self] = None
+            elif before > 0:
+                budget.holders.pop(self, None)
+
+    def _room(self, size: int) -> bool:
+        """May this channel hold ``size`` more bytes (its own limit, then the stack's budget)?"""
+        if self._buffered + size > self._hold_limit:
+            return False
+        budget = self.budget
+        return budget is None or budget.used + size <= budget.limit or budget.admit(self, size)
+
+    def received(self, counter: int) -> None:
+        """Record that packet ``counter`` was opened and handled (for ACKs)."""
+        ranges = self.recv_ranges
+        if ranges and ranges[-1][1] + 1 == counter:
+            ranges[-1][1] = counter
+        else:
+            ranges.append([counter, counter])
+            if len(ranges) > 256:
+                del ranges[:-MAX_ACK_RANGES]
+
+    def _ack_frame(self) -> bytes:
+        self.ack_owed = False
+        self.ack_pending = 0
+        self.ack_due = None
+        ranges = self.recv_ranges
+        flows = self.flows_in
+        window = self.receive_window - self.held()
+        if window < 0:
+            window = 0
+        self.advertised = window
+        if window > 0xFFFFFFFF:
+            window = 0xFFFFFFFF
+        if len(ranges) == 1 and len(flows) == 1:
+            # the common case (in-order traffic on one flow): one pack call
+            first, last = ranges[0]
+            for flow, state in flows.items():
+                return _ACK_ONE(_ACK_KIND, 0, 1, 1, window, first, last, flow, state.expected)
+        chosen = ranges[-MAX_ACK_RANGES:]
+        if len(ranges) > 8:
+            self.recv_ranges = ranges[-8:]  # repeated next time: a lost ACK costs little
+        if len(flows) <= MAX_ACK_FLOWS:
+            items = [(flow, state.expected) for flow, state in flows.items()]
+        else:
+            keys = sorted(flows)
+            start = self._flow_cursor % len(keys)
+            picked = (keys[start:] + keys[:start])[:MAX_ACK_FLOWS]
+            self._flow_cursor = start + MAX_ACK_FLOWS
+            items = [(flow, flows[flow].expected) for flow in picked]
+        pieces = [ACK.pack(_ACK_KIND, 0, len(chosen), len(items), window)]
+        pack_range = ACK_RANGE.pack
+        for first, last in reversed(chosen):
+            pieces.append(pack_range(first, last))
+        pack_flow = ACK_FLOW.pack
+        for flow, expected in items:
+            pieces.append(pack_flow(flow, expected))
+        return b"".join(pieces)
+
+    def window_opened(self) -> None:
+        """The application took delivered bytes: tell the sender if it was starved."""
+        if self.acks and self.advertised < self.receive_window // 4 and self.receive_window - self.held() >= self.receive_window // 2:
+            self.ack_owed = True
+
+    def handle(self, body: bytes, now: float) -> None:
+        """Process every frame of an authenticated body; WireError if malformed."""
+        end = len(body)
+        off = 0
+        deliver = self.deliver
+        flows = self.flows_in
+        watch = self.watch
+        eliciting = False
+        try:
+            while off < end:
+                kind = body[off]
+                if kind == _MSG_KIND:
+                    _, flags, flow, seq, length = _msg_unpack(body, off)
+                    off += _MSG_SIZE
+                    stop = off + length
+                    if stop > end:
+                        raise WireError("message frame overruns the body")
+                    eliciting = True
+                    if flags & F_UNRELIABLE:
+                        if watch is not None:
+                            watch.loose(flow, seq, length)
+                        deliver(flow, flags, body[off:stop])
+                    else:
+                        state = flows.get(flow)
+                        if state is None:
+                            state = flows[flow] = FlowIn()
+                            if self.adopt:
+                                state.expected = seq
+                        expected = state.expected
+                        if seq == expected:
+                            state.expected = seq + 1
+                            if watch is not None:
+                                watch.in_order(flow, seq, length)
+                            deliver(flow, flags, body[off:stop])
+                            if state.pending:
+                                self._drain(flow, state)
+                        elif seq < expected or seq in state.pending:
+                            self.counts["duplicates"] += 1
+                        elif seq - expected > MAX_AHEAD or not self._room(length + ENTRY_COST):
+                            raise _CannotHold
+                        else:
+                            state.pending[seq] = (flags, body[off:stop])
+                            self._charge(length + ENTRY_COST)
+                            if watch is not None:
+                                watch.arrived(flow, seq, length, expected, state.pending)
+                    off = stop
+                elif kind == _SEG_KIND:
+                    _, flags, flow, seq, number, count, length = _seg_unpack(body, off)
+                    off += _SEG_SIZE
+                    stop = off + length
+                    if stop > end or count < 2 or number >= count:
+                        raise WireError("bad segment frame")
+                    eliciting = True
+                    # A piece that is nearly its whole datagram is kept as a view
+                    # (copied once, when joined) and counted as the whole datagram;
+                    # a smaller one is copied, so it never pins more than it counts.
+                    if length * 10 >= end * 9:  # nine tenths, in ints: no float per piece
+                        piece = memoryview(body)[off:stop]
+                        held = len(piece.obj) + VIEW_HELD  # type: ignore[arg-type]  # the datagram stays while the view does
+                    else:
+                        piece = body[off:stop]
+                        if type(piece) is memoryview:  # a body that is a view itself
+                            held = len(piece.obj) + VIEW_HELD  # type: ignore[arg-type]
+                        else:
+                            held = length + BYTES_HEADER if length > 1 else 0  # one-byte bytes are shared
+                    self._segment_in(flags, flow, seq, number, count, piece, held, now)
+                    off = stop
+                elif kind == _ACK_KIND:
+                    _, flags, nranges, nflows, window = _ack_unpack(body, off)
+                    if nranges == 1 and nflows == 1:  # the common case: one unpack
+                        _, _, _, _, _, first, last, flow, expected = _ack_one_unpack(body, off)
+                        off += _ACK_ONE_SIZE
+                        self._on_ack(window, [(first, last)] if first <= last <= self.last_counter else (), ((flow, expected),), now)
+                        continue
+                    off = self._ack_in(body, off + _ACK_SIZE, nranges, nflows, window, now)
+                elif kind == _SKIP_KIND:
+                    _, flags, flow, seq = SKIP.unpack_from(body, off)
+                    off += SKIP.size
+                    eliciting = True
+                    self._skip_in(flow, seq)
+                elif kind == _PING_KIND:
+                    off += 2
+                    if off > end:
+                        raise WireError("truncated ping frame")
+                    eliciting = True
+                elif kind == _EVICTED_KIND:
+                    _, flags, flow, seq = EVICT.unpack_from(body, off)
+                    off += EVICT.size
+                    _evicted.heard(self, flow, seq)
+                elif kind == _PATH_CHALLENGE or kind == _PATH_RESPONSE:
+                    _, flags, token = PATH.unpack_from(body, off)
+                    off += PATH.size
+                    eliciting = True
+                    if self.on_path is not None:
+                        self.on_path(kind, token)
+                else:
+                    # ALLOW_ACK and CLOSE are the stack's; it strips them first.
+                    raise WireError(f"unexpected frame kind {kind}")
+        except _CannotHold:
+            self.counts["refused"] += 1
+            raise
+        except WireError:
+            raise
+        except (IndexError, ValueError, struct.error) as error:
+            raise WireError(f"truncated frame: {error}") from None
+        if eliciting and self.acks:
+            # Delayed ACK (as TCP): a second packet, or ACK_DELAY, makes
+            # it go; until then it rides on any reply -- an echo costs one
+            # datagram each way, not two.
+            self.ack_pending += 1
+            if self.ack_pending >= 2:
+                self.ack_owed = True
+            elif self.ack_due is None:
+                self.ack_due = now + ACK_DELAY
+
+    def _ack_in(self, body: bytes, off: int, nranges: int, nflows: int, window: int, now: float) -> int:
+        """Read an ACK's ranges and flows (past the one-range, one-flow case) and act on it; the offset after."""
+        if nranges > MAX_ACK_RANGES or nflows > MAX_ACK_FLOWS:
+            raise WireError("ack frame too long")
+        ranges = []
+        for _ in range(nranges):
+            first, last = ACK_RANGE.unpack_from(body, off)
+            off += 16
+            if last < first or last > self.last_counter:
+                continue  # never sent: ignore rather than trust
+            ranges.append((first, last))
+        flow_items = []
+        for _ in range(nflows):
+            flow_items.append(ACK_FLOW.unpack_from(body, off))
+            off += 10
+        self._on_ack(window, ranges, flow_items, now)
+        return off
+
+    def _skip_in(self, flow: int, seq: int) -> None:
+        """The sender gave up on ``seq`` of ``flow``: hold a SKIP in its place, and deliver past it when due."""
+        flows = self.flows_in
+        state = flows.get(flow)
+        if state is None:
+            state = flows[flow] = FlowIn()
+        if seq >= state.expected and seq - state.expected <= MAX_AHEAD:
+            old = state.pending.get(seq)
+            if old is None and not self._room(SKIP_COST):
+                raise _CannotHold
+            state.pending[seq] = SKIPPED
+            self._charge(SKIP_COST - held_cost(old) if old is not None else SKIP_COST)
+            self._drain(flow, state)
+
+    def _segment_in(self, flags: int, flow: int, seq: int, number: int, count: int, piece: bytes, held: int, now: float) -> None:
+        """Hold ``piece`` (``held`` bytes as kept), or deliver its message if it was the last.
+
+        One method per piece, the accounting inline: it runs per datagram.  A
+        message's entry is made here but kept only with its first piece (one
+        charge for both), so a refused piece leaves nothing behind.  The
+        piece that completes a message needs room as any other but is never
+        charged: what the entry counted turns into the whole message's cost
+        -- or into nothing, delivered in order -- with one change.
+        """
+        extra = 0
+        if flags & F_UNRELIABLE:
+            state = None
+            holder: dict = self.partials_unreliable
+            key: Any = (flow, seq)
+            entry = holder.get(key)
+            if entry is None:
+                if len(holder) >= 64:
+                    oldest = min(holder, key=lambda k: holder[k].born)
+                    self._charge(-held_cost(holder.pop(oldest)))
+                entry = Partial(count, flags, now)
+                extra = PARTIAL_COST
+            watch = None
+        else:
+            state = self.flows_in.get(flow)
+            if state is None:
+                state = self.flows_in[flow] = FlowIn()
+                if self.adopt:  # a message whose start we missed is skipped whole
+                    state.expected = seq if number == 0 else seq + 1
+            expected = state.expected
+            if seq < expected:
+                self.counts["duplicates"] += 1
+                return
+            holder = state.pending
+            key = seq
+            entry = holder.get(seq)
+            if entry is None:
+                if seq - expected > MAX_AHEAD:
+                    raise _CannotHold
+                entry = Partial(count, flags, now)
+                extra = PARTIAL_COST
+            elif type(entry) is not Partial:
+                self.counts["duplicates"] += 1
+                return
+            watch = self.watch
+            if watch is not None and number not in entry.parts:
+                watch.piece(flow, seq, number, entry.parts)
+                if seq > expected:
+                    watch.gap(flow, seq, expected, holder)
+        if entry.count != count:
+            raise WireError("segment count changed within a message")
+        parts = entry.parts
+        if number in parts:
+            self.counts["duplicates"] += 1
+            return
+        size = len(piece)
+        if size != entry.piece and number != count - 1:
+            # once a message: every piece but the last is one full segment,
+            # never under MIN_PIECE -- 2^32-1 one-byte pieces are no message,
+            # only a way to make a receiver hold ~80 B of books per byte sent
+            if entry.piece:
+                raise WireError("segment length changed within a message")
+            if size < MIN_PIECE or (count - 1) * size > self.max_message:
+                raise WireError("segment length and count cannot make a message")
+            entry.piece = size
+        if number > 256:
+            held += INT_KEY  # its key: small ints are shared
+        table = entry.table
+        # room for the piece, and for its dict's table to double (it may: the cost is known only after)
+        need = extra + held + (table if table > FIRST_TABLE else FIRST_TABLE)
+        budget = self.budget
+        if (
+            entry.size + size > self.max_message
+            or self._buffered + need > self._hold_limit
+            or (budget is not None and budget.used + need > budget.limit and not budget.admit(self, need))
+        ):
+            raise _CannotHold
+        parts[number] = piece
+        filled = len(parts)
+        if filled < count:
+            if filled >= entry.grow_at:  # the dict's table grew (tablesize.py)
+                step = entry.step
+                table_now = SIZE_AT[step]
+                if table_now < 0:  # longer than measured: ask
+                    table_now = sys.getsizeof(parts)
+                    entry.grow_at = filled + 1
+                else:
+                    entry.step = step + 1
+                    entry.grow_at = GROW_AT[step + 1]
+                held += table_now - table
+                entry.table = table_now
+            entry.size += size
+            entry.waste += held - size
+            entry.last = now
+            # the books, as _charge keeps them
+            held += extra
+            after = self._buffered = self._buffered + held
+            if budget is not None:
+                budget.used += held
+                if after <= held:
+                    budget.holders[self] = None
+            if extra:
+                holder[key] = entry
+                if self.sweep_at is None and budget is not None:
+                    self.sweep_at = now + budget.incomplete_after  # a sweep will look at it
+            return
+        complete = b"".join([parts[i] for i in range(count)])
+        counted = 0 if extra else held_cost(entry)  # every piece but this last one
+        if state is None:
+            if not extra:
+                del holder[key]
+                self._charge(-counted)
+            if self.watch is not None:
+                self.watch.loose(flow, seq, len(complete))
+            self.deliver(flow, flags, complete)
+            return
+        if seq == expected and watch is None:
+            # in order: delivered now, never held whole
+            if not extra:
+                del holder[seq]
+                self._charge(-counted)
+            state.expected = seq + 1
+            self.deliver(flow, flags, complete)
+            if holder:
+                self._drain(flow, state)
+            return
+        self._charge(len(complete) + ENTRY_COST - counted)
+        holder[seq] = (flags, complete)
+        if watch is not None:
+            watch.arrived(flow, seq, len(complete), expected, holder)
+        if seq == expected:
+            self._drain(flow, state)
+
+    def _drain(self, flow: int, state: FlowIn) -> None:
+        pending = state.pending
+        deliver = self.deliver
+        watch = self.watch
+        freed = 0
+        try:
+            while True:
+                seq = state.expected
+                item = pending.get(seq)
+                if item is None or type(item) is Partial:
+                    return
+                del pending[seq]
+                state.expected = seq + 1
+                flags, data = item
+                if data is None:
+                    freed += SKIP_COST
+                    continue
+                freed += len(data) + ENTRY_COST
+                if watch is not None:
+                    watch.released(flow, seq, len(data))
+                deliver(flow, flags, data)
+        finally:
+            if freed:  # one change to the books for the whole run released
+                self._charge(-freed)
+
+
+class _CannotHold(WireError):
+    """The receiver cannot hold this now: the packet stays unacknowledged."""
+

@@ -1,0 +1,490 @@
+"""The sending part of a channel: queueing, segmentation, packets, acknowledgements.
+
+``submit`` numbers a message in its flow and queues it; ``build`` packs
+queued frames, resends first, into the next packet body (an owed ACK
+rides along); ``sent`` remembers which segments each packet carried, and
+an ACK (``_on_ack``) frees them and reports messages delivered once the
+receiver says its flow has moved past them.  A message that fails is
+replaced on the wire by a SKIP, so the receiver's flow moves on.  A
+mixin of :class:`flowcast.transport.reliable.Channel` (see recovery.py
+for why not an object of its own).
+
+A message's state is outgoing.py's: this module changes it only through
+its transitions (``fail``, ``mark_sent``, ``deliver_through``).  It does
+read ``msg._state`` where it runs once per message sent: in CPython 3.11
+the ``pending`` property there cost the send path ~7% (a property is a
+Python call, a slot read is not).  tests/transport/test_outgoing.py holds
+both rules: no other module writes the state, none but this one reads it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from typing import Any
+
+from flowcast.transport import evicted as _evicted
+from flowcast.transport.outgoing import QUEUED, Outgoing, OutgoingStateError, deliver_through
+from flowcast.transport.wire import (
+    ACK,
+    ACK_FLOW,
+    ACK_RANGE,
+    F_UNRELIABLE,
+    MAX_ACK_FLOWS,
+    MAX_ACK_RANGES,
+    MSG,
+    PING,
+    SEG,
+    SKIP,
+    FrameKind,
+)
+
+__all__ = ["ACKED", "MAX_INFLIGHT_PACKETS", "NO_QUEUE", "REORDER_THRESHOLD", "SENDER_SLOTS", "Sender"]
+
+#: In ``Outgoing.marks``: this segment is acknowledged (else: times sent).
+ACKED = 255
+#: An empty, immutable stand-in for a send queue not made yet.
+NO_QUEUE: Any = ()
+MAX_INFLIGHT_PACKETS = 1024
+REORDER_THRESHOLD = 3  # packets acknowledged after one before it is called lost
+
+_MSG_KIND, _SEG_KIND, _SKIP_KIND = FrameKind.MSG, FrameKind.SEG, FrameKind.SKIP
+_MSG_SIZE = MSG.size
+_SEG_SIZE = SEG.size
+_msg_pack = MSG.pack
+_PING_FRAME = PING.pack(FrameKind.PING, 0)
+_ACK_MAX_SIZE = ACK.size + MAX_ACK_RANGES * ACK_RANGE.size + MAX_ACK_FLOWS * ACK_FLOW.size
+_INF = float("inf")
+_ACKED = ACKED
+_NO_QUEUE = NO_QUEUE
+
+#: The state this part owns; ``Channel.__slots__`` is made of each part's.
+SENDER_SLOTS = (
+    "_early",
+    "_latest_deadline",
+    "_small",
+    "fresh",
+    "inflight",
+    "inflight_bytes",
+    "last_counter",
+    "next_seq",
+    "peer_window",
+    "pending_count",
+    "ping_owed",
+    "resend",
+    "segsize",
+    "unfinished",
+    "unreliable_seq",
+)
+
+
+class Sender:
+    """Messages out, acknowledgements in; ``Channel`` mixes it in (slots: SENDER_SLOTS)."""
+
+    __slots__ = ()
+
+    def _init_sender(self, max_body: int) -> None:
+        self.segsize = max_body - _SEG_SIZE - 64  # room for a small ACK beside it
+        self._small = max_body - 64 - _MSG_SIZE  # largest message sent whole
+        self.next_seq: dict[int, int] = {}
+        self.unreliable_seq = 0
+        self.unfinished: dict[int, deque[Outgoing]] = {}
+        # Made when first needed and let go when empty again (see shrink):
+        # an empty deque is ~760 B, and most remotes are idle most of the time.
+        self.fresh: deque[Outgoing] = _NO_QUEUE  # type: ignore[assignment]
+        self.resend: deque[tuple[Outgoing, int]] = _NO_QUEUE  # type: ignore[assignment]
+        self.inflight: dict[int, list] = {}  # counter -> [sent_at, nbytes, [msg, sn, msg, sn, ...]]
+        self.inflight_bytes = 0
+        self.peer_window = 1 << 20
+        self.last_counter = -1
+        self.pending_count = 0  # reliable messages not yet final
+        self._latest_deadline: dict[int, float] = {}
+        self._early: list[tuple[float, int, int, Outgoing]] = []  # (deadline, flow, seq, msg): no two alike, so no address decides
+        self.ping_owed = False
+
+    def submit(self, msg: Outgoing, now: float) -> Outgoing:
+        if msg._state != QUEUED:
+            raise OutgoingStateError(f"cannot send {msg!r} again: it is already {msg.state}")
+        data = msg.data
+        size = len(data)
+        if size > self.max_message:
+            raise ValueError(f"message of {size} bytes exceeds the {self.max_message}-byte limit")
+        flow = msg.flow
+        flags = msg.flags
+        if flags & F_UNRELIABLE:
+            seq = self.unreliable_seq
+            self.unreliable_seq = seq + 1
+        else:
+            next_seq = self.next_seq
+            seq = next_seq.get(flow, 0)
+            next_seq[flow] = seq + 1
+            if self.acks:  # a lane never waits on delivery, so keeps no books
+                queue = self.unfinished.get(flow)
+                if queue is None:
+                    queue = self.unfinished[flow] = deque()
+                queue.append(msg)
+                self.pending_count += 1
+                if msg.timeout is not None and msg.deadline is None:
+                    msg.deadline = now + msg.timeout
+                # Deadlines that rise along a flow are watched at its head;
+                # one earlier than a message before it also goes in a heap.
+                deadline = _INF if msg.deadline is None else msg.deadline
+                if deadline < self._latest_deadline.get(flow, -_INF):
+                    heapq.heappush(self._early, (deadline, flow, seq, msg))
+                else:
+                    self._latest_deadline[flow] = deadline
+        msg.seq = seq
+        if size <= self._small:
+            msg.nseg = 1
+            msg.marks = bytearray(1)
+            msg.frame = _msg_pack(_MSG_KIND, flags, flow, seq, size) + data
+        else:
+            segsize = self.segsize
+            msg.next_seg = 0
+            msg.inflight = 0
+            msg.segsize = segsize
+            msg.nseg = -(-size // segsize)
+            msg.marks = bytearray(msg.nseg)
+            msg.frame = memoryview(data)  # type: ignore[assignment]  # segments are cut from it
+        fresh = self.fresh
+        if fresh is _NO_QUEUE:
+            fresh = self.fresh = deque()
+        fresh.append(msg)
+        return msg
+
+    def _segment(self, msg: Outgoing, sn: int) -> bytes:
+        if msg.skip:
+            return SKIP.pack(_SKIP_KIND, 0, msg.flow, msg.seq)
+        if msg.nseg == 1:
+            return msg.frame  # type: ignore[return-value]
+        start = sn * msg.segsize
+        piece = msg.frame[start : start + msg.segsize]  # type: ignore[index]  # a memoryview: no copy
+        return SEG.pack(_SEG_KIND, msg.flags, msg.flow, msg.seq, sn, msg.nseg, len(piece)) + piece
+
+    def can_send(self) -> bool:
+        """Whether data frames may go now (acks and pings always may)."""
+        if not self.acks:
+            return True
+        limit = self.cwnd if self.cwnd < self.peer_window else self.peer_window
+        # Packets are capped too: a socket buffer holds datagrams, not bytes,
+        # and small ones cost a kernel buffer each.
+        return self.inflight_bytes < limit and len(self.inflight) < MAX_INFLIGHT_PACKETS
+
+    def build(self, extra: bytes = b"") -> tuple[bytes, list | None] | None:
+        """The next packet body and the frames to remember for it, or None.
+
+        ``extra`` (control frames from the stack) goes first.  The second
+        item is None when nothing in the body needs acknowledging.
+        """
+        fresh = self.fresh
+        if len(fresh) == 1 and not extra and not self.resend and not self.ping_owed and self.acks and self.evicted_owed is None:
+            # The latency path (one small reliable message, perhaps an ACK
+            # to carry): the general loop below, unrolled.
+            msg = fresh[0]
+            if msg.nseg == 1 and msg._state == QUEUED and not msg.flags & F_UNRELIABLE and not msg.skip:
+                frame = msg.frame
+                if len(frame) <= self.max_body - _ACK_MAX_SIZE and self.can_send():
+                    fresh.popleft()
+                    msg.marks[0] = 1
+                    msg.inflight = 1
+                    if self.ack_owed or self.ack_pending:
+                        return self._ack_frame() + frame, [msg, 0]  # type: ignore[operator]
+                    return frame, [msg, 0]  # type: ignore[return-value]
+        parts: list[bytes] = []
+        size = self._control_into(parts, extra) if extra or self.ack_owed or self.ack_pending else 0
+        eliciting = self.ping_owed
+        if eliciting:
+            self.ping_owed = False
+            parts.append(_PING_FRAME)
+            size += 2
+        frames: list = []
+        limit = self.max_body
+        acks = self.acks
+        if self.can_send():
+            if self.resend:
+                size = self._resend_into(parts, frames, size)
+            fresh = self.fresh
+            append = parts.append
+            fappend = frames.append
+            while fresh:
+                msg = fresh[0]
+                if msg._state != QUEUED:
+                    fresh.popleft()
+                    continue
+                if msg.nseg != 1:
+                    size, full = self._segments_into(msg, parts, frames, size)
+                    if full:
+                        break
+                    continue
+                frame = msg.frame
+                length = len(frame)  # type: ignore[arg-type]
+                if size + length > limit:
+                    break
+                fresh.popleft()
+                append(frame)
+                size += length
+                if msg.flags & F_UNRELIABLE:
+                    msg.mark_sent()
+                    if self.completed is not None:
+                        self.completed(msg)
+                elif acks:
+                    fappend(msg)
+                    fappend(0)
+                    msg.marks[0] = 1
+                    msg.inflight = 1
+                else:
+                    fappend(msg)  # a lane marks it sent once the port takes the datagram
+        if not parts:
+            return None
+        body = b"".join(parts) if len(parts) > 1 else parts[0]
+        if frames:
+            return body, frames
+        return body, ([] if eliciting else None)
+
+
+    def _control_into(self, parts: list[bytes], extra: bytes) -> int:
+        """Put the stack's control frames and an owed ACK (with EVICTED notices) first; their size."""
+        size = 0
+        if extra:
+            parts.append(extra)
+            size = len(extra)
+        if self.ack_owed or self.ack_pending:  # piggyback whatever is owed
+            frame = self._ack_frame()
+            parts.append(frame)
+            size += len(frame)
+            if self.evicted_owed is not None:
+                frame = _evicted.frames(self, self.max_body - size)
+                parts.append(frame)
+                size += len(frame)
+        return size
+
+    def _resend_into(self, parts: list[bytes], frames: list, size: int) -> int:
+        """Add the segments declared lost that still fit, oldest first; the body's size after."""
+        resend = self.resend
+        limit = self.max_body
+        while resend:
+            msg, sn = resend[0]
+            if msg._state != QUEUED or msg.marks[sn] == _ACKED:
+                resend.popleft()
+                continue
+            frame = self._segment(msg, sn)
+            if size + len(frame) > limit:
+                break
+            resend.popleft()
+            parts.append(frame)
+            size += len(frame)
+            frames.append(msg)
+            frames.append(sn)
+            if msg.marks[sn] < 254:
+                msg.marks[sn] += 1
+            msg.inflight += 1
+            self.counts["resent"] += 1
+            if self.watch is not None and not msg.skip:
+                self.watch.resent(msg, sn)
+        return size
+
+    def _segments_into(self, msg: Outgoing, parts: list[bytes], frames: list, size: int) -> tuple[int, bool]:
+        """Add as many of ``msg``'s next segments as fit and its burst allows; (size, body full)."""
+        acks = self.acks
+        limit = self.max_body
+        burst = msg.burst
+        full = False
+        while msg.next_seg < msg.nseg:
+            if burst and msg.inflight >= burst and acks:
+                full = True
+                break
+            sn = msg.next_seg
+            frame = self._segment(msg, sn)
+            if size + len(frame) > limit:
+                full = True
+                break
+            parts.append(frame)
+            size += len(frame)
+            msg.next_seg = sn + 1
+            if acks and not msg.flags & F_UNRELIABLE:
+                frames.append(msg)
+                frames.append(sn)
+                msg.marks[sn] = 1
+                msg.inflight += 1
+        if msg.next_seg >= msg.nseg:
+            self.fresh.popleft()
+            if msg.flags & F_UNRELIABLE:
+                msg.mark_sent()
+                if self.completed is not None:
+                    self.completed(msg)
+            elif not acks:
+                frames.append(msg)
+        return size, full
+
+    def sent(self, counter: int, body_size: int, frames: list | None, now: float) -> None:
+        """Remember packet ``counter`` (just sealed and handed to the port)."""
+        self.last_counter = counter
+        if frames is not None and self.acks:
+            self.inflight[counter] = [now, body_size, frames]
+            self.inflight_bytes += body_size
+
+
+    # -- acknowledgements ------------------------------------------------------
+
+    def _on_ack(self, window: int, ranges: list[tuple[int, int]], flows: list[tuple[int, int]], now: float) -> None:
+        self.peer_window = window
+        inflight = self.inflight
+        newest = -1
+        newest_rec = None
+        acked: list = []
+        for first, last in ranges:
+            if not inflight:
+                break
+            if len(inflight) == 1:  # one packet in flight (request/reply): one look
+                for counter in inflight:
+                    break
+                if first <= counter <= last:
+                    rec = inflight.pop(counter)
+                    acked.append(rec)
+                    if counter > newest:
+                        newest, newest_rec = counter, rec
+            elif last - first <= 2 * len(inflight) + 8:
+                for counter in range(first, last + 1):
+                    rec = inflight.pop(counter, None)
+                    if rec is not None:
+                        acked.append(rec)
+                        if counter > newest:
+                            newest, newest_rec = counter, rec
+            else:
+                # a wide range (in-order traffic acknowledges everything so
+                # far): walk what is in flight instead, oldest first
+                for counter in tuple(inflight):
+                    if counter > last:
+                        break
+                    if counter >= first:
+                        rec = inflight.pop(counter)
+                        acked.append(rec)
+                        if counter > newest:
+                            newest, newest_rec = counter, rec
+        if newest_rec is not None:
+            # the packets' segments are acknowledged, and the window grows (inlined: the per-ACK path)
+            max_cwnd = self.max_cwnd
+            for rec in acked:
+                nbytes = rec[1]
+                self.inflight_bytes -= nbytes
+                frames = rec[2]
+                it = iter(frames)
+                for msg, sn in zip(it, it):
+                    marks = msg.marks
+                    if marks[sn] != _ACKED:
+                        marks[sn] = _ACKED
+                        msg.inflight -= 1
+                cwnd = self.cwnd
+                if cwnd < max_cwnd:
+                    self.cwnd = cwnd + nbytes if cwnd < (max_cwnd >> 1) else cwnd + (nbytes * self.max_body) // cwnd
+            self.backoff = 0
+            self.last_progress = now
+            if newest > self.largest_acked:
+                self.largest_acked = newest
+                self._rtt_sample(now - newest_rec[0])
+            if inflight:
+                # packet-threshold loss: older packets overtaken by REORDER_THRESHOLD
+                limit = self.largest_acked - REORDER_THRESHOLD
+                while inflight:
+                    counter = next(iter(inflight))
+                    if counter > limit:
+                        break
+                    self._lost(counter, inflight.pop(counter))
+        if flows:
+            unfinished = self.unfinished
+            completed = self.completed
+            for flow, expected in flows:
+                queue = unfinished.get(flow)
+                if not queue:
+                    continue
+                sent_limit = self.next_seq.get(flow, 0)
+                if expected > sent_limit:
+                    expected = sent_limit
+                if queue[0].seq < expected:  # queued here means reliable: each one pending counted
+                    self.pending_count -= deliver_through(queue, expected, completed)
+                if not queue:  # all delivered: an idle flow keeps no queue (760 B) per remote
+                    del unfinished[flow]
+                    self._latest_deadline.pop(flow, None)
+                self.last_progress = now
+
+    def _lost(self, counter: int, rec: list) -> None:
+        """Packet ``counter`` is lost: its unacknowledged segments go back to be resent."""
+        self.inflight_bytes -= rec[1]
+        self.counts["lost_packets"] += 1
+        self._congested(counter)
+        frames = rec[2]
+        it = iter(frames)
+        resend = self.resend
+        if resend is _NO_QUEUE:
+            resend = self.resend = deque()
+        for msg, sn in zip(it, it):
+            if msg._state != QUEUED or msg.marks[sn] == _ACKED:
+                continue
+            msg.inflight -= 1
+            if msg.retries is not None and msg.marks[sn] > msg.retries:
+                self.fail(msg, "retries exhausted")
+            else:
+                resend.append((msg, sn))
+
+    def _failed(self, msg: Outgoing, reason: str) -> None:
+        """``msg`` (still pending) fails: the books, then its sender hears."""
+        msg.fail(reason)
+        self.counts["failed"] += 1
+        if not msg.flags & F_UNRELIABLE:
+            self.pending_count -= 1
+            if self.acks is False:
+                queue = self.unfinished.get(msg.flow)
+                if queue and queue[0] is msg:
+                    queue.popleft()
+        if self.completed is not None and not msg.skip:
+            self.completed(msg)
+
+    def fail(self, msg: Outgoing, reason: str) -> None:
+        """Give up on ``msg``; a SKIP takes its place so the flow moves on."""
+        if not msg.pending:
+            return
+        queue = self.unfinished.get(msg.flow)
+        if not msg.skip and self.acks and queue is not None:
+            skip = Outgoing(b"", msg.flow)
+            skip.skip = True
+            skip.seq = msg.seq
+            for position, item in enumerate(queue):
+                if item is msg:
+                    queue[position] = skip
+                    break
+            self.pending_count += 1  # the skip is pending until delivered past
+            if self.resend is _NO_QUEUE:
+                self.resend = deque()
+            self.resend.appendleft((skip, 0))
+            skip.marks = bytearray(1)
+        self._failed(msg, reason)
+
+    def shrink(self) -> None:
+        """Let go of empty send queues (an idle remote's channel keeps none)."""
+        if self.fresh is not _NO_QUEUE and not self.fresh:
+            self.fresh = _NO_QUEUE  # type: ignore[assignment]
+        if self.resend is not _NO_QUEUE and not self.resend:
+            self.resend = _NO_QUEUE  # type: ignore[assignment]
+
+    def take_unfinished(self) -> list[Outgoing]:
+        """Every reliable message not yet final, in flow order (for a new session)."""
+        out = []
+        for queue in self.unfinished.values():
+            out.extend(m for m in queue if m.pending and not m.skip)
+        self.unfinished.clear()
+        self._early.clear()
+        self._latest_deadline.clear()
+        self.fresh = _NO_QUEUE  # type: ignore[assignment]
+        self.resend = _NO_QUEUE  # type: ignore[assignment]
+        self.inflight.clear()
+        self.inflight_bytes = 0
+        self.pending_count = 0
+        return out
+
+    def fail_all(self, reason: str) -> None:
+        for msg in self.take_unfinished():
+            msg.fail(reason)
+            self.counts["failed"] += 1
+            if self.completed is not None:
+                self.completed(msg)
+
