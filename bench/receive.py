@@ -5,7 +5,7 @@ shared box, more than the receive path's own cost changes; this measures
 only ``Channel.handle`` over bodies a sending channel built beforehand, as a
 road session would get them (with the stack's hold budget), best of many
 short runs.  Figures, each with its ratio to the floor -- the same bodies
-cut into frames and pieces joined by a bare loop (what any receiver must
+cut into chunks and pieces joined by a bare loop (what any receiver must
 do, with no order, books or checks):
 
 * ``recv_100B``        100-byte messages, many a datagram (ns per message)
@@ -35,7 +35,7 @@ try:
     from flowcast.transport.budget import HoldBudget
 except ImportError:  # a checkout from before the hold budget: compare it too
     HoldBudget = None  # type: ignore[assignment,misc]
-from flowcast.transport.wire import MSG, SEG, FrameKind  # noqa: E402
+from flowcast.transport.wire import MSG, SEG, ChunkKind  # noqa: E402
 
 LOOPBACK_BODY = 65535 - 100  # about what a road session's body holds on loopback
 SMALL_BODY = 1200 - 40
@@ -60,7 +60,7 @@ def bodies(size: int, count: int, max_body: int, reverse: bool = False) -> list[
 
 
 def floor(batch: list[bytes]) -> int:
-    """Frames cut and pieces joined, nothing else: what any receiver does."""
+    """Chunks cut and pieces joined, nothing else: what any receiver does."""
     unpack_msg, unpack_seg = MSG.unpack_from, SEG.unpack_from
     msg_size, seg_size = MSG.size, SEG.size
     got = 0
@@ -68,7 +68,7 @@ def floor(batch: list[bytes]) -> int:
     for body in batch:
         off, end = 0, len(body)
         while off < end:
-            if body[off] == FrameKind.MSG:
+            if body[off] == ChunkKind.MSG:
                 _, _, _, _, length = unpack_msg(body, off)
                 off += msg_size
                 body[off : off + length]

@@ -615,7 +615,7 @@ def per_route(remotes: int, routes: int, idle: float) -> dict[str, Any]:
     how many remotes there are, and a small world runs in moments.
     """
     from flowcast.routing import Route
-    from flowcast.routing.frame import pack_message
+    from flowcast.routing.parcel import pack_message
 
     hub = _Hub()
     hub.grow(remotes)

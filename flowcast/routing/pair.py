@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import zlib
 
-from flowcast.routing.frame import route_bytes
+from flowcast.routing.parcel import route_bytes
 from flowcast.routing.route import Route
 
 __all__ = ["Pair"]

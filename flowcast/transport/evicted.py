@@ -4,7 +4,7 @@ The hold budget (budget.py) may drop what a channel holds for order or
 reassembly -- pieces the sender already saw acknowledged and will never
 send again.  Without a word the sender would wait for that message until
 its timeout, and with ``timeout=None`` forever, and the rest of its flow
-behind it.  So the receiver owes an ``EVICTED`` frame (flow, seq) for each
+behind it.  So the receiver owes an ``EVICTED`` chunk (flow, seq) for each
 reliable message it dropped; it rides on every ACK until the flow has
 moved past that seq.  The sender fails the message at once with reason
 ``evicted`` (the router routes an error back) and, as for any failed
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowcast.transport.wire import EVICT, FrameKind
+from flowcast.transport.wire import EVICT, ChunkKind
 
-__all__ = ["EVICTED", "note", "frames", "heard"]
+__all__ = ["EVICTED", "note", "chunks", "heard"]
 
 #: The reason of a message failed because its receiver evicted acknowledged pieces of it.
 EVICTED = "evicted"
@@ -30,7 +30,7 @@ PER_PACKET = 8
 #: eviction; past the bound the oldest is forgotten (counted
 #: ``evicted_unnoticed``): its sender, if honest, fails it by its timeout.
 MAX_OWED = 256
-_KIND = FrameKind.EVICTED
+_KIND = ChunkKind.EVICTED
 _pack = EVICT.pack
 
 
@@ -48,7 +48,7 @@ def note(channel: Any, flow: int, seq: int) -> None:
     channel.ack_owed = True
 
 
-def frames(channel: Any, room: int) -> bytes:
+def chunks(channel: Any, room: int) -> bytes:
     """The notices still owed that fit in ``room`` bytes; those the flow moved past are forgotten."""
     owed = channel.evicted_owed
     flows = channel.flows_in

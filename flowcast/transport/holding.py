@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 # What held data costs beyond its bytes (CPython 3.11, 64-bit, measured with
-# tracemalloc: tests/transport/test_budget.py keeps them honest): empty frames
+# tracemalloc: tests/transport/test_budget.py keeps them honest): empty chunks
 # are not free, and the budget must count what is held, not what was sent.
 ENTRY_COST = 145  # a whole message held out of order (tuple, dict slot, key, bytes header)
 SKIP_COST = 80  # a SKIP held out of order

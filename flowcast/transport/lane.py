@@ -11,7 +11,7 @@ can bind a yard's path, a stack given ``keys`` (lanekeys.py; every house of
 an estate) accepts a datagram only with a good MAC of that yard's key and
 a sequence number it has not seen (docs/protocol.md section 9).
 
-Large messages are cut into pages (SEG frames) and many small ones share
+Large messages are cut into pages (SEG chunks) and many small ones share
 a datagram, exactly as on a road.  Each stack instance picks a random,
 non-zero boot id carried in every header.
 
@@ -19,11 +19,11 @@ Two modes, chosen per stack (both ends of a lane must agree):
 
 * ``acks=False`` (raw, the default): nothing is acknowledged; an
   ``Outgoing`` ends ``"sent"`` once the kernel has its datagram.  Fast
-  (one less frame per datagram, no books per message), but whatever sits
+  (one less chunk per datagram, no books per message), but whatever sits
   in a receiver's socket buffer, or in a datagram sent to a yard that is
   down, is lost with it -- and the sender never knows.  When a yard's boot
   id changes its receive state starts afresh at whatever it sends first.
-* ``acks=True`` (acknowledged): the road's channel -- ACK frames, delivery
+* ``acks=True`` (acknowledged): the road's channel -- ACK chunks, delivery
   reported per flow, resend, receive window -- on plain datagrams.  An
   ``Outgoing`` is ``"delivered"`` only once the receiving yard's stack has
   handed it to its application (a ``message`` listener returned, or it entered the
@@ -75,9 +75,9 @@ _pack = HEADER.pack
 _unpack = HEADER.unpack_from
 
 #: Header flag of an acknowledged lane's datagrams: the body starts with
-#: the receiver's boot id (u32, 0 = not known yet), then frames.
+#: the receiver's boot id (u32, 0 = not known yet), then chunks.
 LANE_ACKED = 0x0001
-#: Header flag of an authenticated lane's datagrams: after the frames come a
+#: Header flag of an authenticated lane's datagrams: after the chunks come a
 #: sequence number (u64) and a 16-byte tag (BLAKE2b, or Poly1305 from
 #: 4 KiB), see lanekeys.py.
 LANE_AUTH = 0x0002
@@ -367,7 +367,7 @@ class LaneStack(Stack):
         if mac is None:
             end = len(data)
         else:
-            end = check(mac, data)  # the frames end where the trailer starts: sliced once, below
+            end = check(mac, data)  # the chunks end where the trailer starts: sliced once, below
             if end < 0:
                 self._refused(data, end)
                 return
@@ -393,7 +393,7 @@ class LaneStack(Stack):
         try:
             rx.handle(data[HEADER_SIZE:end], now)
         except WireError:
-            self.counts["bad_frames"] += 1
+            self.counts["bad_chunks"] += 1
 
     def _receive_acked(self, yard: Yard, data: bytes, end: int, now: float) -> None:
         if end < _AHEADER_SIZE:
@@ -427,7 +427,7 @@ class LaneStack(Stack):
         try:
             channel.handle(data[_AHEADER_SIZE:end], now)  # type: ignore[union-attr]
         except WireError:
-            self.counts["bad_frames"] += 1
+            self.counts["bad_chunks"] += 1
             return
         channel.received(counter)  # type: ignore[union-attr]
 
@@ -515,10 +515,10 @@ class LaneStack(Stack):
                     built = channel.build()  # type: ignore[union-attr]
                     if built is None:
                         break
-                    body, frames = built
+                    body, chunks = built
                     counter = yard.counter
                     yard.counter = counter + 1
-                    channel.sent(counter, len(body), frames, now)  # type: ignore[union-attr]
+                    channel.sent(counter, len(body), chunks, now)  # type: ignore[union-attr]
                     head = _apack(MAGIC, _LANE, flag, boot, counter, peer)
                     datagram = head + body if yard.mac is None else self._seal(yard, head, body)
                     if not emit(datagram, address):
@@ -585,4 +585,4 @@ def _waiting(channel: Channel) -> bool:
 
 
 def _no_delivery(flow: int, flags: int, payload: bytes) -> None:  # pragma: no cover - tx channels never receive
-    raise AssertionError("a transmit channel received a frame")
+    raise AssertionError("a transmit channel received a chunk")

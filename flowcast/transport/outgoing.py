@@ -41,7 +41,7 @@ class Outgoing:
 
     Besides what the caller gave (data, flow, flags, timeout, retries,
     burst, remote) the slots are the sending channel's books (seq, nseg,
-    segsize, marks, next_seg, inflight, deadline, frame, skip); the state
+    segsize, marks, next_seg, inflight, deadline, chunk, skip); the state
     and the reason are this module's alone.
     """
 
@@ -60,7 +60,7 @@ class Outgoing:
         "burst",
         "_state",
         "_reason",
-        "frame",
+        "chunk",
         "skip",
         "remote",
         "timeout",

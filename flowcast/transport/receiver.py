@@ -1,10 +1,10 @@
 """The receiving part of a channel: order, reassembly, what is held, ACKs owed.
 
-``handle`` reads every frame of an authenticated body: messages are
+``handle`` reads every chunk of an authenticated body: messages are
 delivered in flow order (out-of-order ones held, each counted against
 the channel's limit and the stack's hold budget), segments are joined
 into their message, SKIPs move a flow past a failed message, and ACK
-frames go to the sending part.  ``received`` and ``_ack_frame`` keep and
+chunks go to the sending part.  ``received`` and ``_ack_chunk`` keep and
 write the ranges of packets to acknowledge and, per flow, the next
 sequence number not yet delivered.  A mixin of
 :class:`flowcast.transport.reliable.Channel` (see recovery.py for why
@@ -44,18 +44,18 @@ from flowcast.transport.wire import (
     PATH,
     SEG,
     SKIP,
-    FrameKind,
+    ChunkKind,
     WireError,
 )
 
 __all__ = ["ACK_DELAY", "MAX_AHEAD", "MIN_PIECE", "RECEIVER_SLOTS", "Receiver"]
 
 _MSG_KIND, _SEG_KIND, _ACK_KIND, _SKIP_KIND, _PING_KIND = (
-    FrameKind.MSG,
-    FrameKind.SEG,
-    FrameKind.ACK,
-    FrameKind.SKIP,
-    FrameKind.PING,
+    ChunkKind.MSG,
+    ChunkKind.SEG,
+    ChunkKind.ACK,
+    ChunkKind.SKIP,
+    ChunkKind.PING,
 )
 _MSG_SIZE = MSG.size
 _SEG_SIZE = SEG.size
@@ -63,14 +63,14 @@ _msg_unpack = MSG.unpack_from
 _seg_unpack = SEG.unpack_from
 _ACK_SIZE = ACK.size
 _ack_unpack = ACK.unpack_from
-# An ACK frame with one range and one flow, the usual one, in one struct.
+# An ACK chunk with one range and one flow, the usual one, in one struct.
 _ACK_ONE_STRUCT = struct.Struct("!" + ACK.format.lstrip("!") + ACK_RANGE.format.lstrip("!") + ACK_FLOW.format.lstrip("!"))
 _ACK_ONE = _ACK_ONE_STRUCT.pack
 _ack_one_unpack = _ACK_ONE_STRUCT.unpack_from
 _ACK_ONE_SIZE = _ACK_ONE_STRUCT.size
 assert _ACK_ONE_SIZE == ACK.size + ACK_RANGE.size + ACK_FLOW.size
-_PATH_CHALLENGE, _PATH_RESPONSE = FrameKind.PATH_CHALLENGE, FrameKind.PATH_RESPONSE
-_EVICTED_KIND = FrameKind.EVICTED
+_PATH_CHALLENGE, _PATH_RESPONSE = ChunkKind.PATH_CHALLENGE, ChunkKind.PATH_RESPONSE
+_EVICTED_KIND = ChunkKind.EVICTED
 
 MAX_AHEAD = 1 << 20  # sequence numbers a receiver buffers beyond the next expected
 ACK_DELAY = 0.002
@@ -104,14 +104,14 @@ RECEIVER_SLOTS = (
 
 
 class Receiver:
-    """Frames in, messages delivered in order; ``Channel`` mixes it in (slots: RECEIVER_SLOTS)."""
+    """Chunks in, messages delivered in order; ``Channel`` mixes it in (slots: RECEIVER_SLOTS)."""
 
     __slots__ = ()
 
     def _init_receiver(self, deliver: Any, held: Any, adopt: bool, receive_window: int, max_message: int, budget: Any) -> None:
         self.deliver = deliver
         self.held = held or (lambda: 0)
-        self.adopt = adopt  # lane: a flow starts wherever the first frame seen is
+        self.adopt = adopt  # lane: a flow starts wherever the first chunk seen is
         self.receive_window = receive_window
         self.flows_in: dict[int, FlowIn] = {}
         self.partials_unreliable: dict[tuple[int, int], Partial] = {}
@@ -123,7 +123,7 @@ class Receiver:
         self.sweep_at: float | None = None  # when incomplete messages are next looked at for expiry
         self._hold_limit = receive_window + 2 * max_message
         self.recv_ranges: list[list[int]] = []
-        #: ``on_path(kind, token)``: PATH_CHALLENGE/RESPONSE frames go to the stack.
+        #: ``on_path(kind, token)``: PATH_CHALLENGE/RESPONSE chunks go to the stack.
         self.on_path: Any = None
         self.path_answers: list[int] = []  # PATH_RESPONSE tokens owed
         self.ack_owed = False  # send an ACK now, alone if nothing else goes
@@ -175,7 +175,7 @@ class Receiver:
             if len(ranges) > 256:
                 del ranges[:-MAX_ACK_RANGES]
 
-    def _ack_frame(self) -> bytes:
+    def _ack_chunk(self) -> bytes:
         self.ack_owed = False
         self.ack_pending = 0
         self.ack_due = None
@@ -218,7 +218,7 @@ class Receiver:
             self.ack_owed = True
 
     def handle(self, body: bytes, now: float) -> None:
-        """Process every frame of an authenticated body; WireError if malformed."""
+        """Process every chunk of an authenticated body; WireError if malformed."""
         end = len(body)
         off = 0
         deliver = self.deliver
@@ -233,7 +233,7 @@ class Receiver:
                     off += _MSG_SIZE
                     stop = off + length
                     if stop > end:
-                        raise WireError("message frame overruns the body")
+                        raise WireError("message chunk overruns the body")
                     eliciting = True
                     if flags & F_UNRELIABLE:
                         if watch is not None:
@@ -268,7 +268,7 @@ class Receiver:
                     off += _SEG_SIZE
                     stop = off + length
                     if stop > end or count < 2 or number >= count:
-                        raise WireError("bad segment frame")
+                        raise WireError("bad segment chunk")
                     eliciting = True
                     # A piece that is nearly its whole datagram is kept as a view
                     # (copied once, when joined) and counted as the whole datagram;
@@ -300,7 +300,7 @@ class Receiver:
                 elif kind == _PING_KIND:
                     off += 2
                     if off > end:
-                        raise WireError("truncated ping frame")
+                        raise WireError("truncated ping chunk")
                     eliciting = True
                 elif kind == _EVICTED_KIND:
                     _, flags, flow, seq = EVICT.unpack_from(body, off)
@@ -314,14 +314,14 @@ class Receiver:
                         self.on_path(kind, token)
                 else:
                     # ALLOW_ACK and CLOSE are the stack's; it strips them first.
-                    raise WireError(f"unexpected frame kind {kind}")
+                    raise WireError(f"unexpected chunk kind {kind}")
         except _CannotHold:
             self.counts["refused"] += 1
             raise
         except WireError:
             raise
         except (IndexError, ValueError, struct.error) as error:
-            raise WireError(f"truncated frame: {error}") from None
+            raise WireError(f"truncated chunk: {error}") from None
         if eliciting and self.acks:
             # Delayed ACK (as TCP): a second packet, or ACK_DELAY, makes
             # it go; until then it rides on any reply -- an echo costs one
@@ -335,7 +335,7 @@ class Receiver:
     def _ack_in(self, body: bytes, off: int, nranges: int, nflows: int, window: int, now: float) -> int:
         """Read an ACK's ranges and flows (past the one-range, one-flow case) and act on it; the offset after."""
         if nranges > MAX_ACK_RANGES or nflows > MAX_ACK_FLOWS:
-            raise WireError("ack frame too long")
+            raise WireError("ack chunk too long")
         ranges = []
         for _ in range(nranges):
             first, last = ACK_RANGE.unpack_from(body, off)

@@ -1,7 +1,7 @@
 """Message transactions over one session: batching, acks, resend, order.
 
 A :class:`Channel` turns queued messages into packet *bodies* (sequences of
-frames, wire.py) and bodies back into delivered messages.  It knows nothing
+chunks, wire.py) and bodies back into delivered messages.  It knows nothing
 about sockets or crypto: the stack seals each body it builds under the next
 packet counter and hands the channel every body it opens.  That split is
 what lets a Road (sealed UDP, lossy) and a Lane (plain Unix datagrams,
@@ -22,7 +22,7 @@ per exchange:
   a message delivered only then: an acknowledged packet whose message still
   waits behind a gap is not "delivered" (nothing is reported delivered that
   was not).
-* **Many small messages, one packet.**  The builder packs frames until the
+* **Many small messages, one packet.**  The builder packs chunks until the
   body is full; the stack seals each body with one AEAD call.
 * **Flow control.**  The receiver advertises a window (bytes it can still
   hold); the sender keeps bytes in flight under min(window, cwnd), and cwnd
@@ -32,7 +32,7 @@ per exchange:
   of any one segment), ``burst`` (segments of this message in flight) or
   fire-and-forget (``reliable=False``: sent once, delivered on arrival,
   never ordered).  A reliable message that fails is replaced on the wire by
-  a SKIP frame so the receiver's flow moves on instead of waiting forever.
+  a SKIP chunk so the receiver's flow moves on instead of waiting forever.
 
 The work is split by role, each part in its own module and owning its
 own state: sender.py (queueing, segmentation, packets, acknowledgements
@@ -40,7 +40,7 @@ in), receiver.py (order, reassembly, what is held, ACKs owed) and
 recovery.py (RTT, congestion window, back-off, timers).  ``Channel`` here
 is the thin facade that joins them.  The parts are mixins of one object
 rather than three objects because the per-datagram path crosses them
-(an ACK frame read by the receiver frees the sender's packets and grows
+(an ACK chunk read by the receiver frees the sender's packets and grows
 recovery's window): an attribute read through a second object would be
 paid on every packet.  A message's state is outgoing.py's alone.
 """
@@ -115,7 +115,7 @@ class Channel(Sender, Receiver, Recovery):
         self.max_message = max_message
         self.counts: dict[str, int] = {"resent": 0, "lost_packets": 0, "duplicates": 0, "refused": 0, "failed": 0}
         #: A ``stack.ChannelEvents`` while the stack records message events; None
-        #: (the default) costs one local test per frame received, nothing more.
+        #: (the default) costs one local test per chunk received, nothing more.
         self.watch: Any = None
         self._init_sender(max_body)
         self._init_receiver(deliver, held, adopt, receive_window, max_message, budget)

@@ -52,14 +52,14 @@ from flowcast.transport.roadtable import REMOTE_FORGOTTEN, RemoteTable
 from flowcast.transport.session import Session
 from flowcast.transport.channelevents import ChannelEvents, EventSink
 from flowcast.transport.stack import Stack
-from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PATH, FrameKind, PacketKind, WireError
+from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PATH, ChunkKind, PacketKind, WireError
 
 __all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL", "REMOTE_FORGOTTEN"]
 
 #: The reason of a message refused because its remote's backlog is full.
 BACKLOG_FULL = "backlog full"
 
-_ALLOW_ACK_KIND = FrameKind.ALLOW_ACK
+_ALLOW_ACK_KIND = ChunkKind.ALLOW_ACK
 _SEALED = PacketKind.SEALED
 _unpack_header = HEADER.unpack_from
 _OVERHEAD = HEADER_SIZE + 16  # header + MAC
@@ -423,7 +423,7 @@ class RoadStack(Stack):
             if not session.initiator and not session.confirmed:
                 extra = ALLOW_ACK.pack(_ALLOW_ACK_KIND, 0, session.local_index)
             if channel.path_answers:
-                extra += b"".join(PATH.pack(FrameKind.PATH_RESPONSE, 0, t) for t in channel.path_answers[-4:])
+                extra += b"".join(PATH.pack(ChunkKind.PATH_RESPONSE, 0, t) for t in channel.path_answers[-4:])
                 channel.path_answers.clear()
                 channel.ack_owed = True
             address = remote.address
@@ -431,9 +431,9 @@ class RoadStack(Stack):
                 built = channel.build(extra)
                 if built is None:
                     break
-                body, frames = built
+                body, chunks = built
                 counter, datagram = session.seal(body)
-                channel.sent(counter, len(body), frames, now)
+                channel.sent(counter, len(body), chunks, now)
                 remote.last_sent = now
                 if outq or not send(datagram, address):  # (Stack._emit, inlined)
                     outq.append((datagram, address, None))
@@ -524,7 +524,7 @@ class RoadStack(Stack):
         try:
             channel.handle(body[offset:] if offset else body, now)
         except WireError:
-            self.counts["bad_frames"] += 1
+            self.counts["bad_chunks"] += 1
             return
         finally:
             self._source = None

@@ -25,15 +25,15 @@ from flowcast.transport.reliable import Outgoing
 from flowcast.transport.revoke import may_allow
 from flowcast.transport.roadremote import Allowing, Remote, random32
 from flowcast.transport.session import Session
-from flowcast.transport.wire import ALLOW_ACK, PING, FrameKind
+from flowcast.transport.wire import ALLOW_ACK, PING, ChunkKind
 
 if TYPE_CHECKING:
     from flowcast.transport.road import RoadStack
 
 __all__ = ["Allows"]
 
-_ALLOW_ACK_KIND = FrameKind.ALLOW_ACK
-_PING = PING.pack(FrameKind.PING, 0)
+_ALLOW_ACK_KIND = ChunkKind.ALLOW_ACK
+_PING = PING.pack(ChunkKind.PING, 0)
 
 
 class Allows:

@@ -7,7 +7,7 @@ bench/memory.py (real loopback).
 from __future__ import annotations
 
 from flowcast.transport.reliable import MIN_PIECE
-from flowcast.transport.wire import MSG, SEG, FrameKind
+from flowcast.transport.wire import MSG, SEG, ChunkKind
 
 
 def inject_sealed(stack, remote_name: str, body: bytes) -> None:
@@ -18,7 +18,7 @@ def inject_sealed(stack, remote_name: str, body: bytes) -> None:
 
 
 def seg(seq: int, number: int, count: int, piece: bytes, flow: int = 0) -> bytes:
-    return SEG.pack(FrameKind.SEG, 0, flow, seq, number, count, len(piece)) + piece
+    return SEG.pack(ChunkKind.SEG, 0, flow, seq, number, count, len(piece)) + piece
 
 
 class Attacks:
@@ -58,7 +58,7 @@ class Attacks:
         filler = b"f" * (self.body_size - half - SEG.size - MSG.size - 4)
         out = []
         for _ in range(6):
-            out.append(seg(self.half_seq, 0, 2, b"h" * half) + MSG.pack(FrameKind.MSG, 0, 7, 0, len(filler)) + filler)
+            out.append(seg(self.half_seq, 0, 2, b"h" * half) + MSG.pack(ChunkKind.MSG, 0, 7, 0, len(filler)) + filler)
             self.half_seq += 1
         return out
 
@@ -66,6 +66,6 @@ class Attacks:
         """Whole messages held for order behind one that never comes (they do not expire)."""
         out = []
         for _ in range(4):
-            out.append(MSG.pack(FrameKind.MSG, 0, 3, self.gap_seq, 20_000) + b"g" * 20_000)
+            out.append(MSG.pack(ChunkKind.MSG, 0, 3, self.gap_seq, 20_000) + b"g" * 20_000)
             self.gap_seq += 1
         return out

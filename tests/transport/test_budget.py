@@ -19,7 +19,7 @@ import pytest
 
 from flowcast.transport.budget import HoldBudget
 from flowcast.transport.reliable import MIN_PIECE, Channel
-from flowcast.transport.wire import MSG, SKIP, FrameKind
+from flowcast.transport.wire import MSG, SKIP, ChunkKind
 from tests.transport.attacks import Attacks, inject_sealed, seg
 from tests.transport.roadkit import World
 
@@ -89,7 +89,7 @@ def test_three_attacks_from_three_peers_stay_within_the_budget_honest_peer_keeps
     # the attacks did fill the budget, and never pushed past it
     assert peak > budget.limit * 0.8, (peak, budget.limit)
     assert budget.counts["refused"] > 0
-    assert beta.counts["bad_frames"] >= 30  # 2^32-1 one-byte segments: no message, refused outright
+    assert beta.counts["bad_chunks"] >= 30  # 2^32-1 one-byte segments: no message, refused outright
     # what is accounted is what is held: tracemalloc's growth (the simulated network's
     # and the stacks' own books included) is within 10% of what the budget counts
     assert abs(grown - held) <= 0.1 * held, (grown, held)
@@ -242,13 +242,13 @@ def _pieces(length: int, per_body: int, bodies: int, count: int) -> list[bytes]:
     out = []
     seq = number = 0
     for _ in range(bodies):
-        frames = []
+        chunks = []
         for _ in range(per_body):
-            frames.append(seg(seq, number, count, b"p" * length))
+            chunks.append(seg(seq, number, count, b"p" * length))
             number += 1
             if number >= count - 1:  # the last piece never comes
                 seq, number = seq + 1, 0
-        out.append(b"".join(frames))
+        out.append(b"".join(chunks))
     return out
 
 
@@ -258,15 +258,15 @@ def _pieces(length: int, per_body: int, bodies: int, count: int) -> list[bytes]:
     ("1 kB pieces", lambda: _pieces(1000, 50, 200, 1024)),
     ("pieces just under their datagram (views)", lambda: _pieces(59_000, 1, 150, 1000)),
     ("pieces just over half their datagram (copies)", lambda: [
-        seg(s, 0, 2, b"h" * 30_001) + MSG.pack(FrameKind.MSG, 0, 1, 0, 29_000) + b"f" * 29_000 for s in range(1, 200)]),
+        seg(s, 0, 2, b"h" * 30_001) + MSG.pack(ChunkKind.MSG, 0, 1, 0, 29_000) + b"f" * 29_000 for s in range(1, 200)]),
     ("one-byte last pieces of many messages", lambda: [
         b"".join(seg(s, 9, 10, b"t") for s in range(k * 2000 + 1, (k + 1) * 2000 + 1)) for k in range(30)]),
     ("whole messages held behind a gap", lambda: [
-        b"".join(MSG.pack(FrameKind.MSG, 0, 0, s, 100) + b"m" * 100 for s in range(k * 300 + 1, (k + 1) * 300 + 1)) for k in range(100)]),
+        b"".join(MSG.pack(ChunkKind.MSG, 0, 0, s, 100) + b"m" * 100 for s in range(k * 300 + 1, (k + 1) * 300 + 1)) for k in range(100)]),
     ("empty messages held behind a gap", lambda: [
-        b"".join(MSG.pack(FrameKind.MSG, 0, 0, s, 0) for s in range(k * 1000 + 1, (k + 1) * 1000 + 1)) for k in range(50)]),
+        b"".join(MSG.pack(ChunkKind.MSG, 0, 0, s, 0) for s in range(k * 1000 + 1, (k + 1) * 1000 + 1)) for k in range(50)]),
     ("SKIPs held behind a gap", lambda: [
-        b"".join(SKIP.pack(FrameKind.SKIP, 0, 0, s) for s in range(k * 1000 + 1, (k + 1) * 1000 + 1)) for k in range(50)]),
+        b"".join(SKIP.pack(ChunkKind.SKIP, 0, 0, s) for s in range(k * 1000 + 1, (k + 1) * 1000 + 1)) for k in range(50)]),
 ])
 def test_what_is_accounted_is_what_is_held_within_ten_percent(name, bodies):
     """Was a finding (issue 10): a piece at least half its datagram was kept as a view of the

@@ -22,10 +22,10 @@ class Link:
         built = source.build()
         if built is None:
             return False
-        body, frames = built
+        body, chunks = built
         counter = self.counters[id(source)]
         self.counters[id(source)] = counter + 1
-        source.sent(counter, len(body), frames, now)
+        source.sent(counter, len(body), chunks, now)
         if not drop:
             target = self.ends[id(source)]
             target.received(counter)

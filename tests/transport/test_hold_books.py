@@ -18,7 +18,7 @@ from flowcast.transport.budget import HoldBudget
 from flowcast.transport.holding import Partial, held_cost
 from flowcast.transport.reliable import MIN_PIECE, Channel
 from flowcast.transport.tablesize import MEASURED
-from flowcast.transport.wire import F_UNRELIABLE, MSG, SEG, SKIP, FrameKind, WireError
+from flowcast.transport.wire import F_UNRELIABLE, MSG, SEG, SKIP, ChunkKind, WireError
 from tests.transport.attacks import seg
 
 
@@ -31,7 +31,7 @@ def _held(channel: Channel) -> int:
 
 
 def _useg(seq: int, number: int, count: int, piece: bytes) -> bytes:
-    return SEG.pack(FrameKind.SEG, F_UNRELIABLE, 1, seq, number, count, len(piece)) + piece
+    return SEG.pack(ChunkKind.SEG, F_UNRELIABLE, 1, seq, number, count, len(piece)) + piece
 
 
 def test_a_dict_of_pieces_is_counted_as_getsizeof_sees_it_in_any_order_and_past_the_measured_lengths():
@@ -69,7 +69,7 @@ def test_messages_arriving_in_order_are_never_held_whole():
 
 
 def test_the_books_stay_exact_under_mixed_traffic_refusals_and_evictions():
-    """Seeded random frames from two peers into one small budget: in-order and
+    """Seeded random chunks from two peers into one small budget: in-order and
     out-of-order messages and pieces, duplicates, SKIPs, unreliable pieces,
     refusals and evictions.  After every body each channel's ``buffered`` is
     what it holds, and the budget's books are its channels' sum and set."""
@@ -83,9 +83,9 @@ def test_the_books_stay_exact_under_mixed_traffic_refusals_and_evictions():
         seq = expected + rng.choice([0, 0, 0, 1, 2, 3, 5, 8])
         kind = rng.random()
         if kind < 0.25:
-            body = MSG.pack(FrameKind.MSG, 0, 0, seq, 300) + b"m" * 300
+            body = MSG.pack(ChunkKind.MSG, 0, 0, seq, 300) + b"m" * 300
         elif kind < 0.3:
-            body = SKIP.pack(FrameKind.SKIP, 0, 0, seq)
+            body = SKIP.pack(ChunkKind.SKIP, 0, 0, seq)
         elif kind < 0.4:
             body = _useg(rng.randrange(100), rng.randrange(3), 3, b"u" * 5_000)
         else:

@@ -54,7 +54,7 @@ def test_only_known_yards_are_heard(tmp_path):
         # garbage from a known yard's address is counted, not raised
         a.port.send(b"\xf1\x09garbage-garbage-garbage", b.address)
         a.port.send(b"\x00", b.address)
-        serve([b], until=lambda: b.counts["malformed"] + b.counts["bad_frames"] >= 2, timeout=5)
+        serve([b], until=lambda: b.counts["malformed"] + b.counts["bad_chunks"] >= 2, timeout=5)
         assert b.counts["internal_errors"] == 0
     finally:
         for s in (a, b, stranger):

@@ -129,12 +129,12 @@ def test_a_delayed_ack_is_due_within_ack_delay_even_with_data_in_flight():
     receiver = Channel(1200, lambda *a: None)
     # receiver has a packet of its own in flight...
     receiver.submit(Outgoing(b"mine", 0, 4), 1.0)
-    body, frames = receiver.build()
-    receiver.sent(0, len(body), frames, 1.0)
+    body, chunks = receiver.build()
+    receiver.sent(0, len(body), chunks, 1.0)
     # ...when one ack-eliciting packet arrives
     sender.submit(Outgoing(b"theirs", 0, 4), 0.0)
-    body, frames = sender.build()
-    sender.sent(0, len(body), frames, 0.0)
+    body, chunks = sender.build()
+    sender.sent(0, len(body), chunks, 0.0)
     receiver.handle(body, 1.0)
     receiver.received(0)
     assert receiver.next_deadline() <= 1.0 + ACK_DELAY
