@@ -238,8 +238,8 @@ def _measure(kind: str, mode: str, size: int, count: int, budget: float, options
         # CPU per message on each side: what the figure would be on idle cores
         note += f"; CPU {cpu * 1e6 / sent:.2f} us/msg sending, {done['cpu'] * 1e6 / sent:.2f} us/msg receiving"
         if kind == "road":
-            channel = stack.remote("beta").session.channel
-            note += f"; {channel.counts['resent']} segments resent"
+            link = stack.remote("beta").session.link
+            note += f"; {link.counts['resent']} segments resent"
         if tuned:
             note += "; malloc tuned (trim/mmap thresholds) in both processes"
         return {"msgs": sent / elapsed, "mbps": done["bytes"] / elapsed / 1e6, "note": note, "ok": ok == sent}

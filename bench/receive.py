@@ -1,8 +1,8 @@
-"""Receive-path benchmark: Channel.handle CPU per message, in one process.
+"""Receive-path benchmark: Link.handle CPU per message, in one process.
 
 The two-process figures (bench/road.py) move by 10-20% from run to run on a
 shared box, more than the receive path's own cost changes; this measures
-only ``Channel.handle`` over bodies a sending channel built beforehand, as a
+only ``Link.handle`` over bodies a sending link built beforehand, as a
 road session would get them (with the stack's hold budget), best of many
 short runs.  Figures, each with its ratio to the floor -- the same bodies
 cut into chunks and pieces joined by a bare loop (what any receiver must
@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import Figures, parser  # noqa: E402
 
-from flowcast.transport.reliable import Channel, Outgoing  # noqa: E402
+from flowcast.transport.reliable import Link, Outgoing  # noqa: E402
 
 try:
     from flowcast.transport.budget import HoldBudget
@@ -42,8 +42,8 @@ SMALL_BODY = 1200 - 40
 
 
 def bodies(size: int, count: int, max_body: int, reverse: bool = False) -> list[bytes]:
-    """What a sending channel builds for ``count`` messages of ``size`` bytes (no acknowledgements)."""
-    sender = Channel(max_body, lambda *a: None, acks=False)
+    """What a sending link builds for ``count`` messages of ``size`` bytes (no acknowledgements)."""
+    sender = Link(max_body, lambda *a: None, acks=False)
     data = os.urandom(size)
     out: list[bytes] = []
     batches = [count] if size < 1000 else [1] * count  # small ones share datagrams, as a stack packs them
@@ -92,7 +92,7 @@ def handle(batch: list[bytes], max_body: int) -> int:
     def deliver(flow: int, flags: int, data: bytes) -> None:
         got[0] += 1
 
-    receiver = Channel(max_body, deliver, **({"budget": HoldBudget()} if HoldBudget is not None else {}))
+    receiver = Link(max_body, deliver, **({"budget": HoldBudget()} if HoldBudget is not None else {}))
     for body in batch:
         receiver.handle(body, 1.0)
     return got[0]

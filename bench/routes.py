@@ -55,7 +55,7 @@ cannot say whose memory it is.  The hub's share is found by ownership:
 
 1. *Attribution by reachability.*  From the hub's roots (its Router, which
    holds its Store, Policy, caches and RoadStack, which holds its Keep,
-   remotes, sessions, channels and port) every object reachable through
+   remotes, sessions, links and port) every object reachable through
    ``gc.get_referents`` is collected without crossing into the shared world
    (scheduler, network, clock, modules, classes, code, function globals,
    enum members) or into a remote's stack; the same is done from the
@@ -250,7 +250,7 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
             if road is not None:
                 counts.update({f"road.{k}": v for k, v in road.counts.items()})
                 try:
-                    counts["road.resent"] = road.remote("beta" if estate == "alpha" else "alpha").session.channel.counts["resent"]
+                    counts["road.resent"] = road.remote("beta" if estate == "alpha" else "alpha").session.link.counts["resent"]
                 except (KeyError, AttributeError):
                     pass
             reply("report", {"cpu": time.process_time() - state["cpu0"], "counts": counts})

@@ -1,8 +1,8 @@
-"""Send-path benchmark: Channel CPU per message sent and acknowledged, in one process.
+"""Send-path benchmark: Link CPU per message sent and acknowledged, in one process.
 
 The companion of bench/receive.py, for the same reason: bench/road.py's
 two-process figures move by more than the send path's own cost changes
-on a shared box, so a change to the channel's sending half (sender.py,
+on a shared box, so a change to the link's sending half (sender.py,
 recovery.py, outgoing.py) is measured here, on CPU time, best of many
 short runs.  Each run submits the messages, builds every body, records
 each as sent, and feeds back the ACK a receiver would send (one range,
@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import Figures, parser  # noqa: E402
 
-from flowcast.transport.reliable import Channel, Outgoing  # noqa: E402
+from flowcast.transport.reliable import Link, Outgoing  # noqa: E402
 from flowcast.transport.wire import ACK, ACK_FLOW, ACK_RANGE, MSG, SEG, ChunkKind  # noqa: E402
 
 LOOPBACK_BODY = 65535 - 100  # about what a road session's body holds on loopback
@@ -47,7 +47,7 @@ def send(size: int, count: int, max_body: int, batch: int) -> int:
     def completed(msg: Outgoing) -> None:
         delivered[0] += msg.delivered
 
-    sender = Channel(max_body, lambda *a: None, completed, max_cwnd=1 << 40)
+    sender = Link(max_body, lambda *a: None, completed, max_cwnd=1 << 40)
     sender.peer_window = 1 << 40
     data = b"x" * size
     counter = 0

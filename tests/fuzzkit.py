@@ -12,7 +12,7 @@ inputs, and sealed datagrams never open.  So here:
   the way a connected peer's bugs or malice would;
 * acknowledged-lane datagrams and router parcels are fuzzed too; the lanes
   are keyed, as every estate's are, so hostile lane datagrams are sealed
-  with the real pair key (they reach the channel), and impostors -- no
+  with the real pair key (they reach the link), and impostors -- no
   trailer, a wrong or reflected key, a replay, a flipped bit -- must each
   be one counted drop;
 * every input is timed and (when asked) its memory measured with
@@ -49,7 +49,7 @@ from flowcast.routing.parcel import pack_message
 from flowcast.transport import handshake as hs
 from flowcast.transport.crypto import open_sealed
 from flowcast.transport.lanekeys import TRAILER_SIZE, YardMac, seal
-from flowcast.transport.reliable import Channel
+from flowcast.transport.reliable import Link
 from flowcast.transport.stack import Message
 from flowcast.transport.wire import (
     ACK,
@@ -384,7 +384,7 @@ class Fuzzer:
         self.memory = memory
         self.service_every = service_every
         self.report = FuzzReport()
-        self.channel = Channel(65000, lambda flow, flags, payload: None, None)
+        self.link = Link(65000, lambda flow, flags, payload: None, None)
         self._count_handlers()
 
     def _count_handlers(self) -> None:
@@ -401,7 +401,7 @@ class Fuzzer:
     # one input per target -----------------------------------------------------------------
 
     def _decoders(self, data: bytes, now: float) -> None:
-        for call in (unpack_header, decode_chunks, lambda d: self.channel.handle(d, now)):
+        for call in (unpack_header, decode_chunks, lambda d: self.link.handle(d, now)):
             try:
                 call(data)
             except WireError:

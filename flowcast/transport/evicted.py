@@ -1,6 +1,6 @@
 """EVICTED notices: a receiver that dropped acknowledged pieces of a message tells its sender.
 
-The hold budget (budget.py) may drop what a channel holds for order or
+The hold budget (budget.py) may drop what a link holds for order or
 reassembly -- pieces the sender already saw acknowledged and will never
 send again.  Without a word the sender would wait for that message until
 its timeout, and with ``timeout=None`` forever, and the rest of its flow
@@ -25,7 +25,7 @@ __all__ = ["EVICTED", "note", "chunks", "heard"]
 EVICTED = "evicted"
 #: Notices one packet carries at most (12 bytes each): the rest go with the next ACKs.
 PER_PACKET = 8
-#: Notices one channel owes at most.  A peer that never sends the SKIPs
+#: Notices one link owes at most.  A peer that never sends the SKIPs
 #: (an attacker's injected pieces) would otherwise grow them with every
 #: eviction; past the bound the oldest is forgotten (counted
 #: ``evicted_unnoticed``): its sender, if honest, fails it by its timeout.
@@ -34,24 +34,24 @@ _KIND = ChunkKind.EVICTED
 _pack = EVICT.pack
 
 
-def note(channel: Any, flow: int, seq: int) -> None:
-    """``channel`` (the receiver) dropped reliable message ``seq`` of ``flow``: owe its sender a notice."""
-    if not channel.acks:
+def note(link: Any, flow: int, seq: int) -> None:
+    """``link`` (the receiver) dropped reliable message ``seq`` of ``flow``: owe its sender a notice."""
+    if not link.acks:
         return  # no acknowledgements, no sender waiting on them
-    owed = channel.evicted_owed
+    owed = link.evicted_owed
     if owed is None:
-        owed = channel.evicted_owed = {}
+        owed = link.evicted_owed = {}
     owed[(flow, seq)] = None
     if len(owed) > MAX_OWED:
         del owed[next(iter(owed))]
-        channel.counts["evicted_unnoticed"] = channel.counts.get("evicted_unnoticed", 0) + 1
-    channel.ack_owed = True
+        link.counts["evicted_unnoticed"] = link.counts.get("evicted_unnoticed", 0) + 1
+    link.ack_owed = True
 
 
-def chunks(channel: Any, room: int) -> bytes:
+def chunks(link: Any, room: int) -> bytes:
     """The notices still owed that fit in ``room`` bytes; those the flow moved past are forgotten."""
-    owed = channel.evicted_owed
-    flows = channel.flows_in
+    owed = link.evicted_owed
+    flows = link.flows_in
     out = []
     for key in list(owed):
         flow, seq = key
@@ -63,20 +63,20 @@ def chunks(channel: Any, room: int) -> bytes:
             break
         out.append(_pack(_KIND, 0, flow, seq))
     if not owed:
-        channel.evicted_owed = None
+        link.evicted_owed = None
     return b"".join(out)
 
 
-def heard(channel: Any, flow: int, seq: int) -> None:
+def heard(link: Any, flow: int, seq: int) -> None:
     """The peer evicted ``seq`` of ``flow``: fail that message now if it is still ours and waiting."""
-    queue = channel.unfinished.get(flow)
+    queue = link.unfinished.get(flow)
     if not queue:
         return
     for msg in queue:
         if msg.seq == seq:
             if not msg.skip:
-                channel.counts["evicted_by_peer"] = channel.counts.get("evicted_by_peer", 0) + 1
-                channel.fail(msg, EVICTED)
+                link.counts["evicted_by_peer"] = link.counts.get("evicted_by_peer", 0) + 1
+                link.fail(msg, EVICTED)
             return
         if msg.seq > seq:
             return

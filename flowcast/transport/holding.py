@@ -1,4 +1,4 @@
-"""What a channel holds for order or reassembly, and what each thing held costs.
+"""What a link holds for order or reassembly, and what each thing held costs.
 
 The receiving part (receiver.py) keeps, per flow, the messages that came
 ahead of a gap and the pieces of messages not yet whole; the hold budget

@@ -3,7 +3,7 @@
 A message is queued until it reaches one final state: delivered (the
 receiver reported it), failed (``reason`` says why) or sent
 (fire-and-forget, or handed to a lane's port).  Roads, lanes, the
-channel and the router all need to know which, and before this module
+link and the router all need to know which, and before this module
 each wrote or compared the state number itself, so a new rule (a
 delivered message must not fail afterwards and be routed back as an
 error) had to be kept in five places.  Here the transitions are methods,
@@ -40,7 +40,7 @@ class Outgoing:
     or -- fire-and-forget -- it left in a datagram (``"sent"``).
 
     Besides what the caller gave (data, flow, flags, timeout, retries,
-    burst, remote) the slots are the sending channel's books (seq, nseg,
+    burst, remote) the slots are the sending link's books (seq, nseg,
     segsize, marks, next_seg, inflight, deadline, chunk, skip); the state
     and the reason are this module's alone.
     """

@@ -1,13 +1,13 @@
-"""The receiving part of a channel: order, reassembly, what is held, ACKs owed.
+"""The receiving part of a link: order, reassembly, what is held, ACKs owed.
 
 ``handle`` reads every chunk of an authenticated body: messages are
 delivered in flow order (out-of-order ones held, each counted against
-the channel's limit and the stack's hold budget), segments are joined
+the link's limit and the stack's hold budget), segments are joined
 into their message, SKIPs move a flow past a failed message, and ACK
 chunks go to the sending part.  ``received`` and ``_ack_chunk`` keep and
 write the ranges of packets to acknowledge and, per flow, the next
 sequence number not yet delivered.  A mixin of
-:class:`flowcast.transport.reliable.Channel` (see recovery.py for why
+:class:`flowcast.transport.reliable.Link` (see recovery.py for why
 not an object of its own).
 """
 
@@ -77,7 +77,7 @@ ACK_DELAY = 0.002
 MIN_PIECE = 128  # every piece of a message but its last is this long at least (a segment: max_body - 88)
 # A piece at least nine tenths of its datagram is kept as a view of it, a smaller one is copied (handle).
 
-#: The state this part owns; ``Channel.__slots__`` is made of each part's.
+#: The state this part owns; ``Link.__slots__`` is made of each part's.
 RECEIVER_SLOTS = (
     "_buffered",
     "_flow_cursor",
@@ -104,7 +104,7 @@ RECEIVER_SLOTS = (
 
 
 class Receiver:
-    """Chunks in, messages delivered in order; ``Channel`` mixes it in (slots: RECEIVER_SLOTS)."""
+    """Chunks in, messages delivered in order; ``Link`` mixes it in (slots: RECEIVER_SLOTS)."""
 
     __slots__ = ()
 
@@ -117,7 +117,7 @@ class Receiver:
         self.partials_unreliable: dict[tuple[int, int], Partial] = {}
         #: (flow, seq) of reliable messages the hold budget dropped: EVICTED notices owed (evicted.py).
         self.evicted_owed: dict[tuple[int, int], None] | None = None
-        #: The stack's byte budget, shared by all its channels (None: this channel's limit only).
+        #: The stack's byte budget, shared by all its links (None: this link's limit only).
         self.budget = budget
         self._buffered = 0  # bytes and entries held for order or reassembly (see holding.held_cost)
         self.sweep_at: float | None = None  # when incomplete messages are next looked at for expiry
@@ -159,7 +159,7 @@ class Receiver:
                 budget.holders.pop(self, None)
 
     def _room(self, size: int) -> bool:
-        """May this channel hold ``size`` more bytes (its own limit, then the stack's budget)?"""
+        """May this link hold ``size`` more bytes (its own limit, then the stack's budget)?"""
         if self._buffered + size > self._hold_limit:
             return False
         budget = self.budget

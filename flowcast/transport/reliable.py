@@ -1,9 +1,9 @@
 """Message transactions over one session: batching, acks, resend, order.
 
-A :class:`Channel` turns queued messages into packet *bodies* (sequences of
+A :class:`Link` turns queued messages into packet *bodies* (sequences of
 chunks, wire.py) and bodies back into delivered messages.  It knows nothing
 about sockets or crypto: the stack seals each body it builds under the next
-packet counter and hands the channel every body it opens.  That split is
+packet counter and hands the link every body it opens.  That split is
 what lets a Road (sealed UDP, lossy) and a Lane (plain Unix datagrams,
 lossless and ordered) share it.
 
@@ -37,7 +37,7 @@ per exchange:
 The work is split by role, each part in its own module and owning its
 own state: sender.py (queueing, segmentation, packets, acknowledgements
 in), receiver.py (order, reassembly, what is held, ACKs owed) and
-recovery.py (RTT, congestion window, back-off, timers).  ``Channel`` here
+recovery.py (RTT, congestion window, back-off, timers).  ``Link`` here
 is the thin facade that joins them.  The parts are mixins of one object
 rather than three objects because the per-datagram path crosses them
 (an ACK chunk read by the receiver frees the sender's packets and grows
@@ -71,12 +71,12 @@ __all__ = [
     "QUEUED",
     "REORDER_THRESHOLD",
     "SENT",
-    "Channel",
+    "Link",
     "Outgoing",
 ]
 
 
-class Channel(Sender, Receiver, Recovery):
+class Link(Sender, Receiver, Recovery):
     """Sender and receiver halves of message transactions for one session.
 
     ``deliver(flow, flags, payload)`` is called for every message in order;
@@ -114,7 +114,7 @@ class Channel(Sender, Receiver, Recovery):
         self.acks = acks
         self.max_message = max_message
         self.counts: dict[str, int] = {"resent": 0, "lost_packets": 0, "duplicates": 0, "refused": 0, "failed": 0}
-        #: A ``stack.ChannelEvents`` while the stack records message events; None
+        #: A ``stack.LinkEvents`` while the stack records message events; None
         #: (the default) costs one local test per chunk received, nothing more.
         self.watch: Any = None
         self._init_sender(max_body)

@@ -47,14 +47,14 @@ class PathCheck:
         probes[address] = (token, now + PROBE_LIFE)
         body = PATH.pack(ChunkKind.PATH_CHALLENGE, 0, token)
         counter, datagram = session.seal(body)
-        session.channel.sent(counter, len(body), None, now)
+        session.link.sent(counter, len(body), None, now)
         stack = self.stack
         stack._dirty[remote] = None
         stack.counts["path_challenges"] += 1
         stack._emit(datagram, address)
 
     def on_path(self, kind: int, token: int) -> None:
-        """A channel read a PATH chunk of the datagram the stack is reading (``stack._source``)."""
+        """A link read a PATH chunk of the datagram the stack is reading (``stack._source``)."""
         source = self.stack._source
         if source is None:
             return
@@ -62,7 +62,7 @@ class PathCheck:
         if kind == ChunkKind.PATH_CHALLENGE:
             session = remote.session
             if session is not None:
-                session.channel.path_answers.append(token)
+                session.link.path_answers.append(token)
         else:
             held = remote.probes.get(address)
             if held is not None and held[0] == token:

@@ -1,4 +1,4 @@
-"""The sending part of a channel: queueing, segmentation, packets, acknowledgements.
+"""The sending part of a link: queueing, segmentation, packets, acknowledgements.
 
 ``submit`` numbers a message in its flow and queues it; ``build`` packs
 queued chunks, resends first, into the next packet body (an owed ACK
@@ -6,7 +6,7 @@ rides along); ``sent`` remembers which segments each packet carried, and
 an ACK (``_on_ack``) frees them and reports messages delivered once the
 receiver says its flow has moved past them.  A message that fails is
 replaced on the wire by a SKIP, so the receiver's flow moves on.  A
-mixin of :class:`flowcast.transport.reliable.Channel` (see recovery.py
+mixin of :class:`flowcast.transport.reliable.Link` (see recovery.py
 for why not an object of its own).
 
 A message's state is outgoing.py's: this module changes it only through
@@ -58,7 +58,7 @@ _INF = float("inf")
 _ACKED = ACKED
 _NO_QUEUE = NO_QUEUE
 
-#: The state this part owns; ``Channel.__slots__`` is made of each part's.
+#: The state this part owns; ``Link.__slots__`` is made of each part's.
 SENDER_SLOTS = (
     "_early",
     "_latest_deadline",
@@ -79,7 +79,7 @@ SENDER_SLOTS = (
 
 
 class Sender:
-    """Messages out, acknowledgements in; ``Channel`` mixes it in (slots: SENDER_SLOTS)."""
+    """Messages out, acknowledgements in; ``Link`` mixes it in (slots: SENDER_SLOTS)."""
 
     __slots__ = ()
 
@@ -460,7 +460,7 @@ class Sender:
         self._failed(msg, reason)
 
     def shrink(self) -> None:
-        """Let go of empty send queues (an idle remote's channel keeps none)."""
+        """Let go of empty send queues (an idle remote's link keeps none)."""
         if self.fresh is not _NO_QUEUE and not self.fresh:
             self.fresh = _NO_QUEUE  # type: ignore[assignment]
         if self.resend is not _NO_QUEUE and not self.resend:

@@ -25,14 +25,14 @@ import msgpack
 from flowcast.errors import ClosedError
 from flowcast.runtime.clock import RealClock
 from flowcast.runtime.scheduler import Event
-from flowcast.transport.channelevents import ChannelEvents, EventSink
+from flowcast.transport.linkevents import LinkEvents, EventSink
 from flowcast.transport.hooks import Hooks, Replaced
 from flowcast.transport.port import DatagramPort
 from flowcast.transport.recording import MessageRecorder
 from flowcast.transport.outgoing import Outgoing
 from flowcast.transport.wire import F_JSON, F_UNRELIABLE
 
-__all__ = ["Stack", "Message", "EventSink", "ChannelEvents", "serve", "F_RAW", "DEFAULT_TIMEOUT"]
+__all__ = ["Stack", "Message", "EventSink", "LinkEvents", "serve", "F_RAW", "DEFAULT_TIMEOUT"]
 
 F_RAW = 0x04  # payload is bytes the application sent as bytes
 DEFAULT_TIMEOUT = 60.0
@@ -108,7 +108,7 @@ class Stack:
         """Record message events into ``sink`` from now on (None: stop).
 
         Recording is a listener on this stack's hooks (and a watch on each
-        channel) while a sink is set; without one nothing is installed, so a
+        link) while a sink is set; without one nothing is installed, so a
         stack that records nothing pays nothing per message.
         """
         if self._recorder is not None:
@@ -118,17 +118,17 @@ class Stack:
         self._born.clear()
         if sink is not None:
             self._recorder = MessageRecorder(self, sink)
-        self._watch_channels()
+        self._watch_links()
 
-    def _channel_watch(self, to: str) -> ChannelEvents | None:
-        """The watch of the channel a message to ``to`` just entered."""
+    def _link_watch(self, to: str) -> LinkEvents | None:
+        """The watch of the link a message to ``to`` just entered."""
         return None
 
-    def _watch_channels(self) -> None:
-        """Set (or clear, without a sink) the watch of every live channel."""
+    def _watch_links(self) -> None:
+        """Set (or clear, without a sink) the watch of every live link."""
 
     def _route_of(self, msg: Outgoing) -> tuple[tuple, tuple]:
-        """``(src, dst)`` of a message no channel has named (see ChannelEvents)."""
+        """``(src, dst)`` of a message no link has named (see LinkEvents)."""
         return ("", "", self.name, msg.flow), ("", "", str(msg.remote), msg.flow)
 
     def _completed(self, msg: Outgoing) -> None:

@@ -324,8 +324,8 @@ def test_hostile_peer_chunks_with_fields_out_of_range_never_raise_nor_stop_other
 def test_announced_64_mib_message_never_completed_stays_within_the_receiver_bound():
     world = World(seed=110, delay=0.001)
     alpha, beta = world.pair()
-    channel = beta.remote("alpha").session.channel
-    bound = channel.receive_window + 2 * channel.max_message
+    link = beta.remote("alpha").session.link
+    bound = link.receive_window + 2 * link.max_message
     piece = b"m" * 60_000
     count = (64 << 20) // len(piece) + 1
     for seq in range(4):  # four 64 MiB messages announced, 2.4 MB sent of each, never finished
@@ -333,7 +333,7 @@ def test_announced_64_mib_message_never_completed_stays_within_the_receiver_boun
             inject_sealed(alpha, "beta", SEG.pack(ChunkKind.SEG, 0, 5, seq, number, count, len(piece)) + piece)
         world.run_for(0.01)
     world.run_for(1.0)
-    assert channel.buffered <= bound
+    assert link.buffered <= bound
     out = alpha.send({"other": "flow"}, "beta", flow=6)
     assert world.run_until(lambda: out.delivered, 5)
     assert beta.counts["internal_errors"] == 0
@@ -582,10 +582,10 @@ def test_join_replies_never_amplify():
 
 
 def test_hostile_peer_cannot_make_the_receiver_hold_unaccounted_memory():
-    """Was a finding (fixed in 704c89c): zero-length SEG/MSG/SKIP chunks are held without counting toward Channel.buffered: a joined peer makes the receiver hold unbounded entries (MAX_AHEAD per flow x 65536 flows)."""
+    """Was a finding (fixed in 704c89c): zero-length SEG/MSG/SKIP chunks are held without counting toward Link.buffered: a joined peer makes the receiver hold unbounded entries (MAX_AHEAD per flow x 65536 flows)."""
     world = World(seed=207, delay=0.0)
     alpha, beta = world.pair()
-    channel = beta.remote("alpha").session.channel
+    link = beta.remote("alpha").session.link
     per = (alpha.datagram_size - 64) // SEG.size
     seq = 1  # seq 0 never arrives: everything after it is held
     wire = 0
@@ -601,16 +601,16 @@ def test_hostile_peer_cannot_make_the_receiver_hold_unaccounted_memory():
         grown = tracemalloc.get_traced_memory()[0] - base
     finally:
         tracemalloc.stop()
-    held = sum(len(f.pending) for f in channel.flows_in.values())
+    held = sum(len(f.pending) for f in link.flows_in.values())
     # what the receiver holds for a peer must be (within 2x) what its window accounting says it holds
-    assert grown <= 2 * channel.buffered + (1 << 20), (held, grown, channel.buffered, wire)
+    assert grown <= 2 * link.buffered + (1 << 20), (held, grown, link.buffered, wire)
 
 
 def test_tiny_held_segments_do_not_pin_whole_datagrams():
-    """Was a finding (fixed in 704c89c): Channel.handle keeps each SEG piece as a memoryview of the whole decrypted body, so a held 1-byte segment pins its whole datagram (~64 KiB) while the hold accounting counts 1 byte."""
+    """Was a finding (fixed in 704c89c): Link.handle keeps each SEG piece as a memoryview of the whole decrypted body, so a held 1-byte segment pins its whole datagram (~64 KiB) while the hold accounting counts 1 byte."""
     world = World(seed=211, delay=0.0)
     alpha, beta = world.pair()
-    channel = beta.remote("alpha").session.channel
+    link = beta.remote("alpha").session.link
     inject_sealed(alpha, "beta", MSG.pack(ChunkKind.MSG, 0, 1, 0, 1) + b"a")  # flow 1 delivers seq 0
     world.run_for(0.01)
     beta.receive_many()
@@ -625,8 +625,8 @@ def test_tiny_held_segments_do_not_pin_whole_datagrams():
         grown = tracemalloc.get_traced_memory()[0] - base
     finally:
         tracemalloc.stop()
-    assert channel.counts["duplicates"] >= 60
-    assert grown <= 2 * channel.buffered + (1 << 20), (grown, channel.buffered)
+    assert link.counts["duplicates"] >= 60
+    assert grown <= 2 * link.buffered + (1 << 20), (grown, link.buffered)
 
 
 def test_garbage_hello_flood_does_not_stop_a_legitimate_allow():

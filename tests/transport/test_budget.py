@@ -18,7 +18,7 @@ import tracemalloc
 import pytest
 
 from flowcast.transport.budget import HoldBudget
-from flowcast.transport.reliable import MIN_PIECE, Channel
+from flowcast.transport.reliable import MIN_PIECE, Link
 from flowcast.transport.wire import MSG, SKIP, ChunkKind
 from tests.transport.attacks import Attacks, inject_sealed, seg
 from tests.transport.roadkit import World
@@ -93,8 +93,8 @@ def test_three_attacks_from_three_peers_stay_within_the_budget_honest_peer_keeps
     # what is accounted is what is held: tracemalloc's growth (the simulated network's
     # and the stacks' own books included) is within 10% of what the budget counts
     assert abs(grown - held) <= 0.1 * held, (grown, held)
-    channels = {s.name: beta.remote(s.name).session.channel for s in attackers}
-    assert all(channel.buffered > 0 for channel in channels.values()), {n: c.buffered for n, c in channels.items()}
+    links = {s.name: beta.remote(s.name).session.link for s in attackers}
+    assert all(link.buffered > 0 for link in links.values()), {n: c.buffered for n, c in links.items()}
     assert beta.counts["internal_errors"] == 0
 
 
@@ -105,17 +105,17 @@ def test_incomplete_messages_expire_while_the_peer_stays_connected(estates):
     for body in attacks.never() + attacks.tiny():
         inject_sealed(attackers[1], "beta", body)
     world.run_for(0.1)
-    channel = beta.remote("mallory1").session.channel
-    held = channel.buffered
+    link = beta.remote("mallory1").session.link
+    held = link.buffered
     assert held > 8 * 60_000
     world.run_for(INCOMPLETE_AFTER - 1.0)
-    assert channel.buffered == held  # not yet: expiry runs from the last progress
+    assert link.buffered == held  # not yet: expiry runs from the last progress
     world.run_for(1.0 + INCOMPLETE_AFTER / 4 + 1.0)  # sweeps run at most a quarter period late
-    assert channel.buffered == 0, channel.buffered
+    assert link.buffered == 0, link.buffered
     assert budget.used == 0
     assert budget.counts["expired_bytes"] == held
-    assert budget.counts["expired"] == channel.counts["expired"]
-    assert channel.counts["expired"] > 2  # the never-completed message and each one-byte last piece's
+    assert budget.counts["expired"] == link.counts["expired"]
+    assert link.counts["expired"] > 2  # the never-completed message and each one-byte last piece's
     assert beta.is_allowed("mallory1")  # the peer heartbeats on: only its incomplete data went
 
 
@@ -158,8 +158,8 @@ def test_silent_attackers_are_reaped_and_their_memory_released(estates):
 def test_a_peer_within_its_share_gets_room_from_the_largest_holder():
     budget = HoldBudget(1 << 20)
     delivered: list[bytes] = []
-    hog = Channel(60_000, lambda *a: None, budget=budget)
-    fair = Channel(60_000, lambda f, g, data: delivered.append(bytes(data)), budget=budget)
+    hog = Link(60_000, lambda *a: None, budget=budget)
+    fair = Link(60_000, lambda f, g, data: delivered.append(bytes(data)), budget=budget)
     piece = b"x" * 50_000
     number = 0
     with pytest.raises(Exception):
@@ -178,8 +178,8 @@ def test_a_peer_within_its_share_gets_room_from_the_largest_holder():
 
 def test_a_peer_over_its_share_is_refused_not_the_others():
     budget = HoldBudget(1 << 20)
-    one = Channel(60_000, lambda *a: None, budget=budget)
-    two = Channel(60_000, lambda *a: None, budget=budget)
+    one = Link(60_000, lambda *a: None, budget=budget)
+    two = Link(60_000, lambda *a: None, budget=budget)
     piece = b"x" * 50_000
     for number in range(10):  # 500 kB each: together the budget is nearly full
         one.handle(seg(0, number, 100, piece), 0.0)
@@ -202,10 +202,10 @@ def test_room_for_a_fair_peer_costs_one_eviction_pass_not_one_per_piece(monkeypa
 
     passes = []
     real = budget_module.evict
-    monkeypatch.setattr(budget_module, "evict", lambda channel, need: passes.append(need) or real(channel, need))
+    monkeypatch.setattr(budget_module, "evict", lambda link, need: passes.append(need) or real(link, need))
     budget = HoldBudget(1 << 20)
-    hog = Channel(60_000, lambda *a: None, budget=budget)
-    fair = Channel(60_000, lambda *a: None, budget=budget)
+    hog = Link(60_000, lambda *a: None, budget=budget)
+    fair = Link(60_000, lambda *a: None, budget=budget)
     seq = 0
     with pytest.raises(Exception):
         while True:  # many small incomplete messages: one-byte last pieces
@@ -218,8 +218,8 @@ def test_room_for_a_fair_peer_costs_one_eviction_pass_not_one_per_piece(monkeypa
     assert budget.used <= budget.limit and fair.buffered > 30 * 10_000
 
 
-def _traced(channel: Channel, bodies: list[bytes]) -> int:
-    """Bytes tracemalloc sees ``channel`` keep from ``bodies``, each made fresh as a datagram would be."""
+def _traced(link: Link, bodies: list[bytes]) -> int:
+    """Bytes tracemalloc sees ``link`` keep from ``bodies``, each made fresh as a datagram would be."""
     gc.collect()
     tracemalloc.start()
     try:
@@ -228,7 +228,7 @@ def _traced(channel: Channel, bodies: list[bytes]) -> int:
             body = bytes(bytearray(bodies[i]))
             bodies[i] = b""
             try:
-                channel.handle(body, 0.0)
+                link.handle(body, 0.0)
             except Exception:  # noqa: BLE001 - a refused body is dropped, as a stack does
                 pass
             del body
@@ -272,8 +272,8 @@ def test_what_is_accounted_is_what_is_held_within_ten_percent(name, bodies):
     """Was a finding (issue 10): a piece at least half its datagram was kept as a view of the
     whole datagram and counted as the piece (RSS twice the accounting); every held thing
     counted 320 B beyond its bytes whatever it cost (a third to four times too much)."""
-    channel = Channel(60_000, lambda *a: None)
-    channel._hold_limit = 1 << 40
-    grown = _traced(channel, bodies())
-    assert channel.buffered > 1 << 20, channel.buffered
-    assert abs(grown - channel.buffered) <= 0.1 * channel.buffered, (name, grown, channel.buffered)
+    link = Link(60_000, lambda *a: None)
+    link._hold_limit = 1 << 40
+    grown = _traced(link, bodies())
+    assert link.buffered > 1 << 20, link.buffered
+    assert abs(grown - link.buffered) <= 0.1 * link.buffered, (name, grown, link.buffered)

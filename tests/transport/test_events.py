@@ -92,7 +92,7 @@ def test_no_sink_records_nothing_and_a_sink_can_come_and_go() -> None:
     world = World(seed=6, delay=DELAY)
     alpha, beta = _pair(world, None, None)
     assert alpha.event_sink is None
-    assert alpha.remote("beta").session.channel.watch is None
+    assert alpha.remote("beta").session.link.watch is None
     assert all(alpha.hooks.listeners(name) == () for name in alpha.hooks.names)  # nothing installed, nothing paid
     assert "_submit" not in vars(alpha) and "_completed" not in vars(alpha)  # no method swapped in either
 
@@ -105,7 +105,7 @@ def test_no_sink_records_nothing_and_a_sink_can_come_and_go() -> None:
 
     alpha.set_events(None)
     beta.set_events(None)
-    assert alpha.remote("beta").session.channel.watch is None and "_submit" not in vars(alpha)
+    assert alpha.remote("beta").session.link.watch is None and "_submit" not in vars(alpha)
     assert all(alpha.hooks.listeners(name) == () for name in alpha.hooks.names)
     out = alpha.send({"n": 2}, "beta")
     assert world.run_until(lambda: out.delivered, 5)

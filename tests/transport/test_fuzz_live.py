@@ -72,7 +72,7 @@ def test_a_frozen_clock_starves_the_handlers() -> None:
 
 def test_keyed_lanes_hear_sealed_hostile_datagrams_and_drop_every_impostor(fuzzed) -> None:
     """The fuzz world's lanes are keyed, as an estate's: hostile datagrams sealed with the
-    real pair key reach the channel; impostors (no trailer, a wrong or reflected key, a
+    real pair key reach the link; impostors (no trailer, a wrong or reflected key, a
     replay, a flipped bit) are each exactly one counted drop."""
     world, report = fuzzed
     lanes = [world.beta[yard].lane for yard in ("manor", "worker")]

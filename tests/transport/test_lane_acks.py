@@ -180,7 +180,7 @@ def test_a_yard_absent_at_first_is_probed_with_back_off_then_served(tmp_path):
             b.close()
 
 
-def test_a_restarted_sender_starts_a_fresh_channel(tmp_path):
+def test_a_restarted_sender_starts_a_fresh_link(tmp_path):
     run = tmp_path / "run"
     a = _lane(run, "house1", "house2")
     b = _lane(run, "house2", "house1")

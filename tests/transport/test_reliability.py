@@ -123,10 +123,10 @@ def test_ten_thousand_mixed_messages_through_the_chaos_relay():
 def test_a_delayed_ack_is_due_within_ack_delay_even_with_data_in_flight():
     """next_deadline() must not hide the delayed ACK behind the (much later)
     retransmission timeout of this side's own packets in flight."""
-    from flowcast.transport.reliable import ACK_DELAY, Channel, Outgoing
+    from flowcast.transport.reliable import ACK_DELAY, Link, Outgoing
 
-    sender = Channel(1200, lambda *a: None)
-    receiver = Channel(1200, lambda *a: None)
+    sender = Link(1200, lambda *a: None)
+    receiver = Link(1200, lambda *a: None)
     # receiver has a packet of its own in flight...
     receiver.submit(Outgoing(b"mine", 0, 4), 1.0)
     body, chunks = receiver.build()

@@ -58,7 +58,7 @@ def test_fire_and_forget_is_sent_once_and_never_resent():
     world.run_for(2.0)
     assert out.state == "sent"
     assert beta.receive() is None
-    assert alpha.remote("beta").session.channel.counts["resent"] == 0
+    assert alpha.remote("beta").session.link.counts["resent"] == 0
 
 
 def test_reliable_message_times_out_when_peer_unreachable_and_flow_moves_on():

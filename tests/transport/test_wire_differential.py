@@ -1,7 +1,7 @@
 """The reference chunk decoder and the receive hot path read bodies alike.
 
 ``wire.decode_chunks`` is the plain decoder (docs, fuzzer, tools);
-``Channel.handle`` decodes inline for speed.  Two decoders of one format
+``Link.handle`` decodes inline for speed.  Two decoders of one format
 drift apart unless something compares them: this test feeds both the same
 sealed-plaintext bodies -- well formed, at the limits, and hostile
 (reversed, overlapping and empty ACK ranges, counts at and past 64,
@@ -13,7 +13,7 @@ chunks (every chunk meets a fresh flow state), so ordering and duplicate
 rules fall away and each chunk shows up once in what it calls: deliver or
 the held table for a MSG, the reassembly entry for a SEG, the sender's ACK
 handler, the SKIP drain, the PATH and EVICTED handlers.  What the road does
-before the channel (a leading ALLOW_ACK is the stack's) is done here too.
+before the link (a leading ALLOW_ACK is the stack's) is done here too.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class _Recorder:
         self.seen: list[tuple] = []
         self._open: tuple | None = None  # a MSG's (flow, seq) waiting for its deliver call
 
-    # the channel's watch (stack.ChannelEvents' receive half)
+    # the link's watch (stack.LinkEvents' receive half)
     def loose(self, flow, seq, length):
         self._open = (flow, seq)
 
@@ -77,8 +77,8 @@ class _Recorder:
         self._open = None
 
 
-class _Watched(reliable.Channel):
-    """A Channel whose receive sinks record what ``handle`` decoded."""
+class _Watched(reliable.Link):
+    """A Link whose receive sinks record what ``handle`` decoded."""
 
     def __init__(self, rec: _Recorder) -> None:
         super().__init__(4096, rec.deliver, receive_window=1 << 40)
@@ -102,7 +102,7 @@ class _Watched(reliable.Channel):
 def _hot(body: bytes) -> tuple[bool, list[tuple], bool]:
     """(accepted, chunks decoded, ack-eliciting) as a road session reads ``body``."""
     rec = _Recorder()
-    channel = _Watched(rec)
+    link = _Watched(rec)
     offset = 0
     if body and body[0] == ChunkKind.ALLOW_ACK and len(body) >= ALLOW_ACK.size:  # road.py strips it
         rec.seen.append(("ALLOW_ACK", ALLOW_ACK.unpack_from(body)[2]))
@@ -111,10 +111,10 @@ def _hot(body: bytes) -> tuple[bool, list[tuple], bool]:
         evicted, "heard", lambda ch, flow, seq: rec.seen.append(("EVICTED", flow, seq))
     ):
         try:
-            channel.handle(body[offset:], 0.0)
+            link.handle(body[offset:], 0.0)
         except WireError:
             return False, rec.seen, False
-    return True, rec.seen, channel.ack_pending > 0 or offset > 0
+    return True, rec.seen, link.ack_pending > 0 or offset > 0
 
 
 def _reference(body: bytes) -> tuple[bool, list[tuple], bool]:
@@ -140,7 +140,7 @@ def _reference(body: bytes) -> tuple[bool, list[tuple], bool]:
         elif f.kind == ChunkKind.ALLOW_ACK:
             seen.append(("ALLOW_ACK", *f.fields))
         elif f.kind != ChunkKind.PING:
-            raise AssertionError(f"reference decoded a chunk of kind {f.kind} the channel has no sink for")
+            raise AssertionError(f"reference decoded a chunk of kind {f.kind} the link has no sink for")
     eliciting = any(f.kind in _ELICITING or f.kind == ChunkKind.ALLOW_ACK for f in chunks)
     return True, seen, eliciting
 
@@ -248,7 +248,7 @@ def test_reversed_ack_range_acknowledges_nothing_and_the_rest_counts():
 
 def test_a_reversed_range_never_frees_a_packet_in_flight():
     """The sender side: packets 1..5 in flight, an ACK (5, 1) leaves them all in flight."""
-    ch = reliable.Channel(4096, lambda *a: None)
+    ch = reliable.Link(4096, lambda *a: None)
     for counter in range(6):
         ch.sent(counter, 100, [], 0.0)
     for body in (

@@ -1,8 +1,8 @@
-"""Message events of a stack's channels: the EventSink protocol and each channel's watch.
+"""Message events of a stack's links: the EventSink protocol and each link's watch.
 
 Kept apart from stack.py because recording is optional and separate from
-running a stack: a stack with no sink never builds a ChannelEvents, and a
-channel calls its watch only when one is set.
+running a stack: a stack with no sink never builds a LinkEvents, and a
+link calls its watch only when one is set.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from flowcast.transport.wire import F_UNRELIABLE
 
-__all__ = ["EventSink", "ChannelEvents", "MAX_MISSED_PER_GAP"]
+__all__ = ["EventSink", "LinkEvents", "MAX_MISSED_PER_GAP"]
 
 
 class EventSink(Protocol):
@@ -43,11 +43,11 @@ class EventSink(Protocol):
 MAX_MISSED_PER_GAP = 64  # segment-missed events one arrival may report (a huge gap is not a flood of events)
 
 
-class ChannelEvents:
-    """One channel's facts (flows, sequence numbers) as message events for a sink.
+class LinkEvents:
+    """One link's facts (flows, sequence numbers) as message events for a sink.
 
     Exists only while a stack records, so a stack without a sink pays
-    nothing: a :class:`~flowcast.transport.reliable.Channel` calls it only
+    nothing: a :class:`~flowcast.transport.reliable.Link` calls it only
     when its ``watch`` is set.  Message ids are ``SENDER:TAG:FLOW:SEQ`` --
     ``TAG`` names the sender's session (road) or boot (lane), which both
     ends know, because sequence numbers start again with each.  Unreliable
@@ -90,7 +90,7 @@ class ChannelEvents:
     # -- sender ------------------------------------------------------------
 
     def sent(self, msg: Any) -> None:
-        """``msg`` entered this channel (it has its sequence number now)."""
+        """``msg`` entered this link (it has its sequence number now)."""
         seq = f"u{msg.seq}" if msg.flags & F_UNRELIABLE else msg.seq
         msg_id = f"{self.tx}:{msg.flow}:{seq}"
         src, dst = self._route(msg.flow, True)
