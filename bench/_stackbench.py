@@ -207,7 +207,7 @@ def _measure(kind: str, mode: str, size: int, count: int, budget: float, options
                 "value": statistics.median(times) * 1e6,
                 "note": f"{len(times)} round trips; p90 {sorted(times)[int(len(times) * 0.9)] * 1e6:.0f} us",
             }
-        outs = []  # every 256th message and the last: a flow completes in order
+        outs = []  # every 256th message and the last: a stream completes in order
         high_water = max(64, (16 << 20) // (size + 32))
         chunk = max(1, min(512, high_water // 4))  # service often: a Unix datagram queue holds only 10
         start = time.monotonic()

@@ -89,7 +89,7 @@ def floor(batch: list[bytes]) -> int:
 def handle(batch: list[bytes], max_body: int) -> int:
     got = [0]
 
-    def deliver(flow: int, flags: int, data: bytes) -> None:
+    def deliver(stream: int, flags: int, data: bytes) -> None:
         got[0] += 1
 
     receiver = Link(max_body, deliver, **({"budget": HoldBudget()} if HoldBudget is not None else {}))

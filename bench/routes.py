@@ -627,7 +627,7 @@ def per_route(remotes: int, routes: int, idle: float) -> dict[str, Any]:
     for i in range(routes):
         road = peers[i % len(peers)]
         src, dst = Route(f"o{i}", "manor", road.local.name, "main"), Route("inbox", "manor", "hub", "main")
-        road.send_bytes(pack_message(src, dst, "", 0.0, payload), "hub", flow=i & 0xFFFF)
+        road.send_bytes(pack_message(src, dst, "", 0.0, payload), "hub", stream=i & 0xFFFF)
     ok = hub.run_until(lambda: len(hub.inbox.queue) >= routes, 60)
     hub.inbox.drain()
     hub.run_until(lambda: not any(r.pending() for r in peers), 30)

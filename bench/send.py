@@ -6,7 +6,7 @@ on a shared box, so a change to the link's sending half (sender.py,
 recovery.py, outgoing.py) is measured here, on CPU time, best of many
 short runs.  Each run submits the messages, builds every body, records
 each as sent, and feeds back the ACK a receiver would send (one range,
-one flow: the usual one), so the books of packets in flight and of
+one stream: the usual one), so the books of packets in flight and of
 messages delivered are paid as a road pays them.  Figures, each with its
 ratio to the floor -- the same messages chunked and packed into bodies by
 a bare loop (what any sender must do, with no books):
@@ -32,12 +32,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import Figures, parser  # noqa: E402
 
 from flowcast.transport.reliable import Link, Outgoing  # noqa: E402
-from flowcast.transport.wire import ACK, ACK_FLOW, ACK_RANGE, MSG, SEG, ChunkKind  # noqa: E402
+from flowcast.transport.wire import ACK, ACK_STREAM, ACK_RANGE, MSG, SEG, ChunkKind  # noqa: E402
 
 LOOPBACK_BODY = 65535 - 100  # about what a road session's body holds on loopback
 SMALL_BODY = 1200 - 40
-# An ACK of one range and one flow, as a receiver writes it.
-_ACK_ONE = struct.Struct("!" + ACK.format.lstrip("!") + ACK_RANGE.format.lstrip("!") + ACK_FLOW.format.lstrip("!")).pack
+# An ACK of one range and one stream, as a receiver writes it.
+_ACK_ONE = struct.Struct("!" + ACK.format.lstrip("!") + ACK_RANGE.format.lstrip("!") + ACK_STREAM.format.lstrip("!")).pack
 
 
 def send(size: int, count: int, max_body: int, batch: int) -> int:

@@ -53,7 +53,7 @@ from flowcast.transport.reliable import Link
 from flowcast.transport.stack import Message
 from flowcast.transport.wire import (
     ACK,
-    ACK_FLOW,
+    ACK_STREAM,
     ACK_RANGE,
     ALLOW_ACK,
     HEADER_SIZE,
@@ -261,11 +261,11 @@ def hostile_chunk(rng: random.Random, *, close: bool = False) -> bytes:
         seq = rng.randrange(64) if rng.random() < 0.7 else _int(rng, 64)
         return SEG.pack(kind, flags, rng.randrange(8), seq, number, count, length) + payload
     if kind == ChunkKind.ACK:
-        ranges, flows = rng.randrange(0, 70), rng.randrange(0, 70)
+        ranges, streams = rng.randrange(0, 70), rng.randrange(0, 70)
         sane = rng.random() < 0.8  # counts that match what follows, so the chunk decodes
-        body = ACK.pack(kind, flags, ranges, flows, _int(rng, 32))
+        body = ACK.pack(kind, flags, ranges, streams, _int(rng, 32))
         body += b"".join(ACK_RANGE.pack(_int(rng, 64), _int(rng, 64)) for _ in range(ranges if sane else rng.randrange(ranges + 1)))
-        body += b"".join(ACK_FLOW.pack(_int(rng, 16), _int(rng, 64)) for _ in range(flows if sane else rng.randrange(flows + 1)))
+        body += b"".join(ACK_STREAM.pack(_int(rng, 16), _int(rng, 64)) for _ in range(streams if sane else rng.randrange(streams + 1)))
         return body
     if kind == ChunkKind.SKIP:
         return SKIP.pack(kind, flags, rng.randrange(8), _int(rng, 64))
@@ -384,7 +384,7 @@ class Fuzzer:
         self.memory = memory
         self.service_every = service_every
         self.report = FuzzReport()
-        self.link = Link(65000, lambda flow, flags, payload: None, None)
+        self.link = Link(65000, lambda stream, flags, payload: None, None)
         self._count_handlers()
 
     def _count_handlers(self) -> None:

@@ -402,13 +402,13 @@ class Router:
                     self._replies.expect(pair, tag)
                 if self._held and (dst.channel, dst.estate) in self._held:
                     # Earlier messages still wait for this estate: they go first,
-                    # or this one waits behind them (order per flow).
+                    # or this one waits behind them (order per stream).
                     self._release(dst.channel, dst.estate)
                     if (dst.channel, dst.estate) in self._held:
                         self._hold(pair, tag, parcel, reliable)
                         return True
                 try:
-                    road.send_bytes(parcel, dst.estate, flow=pair.flow, reliable=reliable)
+                    road.send_bytes(parcel, dst.estate, stream=pair.stream, reliable=reliable)
                 except KeyError:
                     self._hold(pair, tag, parcel, reliable)
                     return True
@@ -431,7 +431,7 @@ class Router:
             raise _Refused(f"yard {self.yard!r} has no lane to reach {yard!r}", "no_lane")
         parcel = self._parcel(pair, tag, stamp, parcel, data)
         try:
-            lane.send_bytes(parcel, yard, flow=pair.flow, reliable=reliable)
+            lane.send_bytes(parcel, yard, stream=pair.stream, reliable=reliable)
         except KeyError:
             raise _Refused(f"no yard {yard!r} in estate {self.estate!r}", "no_yard") from None
         except ClosedError as error:  # the house is shutting down
@@ -481,7 +481,7 @@ class Router:
             entry = held[0]
             _deadline, pair, tag, parcel, reliable = entry
             try:
-                road.send_bytes(parcel, estate, flow=pair.flow, reliable=reliable)
+                road.send_bytes(parcel, estate, stream=pair.stream, reliable=reliable)
                 failed = None
             except KeyError:  # not known yet after all (a presence change of another kind)
                 self._held.put_back(key, held)

@@ -111,7 +111,7 @@ def _entries(link: Any) -> list[tuple[float, Any, Any, Any]]:
     out = []
     for key, entry in link.partials_unreliable.items():
         out.append((entry.last, None, key, entry))
-    for state in link.flows_in.values():
+    for state in link.streams_in.values():
         for seq, item in state.pending.items():
             if isinstance(item, Partial):
                 out.append((item.last, state, seq, item))
@@ -141,7 +141,7 @@ def evict(link: Any, need: int) -> int:
     freed = 0
     dropped = 0
     owners = set()
-    flow_of: dict[int, int] | None = None
+    stream_of: dict[int, int] | None = None
     for _, owner, key, item in sorted(_entries(link), key=lambda e: e[0]):
         if freed >= need:
             break
@@ -150,9 +150,9 @@ def evict(link: Any, need: int) -> int:
         dropped += 1
         if owner is not None:
             # acknowledged, never sent again: its sender must hear (evicted.py)
-            if flow_of is None:
-                flow_of = {id(state): flow for flow, state in link.flows_in.items()}
-            _evicted.note(link, flow_of[id(owner)], key)
+            if stream_of is None:
+                stream_of = {id(state): stream for stream, state in link.streams_in.items()}
+            _evicted.note(link, stream_of[id(owner)], key)
     _compact(link, owners)
     link.counts["evicted"] = link.counts.get("evicted", 0) + dropped
     budget = link.budget
@@ -198,7 +198,7 @@ def release(link: Any) -> int:
     """Drop everything ``link`` holds for delivery (its session is going); the bytes freed."""
     freed = link.buffered
     link.partials_unreliable = {}
-    for state in link.flows_in.values():
+    for state in link.streams_in.values():
         state.pending = {}
     link.buffered = 0
     return freed

@@ -3,12 +3,12 @@
 The hold budget (budget.py) may drop what a link holds for order or
 reassembly -- pieces the sender already saw acknowledged and will never
 send again.  Without a word the sender would wait for that message until
-its timeout, and with ``timeout=None`` forever, and the rest of its flow
-behind it.  So the receiver owes an ``EVICTED`` chunk (flow, seq) for each
-reliable message it dropped; it rides on every ACK until the flow has
+its timeout, and with ``timeout=None`` forever, and the rest of its stream
+behind it.  So the receiver owes an ``EVICTED`` chunk (stream, seq) for each
+reliable message it dropped; it rides on every ACK until the stream has
 moved past that seq.  The sender fails the message at once with reason
 ``evicted`` (the router routes an error back) and, as for any failed
-message, sends a SKIP in its place: the receiver's flow moves on, and the
+message, sends a SKIP in its place: the receiver's stream moves on, and the
 notice is no longer owed.  A notice for a message the sender no longer
 has (delivered, failed, never sent) changes nothing.
 """
@@ -34,14 +34,14 @@ _KIND = ChunkKind.EVICTED
 _pack = EVICT.pack
 
 
-def note(link: Any, flow: int, seq: int) -> None:
-    """``link`` (the receiver) dropped reliable message ``seq`` of ``flow``: owe its sender a notice."""
+def note(link: Any, stream: int, seq: int) -> None:
+    """``link`` (the receiver) dropped reliable message ``seq`` of ``stream``: owe its sender a notice."""
     if not link.acks:
         return  # no acknowledgements, no sender waiting on them
     owed = link.evicted_owed
     if owed is None:
         owed = link.evicted_owed = {}
-    owed[(flow, seq)] = None
+    owed[(stream, seq)] = None
     if len(owed) > MAX_OWED:
         del owed[next(iter(owed))]
         link.counts["evicted_unnoticed"] = link.counts.get("evicted_unnoticed", 0) + 1
@@ -49,27 +49,27 @@ def note(link: Any, flow: int, seq: int) -> None:
 
 
 def chunks(link: Any, room: int) -> bytes:
-    """The notices still owed that fit in ``room`` bytes; those the flow moved past are forgotten."""
+    """The notices still owed that fit in ``room`` bytes; those the stream moved past are forgotten."""
     owed = link.evicted_owed
-    flows = link.flows_in
+    streams = link.streams_in
     out = []
     for key in list(owed):
-        flow, seq = key
-        state = flows.get(flow)
+        stream, seq = key
+        state = streams.get(stream)
         if state is None or state.expected > seq:
             del owed[key]  # delivered past (the sender's SKIP came): nothing to say
             continue
         if len(out) >= PER_PACKET or (len(out) + 1) * EVICT.size > room:
             break
-        out.append(_pack(_KIND, 0, flow, seq))
+        out.append(_pack(_KIND, 0, stream, seq))
     if not owed:
         link.evicted_owed = None
     return b"".join(out)
 
 
-def heard(link: Any, flow: int, seq: int) -> None:
-    """The peer evicted ``seq`` of ``flow``: fail that message now if it is still ours and waiting."""
-    queue = link.unfinished.get(flow)
+def heard(link: Any, stream: int, seq: int) -> None:
+    """The peer evicted ``seq`` of ``stream``: fail that message now if it is still ours and waiting."""
+    queue = link.unfinished.get(stream)
     if not queue:
         return
     for msg in queue:

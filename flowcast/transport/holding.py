@@ -1,6 +1,6 @@
 """What a link holds for order or reassembly, and what each thing held costs.
 
-The receiving part (receiver.py) keeps, per flow, the messages that came
+The receiving part (receiver.py) keeps, per stream, the messages that came
 ahead of a gap and the pieces of messages not yet whole; the hold budget
 (budget.py) evicts and expires them.  Both count a held thing the same
 way, by :func:`held_cost`, in bytes of memory rather than bytes sent: a
@@ -25,7 +25,7 @@ __all__ = [
     "SKIPPED",
     "SKIP_COST",
     "VIEW_HELD",
-    "FlowIn",
+    "StreamIn",
     "Partial",
     "held_cost",
 ]
@@ -47,8 +47,8 @@ EMPTY_DICT = sys.getsizeof({})
 FIRST_TABLE = sys.getsizeof({1 << 20: None}) - EMPTY_DICT  # what a dict's first insert allocates
 
 
-class FlowIn:
-    """A flow as received: the next sequence number to deliver, and what waits behind a gap."""
+class StreamIn:
+    """A stream as received: the next sequence number to deliver, and what waits behind a gap."""
 
     __slots__ = ("expected", "pending")
 
@@ -80,7 +80,7 @@ SKIPPED = (0, None)
 
 
 def held_cost(item: Any) -> int:
-    """What ``item`` (held in a flow or reassembly) counts against the hold limit."""
+    """What ``item`` (held in a stream or reassembly) counts against the hold limit."""
     if isinstance(item, Partial):
         return item.size + item.waste + PARTIAL_COST
     data = item[1]

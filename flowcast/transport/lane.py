@@ -24,7 +24,7 @@ Two modes, chosen per stack (both ends of a lane must agree):
   down, is lost with it -- and the sender never knows.  When a yard's boot
   id changes its receive state starts afresh at whatever it sends first.
 * ``acks=True`` (acknowledged): the road's link -- ACK chunks, delivery
-  reported per flow, resend, receive window -- on plain datagrams.  An
+  reported per stream, resend, receive window -- on plain datagrams.  An
   ``Outgoing`` is ``"delivered"`` only once the receiving yard's stack has
   handed it to its application (a ``message`` listener returned, or it entered the
   inbox); until then the sender keeps it.  Every datagram also names the
@@ -33,7 +33,7 @@ Two modes, chosen per stack (both ends of a lane must agree):
   receiver drops data meant for an earlier incarnation of itself and
   answers with a HELLO (an empty datagram: "I am boot X"); a sender that
   hears a new boot id from a yard moves every message not yet reported
-  delivered into a new link, in order per flow, and sends them to the
+  delivered into a new link, in order per stream, and sends them to the
   new incarnation.  Messages the old incarnation acknowledged are never
   sent again; messages it received but had not acknowledged when it died
   may be delivered twice (at-least-once across a crash, exactly-once
@@ -209,12 +209,12 @@ class LaneStack(Stack):
         inbox = self.inbox
         hooks = self.hooks
 
-        def deliver(flow: int, flags: int, payload: bytes, _name: str = name) -> None:
+        def deliver(stream: int, flags: int, payload: bytes, _name: str = name) -> None:
             if hooks.message is None:  # the common case, inlined: one call per message
-                inbox.append((_name, flow, flags, payload))
+                inbox.append((_name, stream, flags, payload))
                 self.inbox_bytes += len(payload)
             else:
-                self._deliver_to_inbox(_name, flow, flags, payload)
+                self._deliver_to_inbox(_name, stream, flags, payload)
 
         return deliver
 
@@ -284,7 +284,7 @@ class LaneStack(Stack):
             self._watch_yard(yard)
 
     def _route_of(self, msg: Outgoing) -> tuple[tuple, tuple]:
-        return ("", self.name, "", msg.flow), ("", str(msg.remote), "", msg.flow)
+        return ("", self.name, "", msg.stream), ("", str(msg.remote), "", msg.stream)
 
     def _link_watch(self, to: str) -> LinkEvents | None:
         yard = self._yards[to]
@@ -449,7 +449,7 @@ class LaneStack(Stack):
         """``yard`` speaks with a new boot id: a new link for the new pair of incarnations.
 
         Everything not yet reported delivered moves into it, in order per
-        flow, with new sequence numbers (as into a road's new session); what
+        stream, with new sequence numbers (as into a road's new session); what
         the old incarnation had acknowledged is done and stays done.  Held
         receive state is dropped with the old link.
         """
@@ -584,5 +584,5 @@ def _waiting(link: Link) -> bool:
     return bool(link.pending_count or link.fresh)
 
 
-def _no_delivery(flow: int, flags: int, payload: bytes) -> None:  # pragma: no cover - tx links never receive
+def _no_delivery(stream: int, flags: int, payload: bytes) -> None:  # pragma: no cover - tx links never receive
     raise AssertionError("a transmit link received a chunk")

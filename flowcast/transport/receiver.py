@@ -1,11 +1,11 @@
 """The receiving part of a link: order, reassembly, what is held, ACKs owed.
 
 ``handle`` reads every chunk of an authenticated body: messages are
-delivered in flow order (out-of-order ones held, each counted against
+delivered in stream order (out-of-order ones held, each counted against
 the link's limit and the stack's hold budget), segments are joined
-into their message, SKIPs move a flow past a failed message, and ACK
+into their message, SKIPs move a stream past a failed message, and ACK
 chunks go to the sending part.  ``received`` and ``_ack_chunk`` keep and
-write the ranges of packets to acknowledge and, per flow, the next
+write the ranges of packets to acknowledge and, per stream, the next
 sequence number not yet delivered.  A mixin of
 :class:`flowcast.transport.reliable.Link` (see recovery.py for why
 not an object of its own).
@@ -27,18 +27,18 @@ from flowcast.transport.holding import (
     SKIP_COST,
     SKIPPED,
     VIEW_HELD,
-    FlowIn,
+    StreamIn,
     Partial,
     held_cost,
 )
 from flowcast.transport.tablesize import GROW_AT, SIZE_AT
 from flowcast.transport.wire import (
     ACK,
-    ACK_FLOW,
+    ACK_STREAM,
     ACK_RANGE,
     EVICT,
     F_UNRELIABLE,
-    MAX_ACK_FLOWS,
+    MAX_ACK_STREAMS,
     MAX_ACK_RANGES,
     MSG,
     PATH,
@@ -63,12 +63,12 @@ _msg_unpack = MSG.unpack_from
 _seg_unpack = SEG.unpack_from
 _ACK_SIZE = ACK.size
 _ack_unpack = ACK.unpack_from
-# An ACK chunk with one range and one flow, the usual one, in one struct.
-_ACK_ONE_STRUCT = struct.Struct("!" + ACK.format.lstrip("!") + ACK_RANGE.format.lstrip("!") + ACK_FLOW.format.lstrip("!"))
+# An ACK chunk with one range and one stream, the usual one, in one struct.
+_ACK_ONE_STRUCT = struct.Struct("!" + ACK.format.lstrip("!") + ACK_RANGE.format.lstrip("!") + ACK_STREAM.format.lstrip("!"))
 _ACK_ONE = _ACK_ONE_STRUCT.pack
 _ack_one_unpack = _ACK_ONE_STRUCT.unpack_from
 _ACK_ONE_SIZE = _ACK_ONE_STRUCT.size
-assert _ACK_ONE_SIZE == ACK.size + ACK_RANGE.size + ACK_FLOW.size
+assert _ACK_ONE_SIZE == ACK.size + ACK_RANGE.size + ACK_STREAM.size
 _PATH_CHALLENGE, _PATH_RESPONSE = ChunkKind.PATH_CHALLENGE, ChunkKind.PATH_RESPONSE
 _EVICTED_KIND = ChunkKind.EVICTED
 
@@ -80,7 +80,7 @@ MIN_PIECE = 128  # every piece of a message but its last is this long at least (
 #: The state this part owns; ``Link.__slots__`` is made of each part's.
 RECEIVER_SLOTS = (
     "_buffered",
-    "_flow_cursor",
+    "_stream_cursor",
     "_hold_limit",
     "ack_due",
     "ack_owed",
@@ -90,7 +90,7 @@ RECEIVER_SLOTS = (
     "budget",
     "deliver",
     "evicted_owed",
-    "flows_in",
+    "streams_in",
     "held",
     "on_path",
     "partials_unreliable",
@@ -111,11 +111,11 @@ class Receiver:
     def _init_receiver(self, deliver: Any, held: Any, adopt: bool, receive_window: int, max_message: int, budget: Any) -> None:
         self.deliver = deliver
         self.held = held or (lambda: 0)
-        self.adopt = adopt  # lane: a flow starts wherever the first chunk seen is
+        self.adopt = adopt  # lane: a stream starts wherever the first chunk seen is
         self.receive_window = receive_window
-        self.flows_in: dict[int, FlowIn] = {}
+        self.streams_in: dict[int, StreamIn] = {}
         self.partials_unreliable: dict[tuple[int, int], Partial] = {}
-        #: (flow, seq) of reliable messages the hold budget dropped: EVICTED notices owed (evicted.py).
+        #: (stream, seq) of reliable messages the hold budget dropped: EVICTED notices owed (evicted.py).
         self.evicted_owed: dict[tuple[int, int], None] | None = None
         #: The stack's byte budget, shared by all its links (None: this link's limit only).
         self.budget = budget
@@ -130,7 +130,7 @@ class Receiver:
         self.ack_pending = 0  # ack-eliciting packets not yet acknowledged
         self.ack_due: float | None = None  # when a delayed ACK must go alone
         self.advertised = receive_window
-        self._flow_cursor = 0
+        self._stream_cursor = 0
 
     @property
     def buffered(self) -> int:
@@ -180,36 +180,36 @@ class Receiver:
         self.ack_pending = 0
         self.ack_due = None
         ranges = self.recv_ranges
-        flows = self.flows_in
+        streams = self.streams_in
         window = self.receive_window - self.held()
         if window < 0:
             window = 0
         self.advertised = window
         if window > 0xFFFFFFFF:
             window = 0xFFFFFFFF
-        if len(ranges) == 1 and len(flows) == 1:
-            # the common case (in-order traffic on one flow): one pack call
+        if len(ranges) == 1 and len(streams) == 1:
+            # the common case (in-order traffic on one stream): one pack call
             first, last = ranges[0]
-            for flow, state in flows.items():
-                return _ACK_ONE(_ACK_KIND, 0, 1, 1, window, first, last, flow, state.expected)
+            for stream, state in streams.items():
+                return _ACK_ONE(_ACK_KIND, 0, 1, 1, window, first, last, stream, state.expected)
         chosen = ranges[-MAX_ACK_RANGES:]
         if len(ranges) > 8:
             self.recv_ranges = ranges[-8:]  # repeated next time: a lost ACK costs little
-        if len(flows) <= MAX_ACK_FLOWS:
-            items = [(flow, state.expected) for flow, state in flows.items()]
+        if len(streams) <= MAX_ACK_STREAMS:
+            items = [(stream, state.expected) for stream, state in streams.items()]
         else:
-            keys = sorted(flows)
-            start = self._flow_cursor % len(keys)
-            picked = (keys[start:] + keys[:start])[:MAX_ACK_FLOWS]
-            self._flow_cursor = start + MAX_ACK_FLOWS
-            items = [(flow, flows[flow].expected) for flow in picked]
+            keys = sorted(streams)
+            start = self._stream_cursor % len(keys)
+            picked = (keys[start:] + keys[:start])[:MAX_ACK_STREAMS]
+            self._stream_cursor = start + MAX_ACK_STREAMS
+            items = [(stream, streams[stream].expected) for stream in picked]
         pieces = [ACK.pack(_ACK_KIND, 0, len(chosen), len(items), window)]
         pack_range = ACK_RANGE.pack
         for first, last in reversed(chosen):
             pieces.append(pack_range(first, last))
-        pack_flow = ACK_FLOW.pack
-        for flow, expected in items:
-            pieces.append(pack_flow(flow, expected))
+        pack_stream = ACK_STREAM.pack
+        for stream, expected in items:
+            pieces.append(pack_stream(stream, expected))
         return b"".join(pieces)
 
     def window_opened(self) -> None:
@@ -222,14 +222,14 @@ class Receiver:
         end = len(body)
         off = 0
         deliver = self.deliver
-        flows = self.flows_in
+        streams = self.streams_in
         watch = self.watch
         eliciting = False
         try:
             while off < end:
                 kind = body[off]
                 if kind == _MSG_KIND:
-                    _, flags, flow, seq, length = _msg_unpack(body, off)
+                    _, flags, stream, seq, length = _msg_unpack(body, off)
                     off += _MSG_SIZE
                     stop = off + length
                     if stop > end:
@@ -237,22 +237,22 @@ class Receiver:
                     eliciting = True
                     if flags & F_UNRELIABLE:
                         if watch is not None:
-                            watch.loose(flow, seq, length)
-                        deliver(flow, flags, body[off:stop])
+                            watch.loose(stream, seq, length)
+                        deliver(stream, flags, body[off:stop])
                     else:
-                        state = flows.get(flow)
+                        state = streams.get(stream)
                         if state is None:
-                            state = flows[flow] = FlowIn()
+                            state = streams[stream] = StreamIn()
                             if self.adopt:
                                 state.expected = seq
                         expected = state.expected
                         if seq == expected:
                             state.expected = seq + 1
                             if watch is not None:
-                                watch.in_order(flow, seq, length)
-                            deliver(flow, flags, body[off:stop])
+                                watch.in_order(stream, seq, length)
+                            deliver(stream, flags, body[off:stop])
                             if state.pending:
-                                self._drain(flow, state)
+                                self._drain(stream, state)
                         elif seq < expected or seq in state.pending:
                             self.counts["duplicates"] += 1
                         elif seq - expected > MAX_AHEAD or not self._room(length + ENTRY_COST):
@@ -261,10 +261,10 @@ class Receiver:
                             state.pending[seq] = (flags, body[off:stop])
                             self._charge(length + ENTRY_COST)
                             if watch is not None:
-                                watch.arrived(flow, seq, length, expected, state.pending)
+                                watch.arrived(stream, seq, length, expected, state.pending)
                     off = stop
                 elif kind == _SEG_KIND:
-                    _, flags, flow, seq, number, count, length = _seg_unpack(body, off)
+                    _, flags, stream, seq, number, count, length = _seg_unpack(body, off)
                     off += _SEG_SIZE
                     stop = off + length
                     if stop > end or count < 2 or number >= count:
@@ -282,30 +282,30 @@ class Receiver:
                             held = len(piece.obj) + VIEW_HELD  # type: ignore[arg-type]
                         else:
                             held = length + BYTES_HEADER if length > 1 else 0  # one-byte bytes are shared
-                    self._segment_in(flags, flow, seq, number, count, piece, held, now)
+                    self._segment_in(flags, stream, seq, number, count, piece, held, now)
                     off = stop
                 elif kind == _ACK_KIND:
-                    _, flags, nranges, nflows, window = _ack_unpack(body, off)
-                    if nranges == 1 and nflows == 1:  # the common case: one unpack
-                        _, _, _, _, _, first, last, flow, expected = _ack_one_unpack(body, off)
+                    _, flags, nranges, nstreams, window = _ack_unpack(body, off)
+                    if nranges == 1 and nstreams == 1:  # the common case: one unpack
+                        _, _, _, _, _, first, last, stream, expected = _ack_one_unpack(body, off)
                         off += _ACK_ONE_SIZE
-                        self._on_ack(window, [(first, last)] if first <= last <= self.last_counter else (), ((flow, expected),), now)
+                        self._on_ack(window, [(first, last)] if first <= last <= self.last_counter else (), ((stream, expected),), now)
                         continue
-                    off = self._ack_in(body, off + _ACK_SIZE, nranges, nflows, window, now)
+                    off = self._ack_in(body, off + _ACK_SIZE, nranges, nstreams, window, now)
                 elif kind == _SKIP_KIND:
-                    _, flags, flow, seq = SKIP.unpack_from(body, off)
+                    _, flags, stream, seq = SKIP.unpack_from(body, off)
                     off += SKIP.size
                     eliciting = True
-                    self._skip_in(flow, seq)
+                    self._skip_in(stream, seq)
                 elif kind == _PING_KIND:
                     off += 2
                     if off > end:
                         raise WireError("truncated ping chunk")
                     eliciting = True
                 elif kind == _EVICTED_KIND:
-                    _, flags, flow, seq = EVICT.unpack_from(body, off)
+                    _, flags, stream, seq = EVICT.unpack_from(body, off)
                     off += EVICT.size
-                    _evicted.heard(self, flow, seq)
+                    _evicted.heard(self, stream, seq)
                 elif kind == _PATH_CHALLENGE or kind == _PATH_RESPONSE:
                     _, flags, token = PATH.unpack_from(body, off)
                     off += PATH.size
@@ -332,9 +332,9 @@ class Receiver:
             elif self.ack_due is None:
                 self.ack_due = now + ACK_DELAY
 
-    def _ack_in(self, body: bytes, off: int, nranges: int, nflows: int, window: int, now: float) -> int:
-        """Read an ACK's ranges and flows (past the one-range, one-flow case) and act on it; the offset after."""
-        if nranges > MAX_ACK_RANGES or nflows > MAX_ACK_FLOWS:
+    def _ack_in(self, body: bytes, off: int, nranges: int, nstreams: int, window: int, now: float) -> int:
+        """Read an ACK's ranges and streams (past the one-range, one-stream case) and act on it; the offset after."""
+        if nranges > MAX_ACK_RANGES or nstreams > MAX_ACK_STREAMS:
             raise WireError("ack chunk too long")
         ranges = []
         for _ in range(nranges):
@@ -343,28 +343,28 @@ class Receiver:
             if last < first or last > self.last_counter:
                 continue  # never sent: ignore rather than trust
             ranges.append((first, last))
-        flow_items = []
-        for _ in range(nflows):
-            flow_items.append(ACK_FLOW.unpack_from(body, off))
+        stream_items = []
+        for _ in range(nstreams):
+            stream_items.append(ACK_STREAM.unpack_from(body, off))
             off += 10
-        self._on_ack(window, ranges, flow_items, now)
+        self._on_ack(window, ranges, stream_items, now)
         return off
 
-    def _skip_in(self, flow: int, seq: int) -> None:
-        """The sender gave up on ``seq`` of ``flow``: hold a SKIP in its place, and deliver past it when due."""
-        flows = self.flows_in
-        state = flows.get(flow)
+    def _skip_in(self, stream: int, seq: int) -> None:
+        """The sender gave up on ``seq`` of ``stream``: hold a SKIP in its place, and deliver past it when due."""
+        streams = self.streams_in
+        state = streams.get(stream)
         if state is None:
-            state = flows[flow] = FlowIn()
+            state = streams[stream] = StreamIn()
         if seq >= state.expected and seq - state.expected <= MAX_AHEAD:
             old = state.pending.get(seq)
             if old is None and not self._room(SKIP_COST):
                 raise _CannotHold
             state.pending[seq] = SKIPPED
             self._charge(SKIP_COST - held_cost(old) if old is not None else SKIP_COST)
-            self._drain(flow, state)
+            self._drain(stream, state)
 
-    def _segment_in(self, flags: int, flow: int, seq: int, number: int, count: int, piece: bytes, held: int, now: float) -> None:
+    def _segment_in(self, flags: int, stream: int, seq: int, number: int, count: int, piece: bytes, held: int, now: float) -> None:
         """Hold ``piece`` (``held`` bytes as kept), or deliver its message if it was the last.
 
         One method per piece, the accounting inline: it runs per datagram.  A
@@ -378,7 +378,7 @@ class Receiver:
         if flags & F_UNRELIABLE:
             state = None
             holder: dict = self.partials_unreliable
-            key: Any = (flow, seq)
+            key: Any = (stream, seq)
             entry = holder.get(key)
             if entry is None:
                 if len(holder) >= 64:
@@ -388,9 +388,9 @@ class Receiver:
                 extra = PARTIAL_COST
             watch = None
         else:
-            state = self.flows_in.get(flow)
+            state = self.streams_in.get(stream)
             if state is None:
-                state = self.flows_in[flow] = FlowIn()
+                state = self.streams_in[stream] = StreamIn()
                 if self.adopt:  # a message whose start we missed is skipped whole
                     state.expected = seq if number == 0 else seq + 1
             expected = state.expected
@@ -410,9 +410,9 @@ class Receiver:
                 return
             watch = self.watch
             if watch is not None and number not in entry.parts:
-                watch.piece(flow, seq, number, entry.parts)
+                watch.piece(stream, seq, number, entry.parts)
                 if seq > expected:
-                    watch.gap(flow, seq, expected, holder)
+                    watch.gap(stream, seq, expected, holder)
         if entry.count != count:
             raise WireError("segment count changed within a message")
         parts = entry.parts
@@ -477,8 +477,8 @@ class Receiver:
                 del holder[key]
                 self._charge(-counted)
             if self.watch is not None:
-                self.watch.loose(flow, seq, len(complete))
-            self.deliver(flow, flags, complete)
+                self.watch.loose(stream, seq, len(complete))
+            self.deliver(stream, flags, complete)
             return
         if seq == expected and watch is None:
             # in order: delivered now, never held whole
@@ -486,18 +486,18 @@ class Receiver:
                 del holder[seq]
                 self._charge(-counted)
             state.expected = seq + 1
-            self.deliver(flow, flags, complete)
+            self.deliver(stream, flags, complete)
             if holder:
-                self._drain(flow, state)
+                self._drain(stream, state)
             return
         self._charge(len(complete) + ENTRY_COST - counted)
         holder[seq] = (flags, complete)
         if watch is not None:
-            watch.arrived(flow, seq, len(complete), expected, holder)
+            watch.arrived(stream, seq, len(complete), expected, holder)
         if seq == expected:
-            self._drain(flow, state)
+            self._drain(stream, state)
 
-    def _drain(self, flow: int, state: FlowIn) -> None:
+    def _drain(self, stream: int, state: StreamIn) -> None:
         pending = state.pending
         deliver = self.deliver
         watch = self.watch
@@ -516,8 +516,8 @@ class Receiver:
                     continue
                 freed += len(data) + ENTRY_COST
                 if watch is not None:
-                    watch.released(flow, seq, len(data))
-                deliver(flow, flags, data)
+                    watch.released(stream, seq, len(data))
+                deliver(stream, flags, data)
         finally:
             if freed:  # one change to the books for the whole run released
                 self._charge(-freed)

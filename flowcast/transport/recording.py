@@ -59,7 +59,7 @@ class MessageRecorder:
             entry = [None, None, None, None]
         first, msg_id, src, dst = entry
         if msg_id is None:  # never got into a link: no sequence number, no session
-            msg_id = f"{stack.name}:-:{msg.flow}:{id(msg):x}"
+            msg_id = f"{stack.name}:-:{msg.stream}:{id(msg):x}"
             src, dst = stack._route_of(msg)
         if state == "delivered":
             self.sink.message("acknowledged", msg_id, src, dst, len(msg.data), stack.clock.now() - first)

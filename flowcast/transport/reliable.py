@@ -17,7 +17,7 @@ per exchange:
   timeout) puts back exactly its unacknowledged segments -- selective resend
   at no per-message cost.  Resends go in new packets with new counters, so
   there is never a retransmission ambiguity in RTT samples.
-* **Delivery is reported by flow.**  Each ACK also carries, per flow, the
+* **Delivery is reported by stream.**  Each ACK also carries, per stream, the
   next sequence number the receiver has not yet *delivered*.  A sender marks
   a message delivered only then: an acknowledged packet whose message still
   waits behind a gap is not "delivered" (nothing is reported delivered that
@@ -32,7 +32,7 @@ per exchange:
   of any one segment), ``burst`` (segments of this message in flight) or
   fire-and-forget (``reliable=False``: sent once, delivered on arrival,
   never ordered).  A reliable message that fails is replaced on the wire by
-  a SKIP chunk so the receiver's flow moves on instead of waiting forever.
+  a SKIP chunk so the receiver's stream moves on instead of waiting forever.
 
 The work is split by role, each part in its own module and owning its
 own state: sender.py (queueing, segmentation, packets, acknowledgements
@@ -79,7 +79,7 @@ __all__ = [
 class Link(Sender, Receiver, Recovery):
     """Sender and receiver halves of message transactions for one session.
 
-    ``deliver(flow, flags, payload)`` is called for every message in order;
+    ``deliver(stream, flags, payload)`` is called for every message in order;
     ``completed(outgoing)`` for every message that reaches a final state.
     ``held()`` says how many delivered bytes the application has not yet
     taken (it shrinks the advertised window).  With ``acks=False`` (a lane)

@@ -321,12 +321,12 @@ class RoadStack(Stack):
         inbox = self.inbox
         hooks = self.hooks
 
-        def deliver(flow: int, flags: int, payload: bytes) -> None:
+        def deliver(stream: int, flags: int, payload: bytes) -> None:
             if hooks.message is None:  # the common case, inlined: one call per message
-                inbox.append((name, flow, flags, payload))
+                inbox.append((name, stream, flags, payload))
                 self.inbox_bytes += len(payload)
             else:
-                self._deliver_to_inbox(name, flow, flags, payload)
+                self._deliver_to_inbox(name, stream, flags, payload)
 
         link = Link(
             self.datagram_size - _OVERHEAD,
@@ -369,7 +369,7 @@ class RoadStack(Stack):
     def _route_of(self, msg: Outgoing) -> tuple[tuple, tuple]:
         remote = self.remotes.get(msg.remote) or self._by_name.get(msg.remote)  # sent to a name or a fingerprint
         name = remote.name if remote is not None else str(msg.remote)
-        return ("", "", self.local.name, msg.flow), ("", "", name, msg.flow)
+        return ("", "", self.local.name, msg.stream), ("", "", name, msg.stream)
 
     def _link_watch(self, to: str) -> LinkEvents | None:
         session = self._find(to).session

@@ -1,11 +1,11 @@
 """The sending part of a link: queueing, segmentation, packets, acknowledgements.
 
-``submit`` numbers a message in its flow and queues it; ``build`` packs
+``submit`` numbers a message in its stream and queues it; ``build`` packs
 queued chunks, resends first, into the next packet body (an owed ACK
 rides along); ``sent`` remembers which segments each packet carried, and
 an ACK (``_on_ack``) frees them and reports messages delivered once the
-receiver says its flow has moved past them.  A message that fails is
-replaced on the wire by a SKIP, so the receiver's flow moves on.  A
+receiver says its stream has moved past them.  A message that fails is
+replaced on the wire by a SKIP, so the receiver's stream moves on.  A
 mixin of :class:`flowcast.transport.reliable.Link` (see recovery.py
 for why not an object of its own).
 
@@ -27,10 +27,10 @@ from flowcast.transport import evicted as _evicted
 from flowcast.transport.outgoing import QUEUED, Outgoing, OutgoingStateError, deliver_through
 from flowcast.transport.wire import (
     ACK,
-    ACK_FLOW,
+    ACK_STREAM,
     ACK_RANGE,
     F_UNRELIABLE,
-    MAX_ACK_FLOWS,
+    MAX_ACK_STREAMS,
     MAX_ACK_RANGES,
     MSG,
     PING,
@@ -53,7 +53,7 @@ _MSG_SIZE = MSG.size
 _SEG_SIZE = SEG.size
 _msg_pack = MSG.pack
 _PING_CHUNK = PING.pack(ChunkKind.PING, 0)
-_ACK_MAX_SIZE = ACK.size + MAX_ACK_RANGES * ACK_RANGE.size + MAX_ACK_FLOWS * ACK_FLOW.size
+_ACK_MAX_SIZE = ACK.size + MAX_ACK_RANGES * ACK_RANGE.size + MAX_ACK_STREAMS * ACK_STREAM.size
 _INF = float("inf")
 _ACKED = ACKED
 _NO_QUEUE = NO_QUEUE
@@ -99,7 +99,7 @@ class Sender:
         self.last_counter = -1
         self.pending_count = 0  # reliable messages not yet final
         self._latest_deadline: dict[int, float] = {}
-        self._early: list[tuple[float, int, int, Outgoing]] = []  # (deadline, flow, seq, msg): no two alike, so no address decides
+        self._early: list[tuple[float, int, int, Outgoing]] = []  # (deadline, stream, seq, msg): no two alike, so no address decides
         self.ping_owed = False
 
     def submit(self, msg: Outgoing, now: float) -> Outgoing:
@@ -109,35 +109,35 @@ class Sender:
         size = len(data)
         if size > self.max_message:
             raise ValueError(f"message of {size} bytes exceeds the {self.max_message}-byte limit")
-        flow = msg.flow
+        stream = msg.stream
         flags = msg.flags
         if flags & F_UNRELIABLE:
             seq = self.unreliable_seq
             self.unreliable_seq = seq + 1
         else:
             next_seq = self.next_seq
-            seq = next_seq.get(flow, 0)
-            next_seq[flow] = seq + 1
+            seq = next_seq.get(stream, 0)
+            next_seq[stream] = seq + 1
             if self.acks:  # a lane never waits on delivery, so keeps no books
-                queue = self.unfinished.get(flow)
+                queue = self.unfinished.get(stream)
                 if queue is None:
-                    queue = self.unfinished[flow] = deque()
+                    queue = self.unfinished[stream] = deque()
                 queue.append(msg)
                 self.pending_count += 1
                 if msg.timeout is not None and msg.deadline is None:
                     msg.deadline = now + msg.timeout
-                # Deadlines that rise along a flow are watched at its head;
+                # Deadlines that rise along a stream are watched at its head;
                 # one earlier than a message before it also goes in a heap.
                 deadline = _INF if msg.deadline is None else msg.deadline
-                if deadline < self._latest_deadline.get(flow, -_INF):
-                    heapq.heappush(self._early, (deadline, flow, seq, msg))
+                if deadline < self._latest_deadline.get(stream, -_INF):
+                    heapq.heappush(self._early, (deadline, stream, seq, msg))
                 else:
-                    self._latest_deadline[flow] = deadline
+                    self._latest_deadline[stream] = deadline
         msg.seq = seq
         if size <= self._small:
             msg.nseg = 1
             msg.marks = bytearray(1)
-            msg.chunk = _msg_pack(_MSG_KIND, flags, flow, seq, size) + data
+            msg.chunk = _msg_pack(_MSG_KIND, flags, stream, seq, size) + data
         else:
             segsize = self.segsize
             msg.next_seg = 0
@@ -154,12 +154,12 @@ class Sender:
 
     def _segment(self, msg: Outgoing, sn: int) -> bytes:
         if msg.skip:
-            return SKIP.pack(_SKIP_KIND, 0, msg.flow, msg.seq)
+            return SKIP.pack(_SKIP_KIND, 0, msg.stream, msg.seq)
         if msg.nseg == 1:
             return msg.chunk  # type: ignore[return-value]
         start = sn * msg.segsize
         piece = msg.chunk[start : start + msg.segsize]  # type: ignore[index]  # a memoryview: no copy
-        return SEG.pack(_SEG_KIND, msg.flags, msg.flow, msg.seq, sn, msg.nseg, len(piece)) + piece
+        return SEG.pack(_SEG_KIND, msg.flags, msg.stream, msg.seq, sn, msg.nseg, len(piece)) + piece
 
     def can_send(self) -> bool:
         """Whether data chunks may go now (acks and pings always may)."""
@@ -326,7 +326,7 @@ class Sender:
 
     # -- acknowledgements ------------------------------------------------------
 
-    def _on_ack(self, window: int, ranges: list[tuple[int, int]], flows: list[tuple[int, int]], now: float) -> None:
+    def _on_ack(self, window: int, ranges: list[tuple[int, int]], streams: list[tuple[int, int]], now: float) -> None:
         self.peer_window = window
         inflight = self.inflight
         newest = -1
@@ -390,21 +390,21 @@ class Sender:
                     if counter > limit:
                         break
                     self._lost(counter, inflight.pop(counter))
-        if flows:
+        if streams:
             unfinished = self.unfinished
             completed = self.completed
-            for flow, expected in flows:
-                queue = unfinished.get(flow)
+            for stream, expected in streams:
+                queue = unfinished.get(stream)
                 if not queue:
                     continue
-                sent_limit = self.next_seq.get(flow, 0)
+                sent_limit = self.next_seq.get(stream, 0)
                 if expected > sent_limit:
                     expected = sent_limit
                 if queue[0].seq < expected:  # queued here means reliable: each one pending counted
                     self.pending_count -= deliver_through(queue, expected, completed)
-                if not queue:  # all delivered: an idle flow keeps no queue (760 B) per remote
-                    del unfinished[flow]
-                    self._latest_deadline.pop(flow, None)
+                if not queue:  # all delivered: an idle stream keeps no queue (760 B) per remote
+                    del unfinished[stream]
+                    self._latest_deadline.pop(stream, None)
                 self.last_progress = now
 
     def _lost(self, counter: int, rec: list) -> None:
@@ -433,19 +433,19 @@ class Sender:
         if not msg.flags & F_UNRELIABLE:
             self.pending_count -= 1
             if self.acks is False:
-                queue = self.unfinished.get(msg.flow)
+                queue = self.unfinished.get(msg.stream)
                 if queue and queue[0] is msg:
                     queue.popleft()
         if self.completed is not None and not msg.skip:
             self.completed(msg)
 
     def fail(self, msg: Outgoing, reason: str) -> None:
-        """Give up on ``msg``; a SKIP takes its place so the flow moves on."""
+        """Give up on ``msg``; a SKIP takes its place so the stream moves on."""
         if not msg.pending:
             return
-        queue = self.unfinished.get(msg.flow)
+        queue = self.unfinished.get(msg.stream)
         if not msg.skip and self.acks and queue is not None:
-            skip = Outgoing(b"", msg.flow)
+            skip = Outgoing(b"", msg.stream)
             skip.skip = True
             skip.seq = msg.seq
             for position, item in enumerate(queue):
@@ -467,7 +467,7 @@ class Sender:
             self.resend = _NO_QUEUE  # type: ignore[assignment]
 
     def take_unfinished(self) -> list[Outgoing]:
-        """Every reliable message not yet final, in flow order (for a new session)."""
+        """Every reliable message not yet final, in stream order (for a new session)."""
         out = []
         for queue in self.unfinished.values():
             out.extend(m for m in queue if m.pending and not m.skip)

@@ -46,11 +46,11 @@ _unpackb = msgpack.unpackb
 
 
 class Message(NamedTuple):
-    """A delivered message: who sent it, on which flow, what, and whether it came reliably
+    """A delivered message: who sent it, on which stream, what, and whether it came reliably
     (False: fire-and-forget, so its sender learns nothing of its fate)."""
 
     remote: str
-    flow: int
+    stream: int
     data: Any
     reliable: bool = True
 
@@ -129,7 +129,7 @@ class Stack:
 
     def _route_of(self, msg: Outgoing) -> tuple[tuple, tuple]:
         """``(src, dst)`` of a message no link has named (see LinkEvents)."""
-        return ("", "", self.name, msg.flow), ("", "", str(msg.remote), msg.flow)
+        return ("", "", self.name, msg.stream), ("", "", str(msg.remote), msg.stream)
 
     def _completed(self, msg: Outgoing) -> None:
         done = self.hooks.done
@@ -146,7 +146,7 @@ class Stack:
         data: Any,
         to: str,
         *,
-        flow: int = 0,
+        stream: int = 0,
         timeout: float | None | type(...) = ...,
         retries: int | None = None,
         burst: int = 0,
@@ -155,8 +155,8 @@ class Stack:
     ) -> Outgoing:
         """Queue ``data`` (a dict, or anything msgpack/JSON encodes) for ``to``.
 
-        ``flow`` (0-65535) orders messages: in order within a flow, no order
-        between flows.  ``timeout`` (seconds, None for none) and ``retries``
+        ``stream`` (0-65535) orders messages: in order within a stream, no order
+        between streams.  ``timeout`` (seconds, None for none) and ``retries``
         (resends of any one segment) bound a reliable message; ``burst``
         caps its segments in flight; ``reliable=False`` is fire-and-forget.
         The returned :class:`Outgoing` shows the message's fate.  Once the
@@ -168,14 +168,14 @@ class Stack:
             payload, flags = json.dumps(data, separators=(",", ":")).encode(), F_JSON
         else:
             raise ValueError(f"unknown codec {codec!r} (msgpack or json)")
-        return self.send_bytes(payload, to, flow=flow, timeout=timeout, retries=retries, burst=burst, reliable=reliable, _flags=flags)
+        return self.send_bytes(payload, to, stream=stream, timeout=timeout, retries=retries, burst=burst, reliable=reliable, _flags=flags)
 
     def send_bytes(
         self,
         payload: bytes,
         to: str,
         *,
-        flow: int = 0,
+        stream: int = 0,
         timeout: float | None | type(...) = ...,
         retries: int | None = None,
         burst: int = 0,
@@ -186,11 +186,11 @@ class Stack:
         if self._closed:
             # A message accepted now could never be sent nor fail: say so at once.
             raise ClosedError(f"{self.name} is closed: cannot send to {to!r}")
-        if not 0 <= flow <= 0xFFFF:
-            raise ValueError("flow must be 0..65535")
+        if not 0 <= stream <= 0xFFFF:
+            raise ValueError("stream must be 0..65535")
         msg = Outgoing(
             payload,
-            flow,
+            stream,
             _flags if reliable else _flags | F_UNRELIABLE,
             self.default_timeout if timeout is ... else timeout,
             retries,
@@ -213,12 +213,12 @@ class Stack:
         """The oldest delivered message, or None."""
         inbox = self.inbox
         while inbox:
-            remote, flow, flags, payload = inbox.popleft()
+            remote, stream, flags, payload = inbox.popleft()
             self.inbox_bytes -= len(payload)
             data = self._decode(flags, payload)
             if data is not _UNDECODABLE:
                 self._consumed()
-                return Message(remote, flow, data, not flags & F_UNRELIABLE)
+                return Message(remote, stream, data, not flags & F_UNRELIABLE)
         self._consumed()
         return None
 
@@ -232,14 +232,14 @@ class Stack:
         make = tuple.__new__
         count = min(limit, len(inbox))
         for _ in range(count):
-            remote, flow, flags, payload = popleft()
+            remote, stream, flags, payload = popleft()
             taken += len(payload)
             if flags & F_RAW:
-                append(make(Message, (remote, flow, payload, not flags & F_UNRELIABLE)))
+                append(make(Message, (remote, stream, payload, not flags & F_UNRELIABLE)))
                 continue
             data = decode(flags, payload)
             if data is not _UNDECODABLE:
-                append(make(Message, (remote, flow, data, not flags & F_UNRELIABLE)))
+                append(make(Message, (remote, stream, data, not flags & F_UNRELIABLE)))
         self.inbox_bytes -= taken
         self._consumed()
         return out
@@ -255,17 +255,17 @@ class Stack:
             self.counts["undecodable"] += 1
             return _UNDECODABLE
 
-    def _deliver_to_inbox(self, remote: str, flow: int, flags: int, payload: bytes) -> None:
+    def _deliver_to_inbox(self, remote: str, stream: int, flags: int, payload: bytes) -> None:
         listeners = self.hooks.message
         if listeners is not None:
             data = self._decode(flags, payload)
             if data is not _UNDECODABLE:
                 try:
-                    listeners(Message(remote, flow, data, not flags & F_UNRELIABLE))
+                    listeners(Message(remote, stream, data, not flags & F_UNRELIABLE))
                 except Exception:  # noqa: BLE001 - a listener's bug: logged and removed (hooks.py)
                     self.hooks.failed("message", listeners)
             return
-        self.inbox.append((remote, flow, flags, payload))
+        self.inbox.append((remote, stream, flags, payload))
         self.inbox_bytes += len(payload)
 
     # -- for subclasses --------------------------------------------------------

@@ -30,7 +30,7 @@ __all__ = [
     "SEG",
     "ACK",
     "ACK_RANGE",
-    "ACK_FLOW",
+    "ACK_STREAM",
     "SKIP",
     "ALLOW_ACK",
     "PING",
@@ -101,7 +101,7 @@ def unpack_header(data: bytes | memoryview) -> Header:
 class ChunkKind:
     MSG = 1  # a whole message
     SEG = 2  # one segment of a segmented message
-    ACK = 3  # received packet counters, receive window, delivered per flow
+    ACK = 3  # received packet counters, receive window, delivered per stream
     SKIP = 4  # a message abandoned by its sender: deliver nothing, move on
     ALLOW_ACK = 5  # responder's session id, repeated until confirmed
     PING = 6  # alive: asks for an ACK
@@ -112,23 +112,23 @@ class ChunkKind:
 
 
 # chunk flags
-F_UNRELIABLE = 0x01  # fire-and-forget: no flow order, never resent
+F_UNRELIABLE = 0x01  # fire-and-forget: no stream order, never resent
 F_JSON = 0x02  # payload is JSON rather than msgpack
 
-MSG = struct.Struct("!BBHQI")  # kind, flags, flow, seq, length
-SEG = struct.Struct("!BBHQIII")  # kind, flags, flow, seq, segment no, count, length
-ACK = struct.Struct("!BBHHI")  # kind, flags, ranges, flows, receive window (bytes)
+MSG = struct.Struct("!BBHQI")  # kind, flags, stream, seq, length
+SEG = struct.Struct("!BBHQIII")  # kind, flags, stream, seq, segment no, count, length
+ACK = struct.Struct("!BBHHI")  # kind, flags, ranges, streams, receive window (bytes)
 ACK_RANGE = struct.Struct("!QQ")  # first, last (inclusive)
-ACK_FLOW = struct.Struct("!HQ")  # flow, next undelivered seq
-SKIP = struct.Struct("!BBHQ")  # kind, flags, flow, seq
-EVICT = struct.Struct("!BBHQ")  # kind, flags, flow, seq
+ACK_STREAM = struct.Struct("!HQ")  # stream, next undelivered seq
+SKIP = struct.Struct("!BBHQ")  # kind, flags, stream, seq
+EVICT = struct.Struct("!BBHQ")  # kind, flags, stream, seq
 ALLOW_ACK = struct.Struct("!BBI")  # kind, flags, responder session id
 PING = struct.Struct("!BB")  # kind, flags
 CLOSE = struct.Struct("!BB")  # kind, flags
 PATH = struct.Struct("!BBQ")  # kind, flags, token
 
 MAX_ACK_RANGES = 64
-MAX_ACK_FLOWS = 64
+MAX_ACK_STREAMS = 64
 
 
 class Chunk(NamedTuple):
@@ -154,25 +154,25 @@ def decode_chunks(body: bytes | memoryview) -> list[Chunk]:
         while off < end:
             kind = body[off]
             if kind == ChunkKind.MSG:
-                _, flags, flow, seq, length = MSG.unpack_from(body, off)
+                _, flags, stream, seq, length = MSG.unpack_from(body, off)
                 off += MSG.size
                 if off + length > end:
                     raise WireError("message chunk overruns the body")
-                chunks.append(Chunk(kind, flags, (flow, seq), bytes(body[off : off + length])))
+                chunks.append(Chunk(kind, flags, (stream, seq), bytes(body[off : off + length])))
                 off += length
             elif kind == ChunkKind.SEG:
-                _, flags, flow, seq, number, count, length = SEG.unpack_from(body, off)
+                _, flags, stream, seq, number, count, length = SEG.unpack_from(body, off)
                 off += SEG.size
                 if off + length > end:
                     raise WireError("segment chunk overruns the body")
                 if count < 2 or number >= count:
                     raise WireError(f"segment {number} of {count}")
-                chunks.append(Chunk(kind, flags, (flow, seq, number, count), bytes(body[off : off + length])))
+                chunks.append(Chunk(kind, flags, (stream, seq, number, count), bytes(body[off : off + length])))
                 off += length
             elif kind == ChunkKind.ACK:
-                _, flags, nranges, nflows, window = ACK.unpack_from(body, off)
+                _, flags, nranges, nstreams, window = ACK.unpack_from(body, off)
                 off += ACK.size
-                if nranges > MAX_ACK_RANGES or nflows > MAX_ACK_FLOWS:
+                if nranges > MAX_ACK_RANGES or nstreams > MAX_ACK_STREAMS:
                     raise WireError("ack chunk too long")
                 ranges = []
                 for _ in range(nranges):
@@ -180,15 +180,15 @@ def decode_chunks(body: bytes | memoryview) -> list[Chunk]:
                     off += ACK_RANGE.size
                     if first <= last:  # a reversed range acknowledges nothing (docs/protocol.md §6)
                         ranges.append((first, last))
-                flows = []
-                for _ in range(nflows):
-                    flows.append(ACK_FLOW.unpack_from(body, off))
-                    off += ACK_FLOW.size
-                chunks.append(Chunk(kind, flags, (window, tuple(ranges), tuple(flows)), b""))
+                streams = []
+                for _ in range(nstreams):
+                    streams.append(ACK_STREAM.unpack_from(body, off))
+                    off += ACK_STREAM.size
+                chunks.append(Chunk(kind, flags, (window, tuple(ranges), tuple(streams)), b""))
             elif kind == ChunkKind.SKIP or kind == ChunkKind.EVICTED:
-                _, flags, flow, seq = SKIP.unpack_from(body, off)
+                _, flags, stream, seq = SKIP.unpack_from(body, off)
                 off += SKIP.size
-                chunks.append(Chunk(kind, flags, (flow, seq), b""))
+                chunks.append(Chunk(kind, flags, (stream, seq), b""))
             elif kind == ChunkKind.ALLOW_ACK and off == 0:  # first chunk only: the stack strips it
                 _, flags, session = ALLOW_ACK.unpack_from(body, off)
                 off += ALLOW_ACK.size

@@ -25,7 +25,7 @@ from flowcast.transport.ports import UdpPort
 from flowcast.transport.presence import Presence
 from flowcast.transport.road import RoadStack
 from flowcast.transport.stack import serve
-from flowcast.transport.wire import ACK, ACK_FLOW, ACK_RANGE, HEADER_SIZE, MSG, PING, SEG, SKIP, ChunkKind, PacketKind, pack_header
+from flowcast.transport.wire import ACK, ACK_STREAM, ACK_RANGE, HEADER_SIZE, MSG, PING, SEG, SKIP, ChunkKind, PacketKind, pack_header
 
 from .roadkit import World
 
@@ -297,7 +297,7 @@ def test_hostile_peer_chunks_with_fields_out_of_range_never_raise_nor_stop_other
         MSG.pack(ChunkKind.MSG, 0, 3, 0, 4) + b"\xc1\xc1\xc1\xc1",  # undecodable msgpack
         MSG.pack(ChunkKind.MSG, 0x02, 3, 1, 3) + b"{{{",  # undecodable JSON
         ACK.pack(ChunkKind.ACK, 0, 65, 0, 0),  # too many ranges
-        ACK.pack(ChunkKind.ACK, 0, 1, 1, 0) + ACK_RANGE.pack(0, 2**64 - 1) + ACK_FLOW.pack(0, 2**64 - 1),  # acks all
+        ACK.pack(ChunkKind.ACK, 0, 1, 1, 0) + ACK_RANGE.pack(0, 2**64 - 1) + ACK_STREAM.pack(0, 2**64 - 1),  # acks all
         ACK.pack(ChunkKind.ACK, 0, 1, 0, 0) + ACK_RANGE.pack(5, 1),  # reversed
         SKIP.pack(ChunkKind.SKIP, 0, 0, 2**64 - 1),
         bytes([ChunkKind.ALLOW_ACK, 0, 0, 0, 0, 1]) * 2,
@@ -334,7 +334,7 @@ def test_announced_64_mib_message_never_completed_stays_within_the_receiver_boun
         world.run_for(0.01)
     world.run_for(1.0)
     assert link.buffered <= bound
-    out = alpha.send({"other": "flow"}, "beta", flow=6)
+    out = alpha.send({"other": "stream"}, "beta", stream=6)
     assert world.run_until(lambda: out.delivered, 5)
     assert beta.counts["internal_errors"] == 0
 
@@ -349,13 +349,13 @@ def test_hostile_payload_bombs_are_counted_undecodable_and_never_raise():
         (0x02, b"[" * 1_000_000),  # JSON nested a million deep
         (0x02, b"1" * 100_000),  # a 100,000-digit integer
     ]
-    outs = [alpha.send_bytes(payload, "beta", flow=7, _flags=flags) for flags, payload in bombs]
+    outs = [alpha.send_bytes(payload, "beta", stream=7, _flags=flags) for flags, payload in bombs]
     assert world.run_until(lambda: all(o.delivered for o in outs), 10)
     got = []
     while (m := beta.receive()) is not None:
         got.append(m)
     assert got == [] and beta.counts["undecodable"] == len(bombs)
-    out = alpha.send({"fine": 1}, "beta", flow=7)
+    out = alpha.send({"fine": 1}, "beta", stream=7)
     assert world.run_until(lambda: out.delivered, 5)
     assert beta.receive().data == {"fine": 1}
 
@@ -582,7 +582,7 @@ def test_join_replies_never_amplify():
 
 
 def test_hostile_peer_cannot_make_the_receiver_hold_unaccounted_memory():
-    """Was a finding (fixed in 704c89c): zero-length SEG/MSG/SKIP chunks are held without counting toward Link.buffered: a joined peer makes the receiver hold unbounded entries (MAX_AHEAD per flow x 65536 flows)."""
+    """Was a finding (fixed in 704c89c): zero-length SEG/MSG/SKIP chunks are held without counting toward Link.buffered: a joined peer makes the receiver hold unbounded entries (MAX_AHEAD per stream x 65536 streams)."""
     world = World(seed=207, delay=0.0)
     alpha, beta = world.pair()
     link = beta.remote("alpha").session.link
@@ -601,7 +601,7 @@ def test_hostile_peer_cannot_make_the_receiver_hold_unaccounted_memory():
         grown = tracemalloc.get_traced_memory()[0] - base
     finally:
         tracemalloc.stop()
-    held = sum(len(f.pending) for f in link.flows_in.values())
+    held = sum(len(f.pending) for f in link.streams_in.values())
     # what the receiver holds for a peer must be (within 2x) what its window accounting says it holds
     assert grown <= 2 * link.buffered + (1 << 20), (held, grown, link.buffered, wire)
 
@@ -611,14 +611,14 @@ def test_tiny_held_segments_do_not_pin_whole_datagrams():
     world = World(seed=211, delay=0.0)
     alpha, beta = world.pair()
     link = beta.remote("alpha").session.link
-    inject_sealed(alpha, "beta", MSG.pack(ChunkKind.MSG, 0, 1, 0, 1) + b"a")  # flow 1 delivers seq 0
+    inject_sealed(alpha, "beta", MSG.pack(ChunkKind.MSG, 0, 1, 0, 1) + b"a")  # stream 1 delivers seq 0
     world.run_for(0.01)
     beta.receive_many()
     filler = b"f" * (alpha.datagram_size - 200)
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        for seq in range(1, 61):  # seq 0 of flow 0 never comes: each 1-byte segment is held
+        for seq in range(1, 61):  # seq 0 of stream 0 never comes: each 1-byte segment is held
             body = SEG.pack(ChunkKind.SEG, 0, 0, seq, 1, 2, 1) + b"s" + MSG.pack(ChunkKind.MSG, 0, 1, 0, len(filler)) + filler  # + a duplicate
             inject_sealed(alpha, "beta", body)
             world.run_for(0.001)

@@ -211,7 +211,7 @@ def test_room_for_a_fair_peer_costs_one_eviction_pass_not_one_per_piece(monkeypa
         while True:  # many small incomplete messages: one-byte last pieces
             hog.handle(b"".join(seg(seq + k, 1, 2, b"t") for k in range(100)), 0.0)
             seq += 100
-    assert sum(len(s.pending) for s in hog.flows_in.values()) > 1000
+    assert sum(len(s.pending) for s in hog.streams_in.values()) > 1000
     for number in range(30):  # 30 pieces, each needing room
         fair.handle(seg(0, number, 40, b"y" * 10_000), 1.0)
     assert len(passes) == 1, passes

@@ -1,7 +1,7 @@
 """A message whose acknowledged pieces the receiver's hold budget dropped fails at its sender.
 
 Was a finding: such a message failed only through its sender's timeout, so
-one sent with ``timeout=None`` waited forever, and its flow behind it.
+one sent with ``timeout=None`` waited forever, and its stream behind it.
 """
 
 from __future__ import annotations
@@ -33,15 +33,15 @@ class ByHand:
         return True
 
 
-def test_a_message_evicted_after_it_was_acknowledged_fails_at_once_and_its_flow_moves_on():
+def test_a_message_evicted_after_it_was_acknowledged_fails_at_once_and_its_stream_moves_on():
     budget = HoldBudget(300_000)
     done: list[Outgoing] = []
     sender = Link(1400, lambda *a: None, done.append)
     delivered: list[bytes] = []
-    receiver = Link(1400, lambda flow, flags, data: delivered.append(bytes(data)), budget=budget)
+    receiver = Link(1400, lambda stream, flags, data: delivered.append(bytes(data)), budget=budget)
     hog = Link(60_000, lambda *a: None, budget=budget)
     hand = ByHand(sender, receiver)
-    big = sender.submit(Outgoing(b"b" * 200_000, flow=1, timeout=None), 0.0)
+    big = sender.submit(Outgoing(b"b" * 200_000, stream=1, timeout=None), 0.0)
     hand.carry(sender, 0.0, drop=True)  # the first packet is lost: the rest waits for it
     while hand.carry(sender, 0.0):
         pass
@@ -53,8 +53,8 @@ def test_a_message_evicted_after_it_was_acknowledged_fails_at_once_and_its_flow_
     assert receiver.counts["evicted"] >= 1 and receiver.buffered < 150_000
     hand.carry(receiver, 0.1)  # the next ACK tells the sender
     assert big.state == "failed" and big.reason == "evicted" and done == [big]
-    # its SKIP moves the receiver's flow on: a later message on that flow is delivered
-    after = sender.submit(Outgoing(b"next", flow=1, timeout=None), 0.2)
+    # its SKIP moves the receiver's stream on: a later message on that stream is delivered
+    after = sender.submit(Outgoing(b"next", stream=1, timeout=None), 0.2)
     for _ in range(10):
         hand.carry(sender, 0.2)
         hand.carry(receiver, 0.2)

@@ -25,7 +25,7 @@ from tests.transport.attacks import seg
 def _held(link: Link) -> int:
     """What ``link`` holds, entry by entry, as the plain way counts it."""
     total = sum(held_cost(entry) for entry in link.partials_unreliable.values())
-    for state in link.flows_in.values():
+    for state in link.streams_in.values():
         total += sum(held_cost(item) for item in state.pending.values())
     return total
 
@@ -43,10 +43,10 @@ def test_a_dict_of_pieces_is_counted_as_getsizeof_sees_it_in_any_order_and_past_
     piece = b"p" * MIN_PIECE
     for n, number in enumerate(order):
         link.handle(seg(0, number, count, piece), 0.0)
-        entry = link.flows_in[0].pending[0]
+        entry = link.streams_in[0].pending[0]
         assert entry.table == sys.getsizeof(entry.parts), (n, entry.table)
         assert link.buffered == held_cost(entry)
-    entry = link.flows_in[0].pending[0]
+    entry = link.streams_in[0].pending[0]
     assert entry.table == sys.getsizeof(entry.parts)
     assert link.buffered == _held(link) > count * MIN_PIECE
 
@@ -54,17 +54,17 @@ def test_a_dict_of_pieces_is_counted_as_getsizeof_sees_it_in_any_order_and_past_
 def test_messages_arriving_in_order_are_never_held_whole():
     budget = HoldBudget(1 << 20)
     delivered: list[int] = []
-    link = Link(60_000, lambda flow, flags, data: delivered.append(len(data)), budget=budget)
+    link = Link(60_000, lambda stream, flags, data: delivered.append(len(data)), budget=budget)
     first, last = b"a" * 50_000, b"z" * 700
     for seq in range(20):
         link.handle(seg(seq, 0, 2, first), 0.0)
-        entry = link.flows_in[0].pending[seq]
+        entry = link.streams_in[0].pending[seq]
         assert link.buffered == budget.used == held_cost(entry) < len(first) + 2_000
         assert list(budget.holders) == [link]
         link.handle(seg(seq, 1, 2, last), 0.0)
         # delivered at once: nothing held, nothing left in the books
         assert link.buffered == budget.used == 0 and not budget.holders
-        assert not link.flows_in[0].pending
+        assert not link.streams_in[0].pending
     assert delivered == [50_700] * 20
 
 
@@ -79,7 +79,7 @@ def test_the_books_stay_exact_under_mixed_traffic_refusals_and_evictions():
     refused = partials = 0
     for _ in range(3000):
         link = rng.choice(links)
-        expected = link.flows_in[0].expected if 0 in link.flows_in else 0
+        expected = link.streams_in[0].expected if 0 in link.streams_in else 0
         seq = expected + rng.choice([0, 0, 0, 1, 2, 3, 5, 8])
         kind = rng.random()
         if kind < 0.25:
@@ -102,5 +102,5 @@ def test_the_books_stay_exact_under_mixed_traffic_refusals_and_evictions():
             assert each.buffered == _held(each) >= 0
         assert budget.used == sum(each.buffered for each in links) <= budget.limit
         assert set(budget.holders) == {each for each in links if each.buffered > 0}
-        partials += any(type(item) is Partial for each in links for state in each.flows_in.values() for item in state.pending.values())
+        partials += any(type(item) is Partial for each in links for state in each.streams_in.values() for item in state.pending.values())
     assert refused > 0 and budget.counts["evicted"] > 0 and partials > 100

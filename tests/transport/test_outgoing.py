@@ -48,7 +48,7 @@ def _pair():
     done: list[Outgoing] = []
     got: list[bytes] = []
     a = Link(1200, lambda *x: None, done.append)
-    b = Link(1200, lambda flow, flags, data: got.append(bytes(data)))
+    b = Link(1200, lambda stream, flags, data: got.append(bytes(data)))
     return a, b, done, got
 
 

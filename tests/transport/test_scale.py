@@ -128,18 +128,18 @@ def test_idle_work_per_wake_does_not_grow_with_the_remotes(count, monkeypatch):
     assert calls["deadline"] / (count * seconds) < 8
 
 
-def test_idle_remote_state_is_small_flow_queues_go_once_delivered_and_sequence_numbers_go_on():
+def test_idle_remote_state_is_small_stream_queues_go_once_delivered_and_sequence_numbers_go_on():
     world = World(seed=5)
     alpha, beta = world.pair()
     link = alpha.remote("beta").session.link
     assert not hasattr(link, "__dict__")  # slots: no instance dict per remote
     assert len(alpha.remote("beta").session.window.seen) == 512  # a bit per counter
     assert alpha.remote("beta").session.scratch is alpha._scratch  # one buffer per stack
-    first = alpha.send({"n": 1}, "beta", flow=7, timeout=5.0)
+    first = alpha.send({"n": 1}, "beta", stream=7, timeout=5.0)
     assert world.run_until(lambda: first.delivered, 5)
     assert link.unfinished == {} and link._latest_deadline == {}
-    second = alpha.send({"n": 2}, "beta", flow=7, timeout=5.0)
-    assert second.seq == first.seq + 1  # the flow's numbering is kept, its queue is not
+    second = alpha.send({"n": 2}, "beta", stream=7, timeout=5.0)
+    assert second.seq == first.seq + 1  # the stream's numbering is kept, its queue is not
     assert world.run_until(lambda: second.delivered, 5)
     got = [m.data["n"] for m in beta.receive_many()]
     assert got == [1, 2]
