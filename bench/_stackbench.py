@@ -207,7 +207,7 @@ def _measure(kind: str, mode: str, size: int, count: int, budget: float, options
                 "value": statistics.median(times) * 1e6,
                 "note": f"{len(times)} round trips; p90 {sorted(times)[int(len(times) * 0.9)] * 1e6:.0f} us",
             }
-        outs = []  # every 256th message and the last: a flow completes in order
+        outs = []  # every 256th message and the last: a stream completes in order
         high_water = max(64, (16 << 20) // (size + 32))
         chunk = max(1, min(512, high_water // 4))  # service often: a Unix datagram queue holds only 10
         start = time.monotonic()
@@ -238,8 +238,8 @@ def _measure(kind: str, mode: str, size: int, count: int, budget: float, options
         # CPU per message on each side: what the figure would be on idle cores
         note += f"; CPU {cpu * 1e6 / sent:.2f} us/msg sending, {done['cpu'] * 1e6 / sent:.2f} us/msg receiving"
         if kind == "road":
-            channel = stack.remote("beta").session.channel
-            note += f"; {channel.counts['resent']} segments resent"
+            link = stack.remote("beta").session.link
+            note += f"; {link.counts['resent']} segments resent"
         if tuned:
             note += "; malloc tuned (trim/mmap thresholds) in both processes"
         return {"msgs": sent / elapsed, "mbps": done["bytes"] / elapsed / 1e6, "note": note, "ok": ok == sent}

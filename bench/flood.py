@@ -60,7 +60,7 @@ def _victim(conn: Any, policy: str, keepdir: str, cookies: str, alpha: tuple[byt
         # alpha is an established estate: an operator accepted it (under never too)
         keep.add(RemoteRecord("alpha", "alpha", 0, alpha[0], alpha[1], Status.ACCEPTED))
         road = RoadStack(UdpPort("127.0.0.1", 0, scheduler=scheduler), keep, policy=policy, scheduler=scheduler, join_cookies=cookies)
-        road.hooks.add("message", lambda message: road.send_bytes(message.data, message.remote, flow=message.flow))
+        road.hooks.add("message", lambda message: road.send_bytes(message.data, message.remote, stream=message.stream))
 
         def command() -> None:
             if conn.recv() == "stop":

@@ -3,8 +3,8 @@
 Targets (``tests/fuzzkit.py``, shared with the short run in
 ``tests/transport/test_fuzz_live.py``), fed in turn:
 
-* ``decoders``: ``wire.unpack_header``/``decode_frames``, a bare reliable
-  ``Channel``, the handshake parsers (join, join reply, hello, initiate);
+* ``decoders``: ``wire.unpack_header``/``decode_chunks``, a bare reliable
+  ``Link``, the handshake parsers (join, join reply, hello, initiate);
 * ``road``: mutated datagrams (60% of them handshakes) into a live
   ``RoadStack`` from 32 source addresses;
 * ``session``: hostile plaintext sealed with the live session's keys, so it
@@ -13,9 +13,9 @@ Targets (``tests/fuzzkit.py``, shared with the short run in
 * ``lane``: acknowledged-lane datagrams from the other yard's address (both
   ways) into keyed lanes (as an estate's): three quarters hostile and
   sealed with the real pair key and live boot ids (so they reach the
-  channel), a quarter impostors (no trailer, a wrong or reflected key, a
+  link), a quarter impostors (no trailer, a wrong or reflected key, a
   replay, a flipped bit), each of which must be one counted drop;
-* ``router``: routed frames, header and data, into both routers from the
+* ``router``: routed parcels, header and data, into both routers from the
   road and the lane.
 
 Virtual time advances 1 ms per input (the scheduler runs the stacks'

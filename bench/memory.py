@@ -96,7 +96,7 @@ def _victim(conn: Any, options: dict[str, Any]) -> None:
                     "used": budget.used,
                     "peak": peak,
                     "budget": dict(budget.counts),
-                    "counts": {k: v for k, v in stack.counts.items() if k in ("bad_frames", "reaped", "backlog_full")},
+                    "counts": {k: v for k, v in stack.counts.items() if k in ("bad_chunks", "reaped", "backlog_full")},
                     "sessions": sum(1 for r in stack.remotes.values() if r.session is not None),
                 }))
             deadline = stack.next_deadline()

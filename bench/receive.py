@@ -1,11 +1,11 @@
-"""Receive-path benchmark: Channel.handle CPU per message, in one process.
+"""Receive-path benchmark: Link.handle CPU per message, in one process.
 
 The two-process figures (bench/road.py) move by 10-20% from run to run on a
 shared box, more than the receive path's own cost changes; this measures
-only ``Channel.handle`` over bodies a sending channel built beforehand, as a
+only ``Link.handle`` over bodies a sending link built beforehand, as a
 road session would get them (with the stack's hold budget), best of many
 short runs.  Figures, each with its ratio to the floor -- the same bodies
-cut into frames and pieces joined by a bare loop (what any receiver must
+cut into chunks and pieces joined by a bare loop (what any receiver must
 do, with no order, books or checks):
 
 * ``recv_100B``        100-byte messages, many a datagram (ns per message)
@@ -29,21 +29,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import Figures, parser  # noqa: E402
 
-from flowcast.transport.reliable import Channel, Outgoing  # noqa: E402
+from flowcast.transport.reliable import Link, Outgoing  # noqa: E402
 
 try:
     from flowcast.transport.budget import HoldBudget
 except ImportError:  # a checkout from before the hold budget: compare it too
     HoldBudget = None  # type: ignore[assignment,misc]
-from flowcast.transport.wire import MSG, SEG, FrameKind  # noqa: E402
+from flowcast.transport.wire import MSG, SEG, ChunkKind  # noqa: E402
 
 LOOPBACK_BODY = 65535 - 100  # about what a road session's body holds on loopback
 SMALL_BODY = 1200 - 40
 
 
 def bodies(size: int, count: int, max_body: int, reverse: bool = False) -> list[bytes]:
-    """What a sending channel builds for ``count`` messages of ``size`` bytes (no acknowledgements)."""
-    sender = Channel(max_body, lambda *a: None, acks=False)
+    """What a sending link builds for ``count`` messages of ``size`` bytes (no acknowledgements)."""
+    sender = Link(max_body, lambda *a: None, acks=False)
     data = os.urandom(size)
     out: list[bytes] = []
     batches = [count] if size < 1000 else [1] * count  # small ones share datagrams, as a stack packs them
@@ -60,7 +60,7 @@ def bodies(size: int, count: int, max_body: int, reverse: bool = False) -> list[
 
 
 def floor(batch: list[bytes]) -> int:
-    """Frames cut and pieces joined, nothing else: what any receiver does."""
+    """Chunks cut and pieces joined, nothing else: what any receiver does."""
     unpack_msg, unpack_seg = MSG.unpack_from, SEG.unpack_from
     msg_size, seg_size = MSG.size, SEG.size
     got = 0
@@ -68,7 +68,7 @@ def floor(batch: list[bytes]) -> int:
     for body in batch:
         off, end = 0, len(body)
         while off < end:
-            if body[off] == FrameKind.MSG:
+            if body[off] == ChunkKind.MSG:
                 _, _, _, _, length = unpack_msg(body, off)
                 off += msg_size
                 body[off : off + length]
@@ -89,10 +89,10 @@ def floor(batch: list[bytes]) -> int:
 def handle(batch: list[bytes], max_body: int) -> int:
     got = [0]
 
-    def deliver(flow: int, flags: int, data: bytes) -> None:
+    def deliver(stream: int, flags: int, data: bytes) -> None:
         got[0] += 1
 
-    receiver = Channel(max_body, deliver, **({"budget": HoldBudget()} if HoldBudget is not None else {}))
+    receiver = Link(max_body, deliver, **({"budget": HoldBudget()} if HoldBudget is not None else {}))
     for body in batch:
         receiver.handle(body, 1.0)
     return got[0]

@@ -55,7 +55,7 @@ cannot say whose memory it is.  The hub's share is found by ownership:
 
 1. *Attribution by reachability.*  From the hub's roots (its Router, which
    holds its Store, Policy, caches and RoadStack, which holds its Keep,
-   remotes, sessions, channels and port) every object reachable through
+   remotes, sessions, links and port) every object reachable through
    ``gc.get_referents`` is collected without crossing into the shared world
    (scheduler, network, clock, modules, classes, code, function globals,
    enum members) or into a remote's stack; the same is done from the
@@ -250,7 +250,7 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
             if road is not None:
                 counts.update({f"road.{k}": v for k, v in road.counts.items()})
                 try:
-                    counts["road.resent"] = road.remote("beta" if estate == "alpha" else "alpha").session.channel.counts["resent"]
+                    counts["road.resent"] = road.remote("beta" if estate == "alpha" else "alpha").session.link.counts["resent"]
                 except (KeyError, AttributeError):
                     pass
             reply("report", {"cpu": time.process_time() - state["cpu0"], "counts": counts})
@@ -615,7 +615,7 @@ def per_route(remotes: int, routes: int, idle: float) -> dict[str, Any]:
     how many remotes there are, and a small world runs in moments.
     """
     from flowcast.routing import Route
-    from flowcast.routing.frame import pack_message
+    from flowcast.routing.parcel import pack_message
 
     hub = _Hub()
     hub.grow(remotes)
@@ -627,7 +627,7 @@ def per_route(remotes: int, routes: int, idle: float) -> dict[str, Any]:
     for i in range(routes):
         road = peers[i % len(peers)]
         src, dst = Route(f"o{i}", "manor", road.local.name, "main"), Route("inbox", "manor", "hub", "main")
-        road.send_bytes(pack_message(src, dst, "", 0.0, payload), "hub", flow=i & 0xFFFF)
+        road.send_bytes(pack_message(src, dst, "", 0.0, payload), "hub", stream=i & 0xFFFF)
     ok = hub.run_until(lambda: len(hub.inbox.queue) >= routes, 60)
     hub.inbox.drain()
     hub.run_until(lambda: not any(r.pending() for r in peers), 30)

@@ -2,7 +2,7 @@
 
 Why these comparisons: a flowcast house runs every framer and behaviour as a
 generator micro-thread, so the cost of one cooperative switch bounds how
-many framers a house can run per period.  Two yardsticks frame that cost:
+many framers a house can run per period.  Two yardsticks bound that cost:
 
 * a bare generator round-robin (``deque.popleft`` / ``next`` / ``append``) --
   the floor nothing built on generators can beat; target: flowcast reaches

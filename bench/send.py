@@ -1,14 +1,14 @@
-"""Send-path benchmark: Channel CPU per message sent and acknowledged, in one process.
+"""Send-path benchmark: Link CPU per message sent and acknowledged, in one process.
 
 The companion of bench/receive.py, for the same reason: bench/road.py's
 two-process figures move by more than the send path's own cost changes
-on a shared box, so a change to the channel's sending half (sender.py,
+on a shared box, so a change to the link's sending half (sender.py,
 recovery.py, outgoing.py) is measured here, on CPU time, best of many
 short runs.  Each run submits the messages, builds every body, records
 each as sent, and feeds back the ACK a receiver would send (one range,
-one flow: the usual one), so the books of packets in flight and of
+one stream: the usual one), so the books of packets in flight and of
 messages delivered are paid as a road pays them.  Figures, each with its
-ratio to the floor -- the same messages framed and packed into bodies by
+ratio to the floor -- the same messages chunked and packed into bodies by
 a bare loop (what any sender must do, with no books):
 
 * ``send_100B``        100-byte messages, 100 per ACK, many a datagram (ns per message)
@@ -31,13 +31,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import Figures, parser  # noqa: E402
 
-from flowcast.transport.reliable import Channel, Outgoing  # noqa: E402
-from flowcast.transport.wire import ACK, ACK_FLOW, ACK_RANGE, MSG, SEG, FrameKind  # noqa: E402
+from flowcast.transport.reliable import Link, Outgoing  # noqa: E402
+from flowcast.transport.wire import ACK, ACK_STREAM, ACK_RANGE, MSG, SEG, ChunkKind  # noqa: E402
 
 LOOPBACK_BODY = 65535 - 100  # about what a road session's body holds on loopback
 SMALL_BODY = 1200 - 40
-# An ACK of one range and one flow, as a receiver writes it.
-_ACK_ONE = struct.Struct("!" + ACK.format.lstrip("!") + ACK_RANGE.format.lstrip("!") + ACK_FLOW.format.lstrip("!")).pack
+# An ACK of one range and one stream, as a receiver writes it.
+_ACK_ONE = struct.Struct("!" + ACK.format.lstrip("!") + ACK_RANGE.format.lstrip("!") + ACK_STREAM.format.lstrip("!")).pack
 
 
 def send(size: int, count: int, max_body: int, batch: int) -> int:
@@ -47,7 +47,7 @@ def send(size: int, count: int, max_body: int, batch: int) -> int:
     def completed(msg: Outgoing) -> None:
         delivered[0] += msg.delivered
 
-    sender = Channel(max_body, lambda *a: None, completed, max_cwnd=1 << 40)
+    sender = Link(max_body, lambda *a: None, completed, max_cwnd=1 << 40)
     sender.peer_window = 1 << 40
     data = b"x" * size
     counter = 0
@@ -60,12 +60,12 @@ def send(size: int, count: int, max_body: int, batch: int) -> int:
         while (built := build()) is not None:
             counter += 1
             sent(counter, len(built[0]), built[1], 0.0)
-        handle(_ACK_ONE(FrameKind.ACK, 0, 1, 1, 1 << 30, 1, counter, 0, submitted), 0.0)
+        handle(_ACK_ONE(ChunkKind.ACK, 0, 1, 1, 1 << 30, 1, counter, 0, submitted), 0.0)
     return delivered[0]
 
 
 def floor(size: int, count: int, max_body: int, batch: int) -> int:
-    """The same messages framed and packed into bodies, nothing else: what any sender does."""
+    """The same messages chunked and packed into bodies, nothing else: what any sender does."""
     data = b"x" * size
     pack_msg, pack_seg = MSG.pack, SEG.pack
     segsize = max_body - SEG.size - 64
@@ -76,19 +76,19 @@ def floor(size: int, count: int, max_body: int, batch: int) -> int:
         room = max_body
         for _ in range(batch):
             if size <= max_body - 64 - MSG.size:
-                frame = pack_msg(FrameKind.MSG, 0, 0, seq, size) + data
-                if len(frame) > room:
+                chunk = pack_msg(ChunkKind.MSG, 0, 0, seq, size) + data
+                if len(chunk) > room:
                     b"".join(parts)
                     bodies += 1
                     parts, room = [], max_body
-                parts.append(frame)
-                room -= len(frame)
+                parts.append(chunk)
+                room -= len(chunk)
             else:
                 view = memoryview(data)
                 nseg = -(-size // segsize)
                 for sn in range(nseg):
                     piece = view[sn * segsize : (sn + 1) * segsize]
-                    b"".join([pack_seg(FrameKind.SEG, 0, 0, seq, sn, nseg, len(piece)), piece])
+                    b"".join([pack_seg(ChunkKind.SEG, 0, 0, seq, sn, nseg, len(piece)), piece])
                     bodies += 1
             seq += 1
         if parts:

@@ -72,15 +72,15 @@ def snapshot_writer(output: Path):
     final.parent.mkdir(parents=True, exist_ok=True)
 
     def write(batch_df, batch_id: int) -> None:
-        frame = batch_df.toPandas()
-        newest = frame["newest_version"].max() if len(frame) else None
+        rows = batch_df.toPandas()
+        newest = rows["newest_version"].max() if len(rows) else None
         if newest is not None and newest > SCHEMA_VERSION:
             # Stop the query rather than publish figures mixed with rows of a layout we do not know.
             raise SchemaVersionError(
                 f"live input holds export schema version {newest}, newer than this flowcast reads "
                 f"(up to {SCHEMA_VERSION}); upgrade flowcast to read it"
             )
-        table = pa.Table.from_pandas(frame.drop(columns=["newest_version"]), preserve_index=False)
+        table = pa.Table.from_pandas(rows.drop(columns=["newest_version"]), preserve_index=False)
         table = table.append_column("batch", pa.array([batch_id] * table.num_rows, pa.int64()))
         tmp = inprogress(final)
         pq.write_table(table, tmp, compression="zstd")

@@ -10,9 +10,9 @@ inputs, and sealed datagrams never open.  So here:
 * hostile *plaintext* is sealed with a live session's own keys, so it
   passes the AEAD and reaches the reliable layer and the message decoder,
   the way a connected peer's bugs or malice would;
-* acknowledged-lane datagrams and router frames are fuzzed too; the lanes
+* acknowledged-lane datagrams and router parcels are fuzzed too; the lanes
   are keyed, as every estate's are, so hostile lane datagrams are sealed
-  with the real pair key (they reach the channel), and impostors -- no
+  with the real pair key (they reach the link), and impostors -- no
   trailer, a wrong or reflected key, a replay, a flipped bit -- must each
   be one counted drop;
 * every input is timed and (when asked) its memory measured with
@@ -21,7 +21,7 @@ inputs, and sealed datagrams never open.  So here:
 
 Inputs come from one seeded :class:`random.Random` (reproducible by seed
 and index), as mutations of datagrams captured from a real run and as
-structured hostile frames with extreme field values.
+structured hostile chunks with extreme field values.
 
 The stacks are built by :func:`build_world` only (through
 ``tests/routing/kit.py``): when a stack's constructor changes, that is
@@ -45,15 +45,15 @@ from typing import Any
 
 import msgpack
 
-from flowcast.routing.frame import pack_message
+from flowcast.routing.parcel import pack_message
 from flowcast.transport import handshake as hs
 from flowcast.transport.crypto import open_sealed
 from flowcast.transport.lanekeys import TRAILER_SIZE, YardMac, seal
-from flowcast.transport.reliable import Channel
+from flowcast.transport.reliable import Link
 from flowcast.transport.stack import Message
 from flowcast.transport.wire import (
     ACK,
-    ACK_FLOW,
+    ACK_STREAM,
     ACK_RANGE,
     ALLOW_ACK,
     HEADER_SIZE,
@@ -62,10 +62,10 @@ from flowcast.transport.wire import (
     PING,
     SEG,
     SKIP,
-    FrameKind,
+    ChunkKind,
     PacketKind,
     WireError,
-    decode_frames,
+    decode_chunks,
     unpack_header,
 )
 
@@ -186,7 +186,7 @@ def _capture(world: World) -> None:
                 bodies.append(bytes(open_sealed(key, d[:HEADER_SIZE], d[HEADER_SIZE:])))
             except Exception:  # noqa: BLE001 - sealed for another session or direction
                 pass
-    frames = [
+    parcels = [
         pack_message(("fuzz.back", "manor", "alpha", "main"), ("fuzz.board", "", "beta", "main"), "", 1.5, {"k": 1}),
         pack_message(("fuzz.queue", "worker", "beta", ""), ("fuzz.board", "manor", "beta", ""), "error", 2.0, [1, 2]),
         pack_message(("", "manor", "beta", ""), ("fuzz.queue", "worker", "beta", ""), "read", 3.0, None),
@@ -202,7 +202,7 @@ def _capture(world: World) -> None:
         "lane_plain": [d[:-TRAILER_SIZE] for d in lane],  # what hostile inputs mutate before sealing
         "lane_back_plain": [d[:-TRAILER_SIZE] for d in lane_back],
         "bodies": bodies,
-        "frames": frames,
+        "parcels": parcels,
     }
 
 
@@ -245,35 +245,35 @@ def mutate(rng: random.Random, samples: list[bytes], limit: int = 2048) -> bytes
     return data[:cut] + rng.randbytes(rng.randrange(1, 16)) + data[cut:]
 
 
-def hostile_frame(rng: random.Random, *, close: bool = False) -> bytes:
-    """One reliable-layer frame with extreme or random fields (CLOSE only if ``close``)."""
+def hostile_chunk(rng: random.Random, *, close: bool = False) -> bytes:
+    """One reliable-layer chunk with extreme or random fields (CLOSE only if ``close``)."""
     kind = rng.randrange(10) if close else rng.choice((0, 1, 2, 3, 4, 5, 6, 8, 9))
     flags = _int(rng, 8) if rng.random() < 0.3 else rng.choice((0, 1, 2, 3))
-    if kind == FrameKind.MSG:
+    if kind == ChunkKind.MSG:
         payload = _payload(rng)
         length = len(payload) if rng.random() < 0.9 else _int(rng, 32)
         return MSG.pack(kind, flags, _int(rng, 16) % 8, _int(rng, 64) if rng.random() < 0.3 else rng.randrange(64), length) + payload
-    if kind == FrameKind.SEG:
+    if kind == ChunkKind.SEG:
         payload = rng.randbytes(rng.randrange(0, 300))
         count = _int(rng, 32)
         number = _int(rng, 32) if rng.random() < 0.5 else rng.randrange(max(1, min(count, 8)))
         length = len(payload) if rng.random() < 0.9 else _int(rng, 32)
         seq = rng.randrange(64) if rng.random() < 0.7 else _int(rng, 64)
         return SEG.pack(kind, flags, rng.randrange(8), seq, number, count, length) + payload
-    if kind == FrameKind.ACK:
-        ranges, flows = rng.randrange(0, 70), rng.randrange(0, 70)
-        sane = rng.random() < 0.8  # counts that match what follows, so the frame decodes
-        body = ACK.pack(kind, flags, ranges, flows, _int(rng, 32))
+    if kind == ChunkKind.ACK:
+        ranges, streams = rng.randrange(0, 70), rng.randrange(0, 70)
+        sane = rng.random() < 0.8  # counts that match what follows, so the chunk decodes
+        body = ACK.pack(kind, flags, ranges, streams, _int(rng, 32))
         body += b"".join(ACK_RANGE.pack(_int(rng, 64), _int(rng, 64)) for _ in range(ranges if sane else rng.randrange(ranges + 1)))
-        body += b"".join(ACK_FLOW.pack(_int(rng, 16), _int(rng, 64)) for _ in range(flows if sane else rng.randrange(flows + 1)))
+        body += b"".join(ACK_STREAM.pack(_int(rng, 16), _int(rng, 64)) for _ in range(streams if sane else rng.randrange(streams + 1)))
         return body
-    if kind == FrameKind.SKIP:
+    if kind == ChunkKind.SKIP:
         return SKIP.pack(kind, flags, rng.randrange(8), _int(rng, 64))
-    if kind == FrameKind.ALLOW_ACK:
+    if kind == ChunkKind.ALLOW_ACK:
         return ALLOW_ACK.pack(kind, flags, _int(rng, 32))
-    if kind in (FrameKind.PING, FrameKind.CLOSE):
+    if kind in (ChunkKind.PING, ChunkKind.CLOSE):
         return PING.pack(kind, flags)
-    if kind in (FrameKind.PATH_CHALLENGE, FrameKind.PATH_RESPONSE):
+    if kind in (ChunkKind.PATH_CHALLENGE, ChunkKind.PATH_RESPONSE):
         return PATH.pack(kind, flags, _int(rng, 64))
     return bytes([kind]) + rng.randbytes(rng.randrange(32))
 
@@ -294,11 +294,11 @@ def _payload(rng: random.Random) -> bytes:
 
 
 def hostile_body(rng: random.Random, bodies: list[bytes]) -> bytes:
-    """Plaintext for the live session: captured bodies mutated, or 1-4 hostile frames."""
+    """Plaintext for the live session: captured bodies mutated, or 1-4 hostile chunks."""
     if rng.random() < 0.3:
         return mutate(rng, bodies, 1200)
-    close = rng.random() < 0.01  # CLOSE is reserved (a bad frame today); rare, in case it comes to end sessions
-    return b"".join(hostile_frame(rng, close=close) for _ in range(rng.choice((1, 1, 2, 3))))
+    close = rng.random() < 0.01  # CLOSE is reserved (a bad chunk today); rare, in case it comes to end sessions
+    return b"".join(hostile_chunk(rng, close=close) for _ in range(rng.choice((1, 1, 2, 3))))
 
 
 def hostile_route(rng: random.Random) -> Any:
@@ -311,10 +311,10 @@ def hostile_route(rng: random.Random) -> Any:
     return [rng.choice(names[:4]), rng.choice(("", "manor", "worker")), rng.choice(("alpha", "beta", "")), rng.choice(("main", ""))]
 
 
-def hostile_router_frame(rng: random.Random, frames: list[bytes]) -> bytes:
-    """A routed frame: header and data each sane, hostile, or mutated."""
+def hostile_router_parcel(rng: random.Random, parcels: list[bytes]) -> bytes:
+    """A routed parcel: header and data each sane, hostile, or mutated."""
     if rng.random() < 0.3:
-        return mutate(rng, frames, 600)
+        return mutate(rng, parcels, 600)
     tag = rng.choice(("", "error", "read", "value", "x" * 65, 7, None))
     stamp = rng.choice((1.0, 0, -1, float("nan"), float("inf"), 1e308, "now", None, (1 << 64) - 1))
     parts = [hostile_route(rng), hostile_route(rng), tag, stamp]
@@ -344,7 +344,7 @@ class FuzzReport:
     #: ``impostor_heard``, those that were not exactly one counted drop.
     lane: Counter[str] = field(default_factory=Counter)
     growth: int = 0  # traced bytes after the run minus before it
-    sessions: int = 0  # sessions re-established after a hostile frame ended one
+    sessions: int = 0  # sessions re-established after a hostile chunk ended one
     internal_errors: int = 0
     seconds: float = 0.0
     virtual_seconds: float = 0.0
@@ -384,7 +384,7 @@ class Fuzzer:
         self.memory = memory
         self.service_every = service_every
         self.report = FuzzReport()
-        self.channel = Channel(65000, lambda flow, flags, payload: None, None)
+        self.link = Link(65000, lambda stream, flags, payload: None, None)
         self._count_handlers()
 
     def _count_handlers(self) -> None:
@@ -401,7 +401,7 @@ class Fuzzer:
     # one input per target -----------------------------------------------------------------
 
     def _decoders(self, data: bytes, now: float) -> None:
-        for call in (unpack_header, decode_frames, lambda d: self.channel.handle(d, now)):
+        for call in (unpack_header, decode_chunks, lambda d: self.link.handle(d, now)):
             try:
                 call(data)
             except WireError:
@@ -438,16 +438,16 @@ class Fuzzer:
             return (lambda now: w.road._receive(datagram, source, now)), body
         if target == "lane":
             return self._lane_input()
-        frame = hostile_router_frame(rng, s["frames"])
+        parcel = hostile_router_parcel(rng, s["parcels"])
         where = rng.randrange(3)
         if where == 0:
             road = w.road
-            return (lambda now: road.hooks.message(Message("alpha", 0, frame))), frame
+            return (lambda now: road.hooks.message(Message("alpha", 0, parcel))), parcel
         if where == 1:
             lane = w.beta["manor"].lane
-            return (lambda now: lane.hooks.message(Message("worker", 0, frame))), frame
+            return (lambda now: lane.hooks.message(Message("worker", 0, parcel))), parcel
         lane = w.beta["worker"].lane
-        return (lambda now: lane.hooks.message(Message("manor", 0, frame))), frame
+        return (lambda now: lane.hooks.message(Message("manor", 0, parcel))), parcel
 
     def _lane_input(self) -> tuple[Callable[[float], None], bytes]:
         """A hostile datagram sealed with the real pair key, or (a quarter of them) an impostor."""
@@ -462,7 +462,7 @@ class Fuzzer:
         plain = s[key + "_plain"]
         if rng.random() < 0.5:
             sample = rng.choice(plain)
-            data = sample[: _lane_header(sample)] + b"".join(hostile_frame(rng) for _ in range(rng.randint(1, 3)))
+            data = sample[: _lane_header(sample)] + b"".join(hostile_chunk(rng) for _ in range(rng.randint(1, 3)))
         else:
             data = mutate(rng, plain)
         if len(data) >= _LANE_IDS.stop:
@@ -517,7 +517,7 @@ class Fuzzer:
         return feed, data
 
     def _session(self):
-        """alpha's live session with beta, re-established (and counted) if a hostile frame ended it."""
+        """alpha's live session with beta, re-established (and counted) if a hostile chunk ended it."""
         w = self.world
         remote = w.peer_road.remote("beta")
         session = remote.session
@@ -636,7 +636,7 @@ def still_works(world: World) -> bool:
     marker = random.random()
     alpha["manor"].send("fuzz.board@manor.beta", {"alive": marker})
     beta["manor"].send("fuzz.board@worker", {"alive": marker})
-    logging.disable(logging.ERROR)  # the routers' refusals of earlier hostile frames' replies
+    logging.disable(logging.ERROR)  # the routers' refusals of earlier hostile chunks' replies
     try:
         return kit.run_until(
             lambda: beta.store("manor").get("fuzz.board").fields().get("alive") == marker

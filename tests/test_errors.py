@@ -25,7 +25,7 @@ BUILTIN_BASES = {
     "flowcast.flow.errors.FlowErrors": Exception,
     "flowcast.house.layoutspec.LayoutError": Exception,
     "flowcast.house.status.StatusError": Exception,
-    "flowcast.routing.frame.FrameError": ValueError,
+    "flowcast.routing.parcel.ParcelError": ValueError,
     "flowcast.routing.handlers.Refused": Exception,
     "flowcast.routing.policy.PolicyError": ValueError,
     "flowcast.routing.route.RouteError": ValueError,

@@ -204,7 +204,7 @@ class StartInterrupted(BaseException):
         self.signum = signal.Signals(signum)
 
 
-def _interrupt_start(signum: int, _frame: object) -> None:
+def _interrupt_start(signum: int, _stack: object) -> None:
     raise StartInterrupted(signum)
 
 

@@ -93,7 +93,7 @@ class House:
         if handle_signals:
             scheduler.enable_wakeup()
 
-            def on_signal(signum: int, _frame: object) -> None:
+            def on_signal(signum: int, _stack: object) -> None:
                 self.stopped_by = signal.Signals(signum)
                 scheduler.stop()
 

@@ -425,7 +425,7 @@ class Supervisor:
                 "Supervisor.run() with handle_signals=True must run in the main thread"
             )
 
-        def handler(signum: int, frame: FrameType | None) -> None:
+        def handler(signum: int, _stack: FrameType | None) -> None:
             self.stop()
 
         previous: dict[int, _Handler] = {}

@@ -6,7 +6,7 @@
     router.handle("subscribe", on_subscribe, access=declare_access("subscribe"))
 """
 
-from flowcast.routing.frame import FrameError
+from flowcast.routing.parcel import ParcelError
 from flowcast.routing.handlers import Landing, Refused
 from flowcast.routing.policy import Decision, Policy, PolicyError, Rule, declare_access
 from flowcast.routing.route import Route, RouteError
@@ -14,7 +14,7 @@ from flowcast.routing.router import POLICY_SHARE, Router, envelope, presence_sha
 
 __all__ = [
     "Decision",
-    "FrameError",
+    "ParcelError",
     "Landing",
     "Refused",
     "declare_access",

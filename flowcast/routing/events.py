@@ -12,8 +12,8 @@ made here, ``landing``/``landed`` around a landing, ``refused``) and
 removes them again with ``None``; with none installed each hook is one
 attribute check -- the transport records the same way (flowcast.transport.hooks).
 
-**Message ids.**  A frame carries no id, and adding one would change the
-wire.  It does carry the stamp its source router gave it, and frames of
+**Message ids.**  A parcel carries no id, and adding one would change the
+wire.  It does carry the stamp its source router gave it, and parcels of
 one (src, dst) pair travel in order.  So both ends name a message
 ``STAMP:N``: the stamp, and how many messages of that pair with the same
 stamp this router saw before it (most stamps have one message; a flow
@@ -109,14 +109,14 @@ class RouteRecorder:
     def settled(self, pair: Any) -> None:
         self._current = self._outer.pop() if self._outer else None
 
-    def landing(self, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any) -> None:
+    def landing(self, pair: Any, tag: str, stamp: float, parcel: Any, offset: int, data: Any) -> None:
         current = self._current
         if current is not None and current[0] is pair:  # made in this house: as routed
             msg_id, size = current[1], current[2]
             src, dst = self._texts(pair)
         else:
             msg_id, seen = self._route(pair, stamp)
-            size = len(frame) - offset if frame is not None else self._packed(data)
+            size = len(parcel) - offset if parcel is not None else self._packed(data)
             src, dst = seen[2], seen[3]
         overflowed = self.router.counts["errors_overflowed"] if tag == "error" else 0
         if len(self._landings) >= _NESTED:

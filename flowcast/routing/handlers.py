@@ -1,6 +1,6 @@
 """What a router does with a message of a given tag, once it has arrived.
 
-A router moves frames; what a tag *means* is not its business.  Most tags
+A router moves parcels; what a tag *means* is not its business.  Most tags
 mean nothing to it: the message lands in its share (a value share is
 updated, a queue share gets the message pushed).  A few mean something --
 ``read`` asks for the share's fields, ``error`` reports a refusal -- and the
@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, NoReturn
 
 from flowcast.errors import Error
-from flowcast.routing.frame import FrameError, open_data, open_ext
+from flowcast.routing.parcel import ParcelError, open_data, open_ext
 from flowcast.routing.policy import is_access
 from flowcast.routing.route import Route
 from flowcast.store.share import QueueShare
@@ -45,7 +45,7 @@ __all__ = [
 ACCESS_REPLY = "reply"
 #: Errors for share S land in the queue share ``S.error``, at most this many kept.
 ERROR_QUEUE_BOUND = 1000
-#: Data not decoded yet: it is in the frame, from its offset on.
+#: Data not decoded yet: it is in the parcel, from its offset on.
 UNSET: Any = object()
 
 log = logging.getLogger("flowcast.routing")
@@ -84,19 +84,19 @@ class Handler(NamedTuple):
 class Landing:
     """One message at the house it was addressed to, as a handler sees it.
 
-    ``ext`` (the header extensions) is read from the frame when first asked
-    for: most handlers never look, and the frame's header was checked when
+    ``ext`` (the header extensions) is read from the parcel when first asked
+    for: most handlers never look, and the parcel's header was checked when
     it arrived.
     """
 
-    __slots__ = ("router", "pair", "tag", "stamp", "frame", "data", "reliable", "share", "_ext")
+    __slots__ = ("router", "pair", "tag", "stamp", "parcel", "data", "reliable", "share", "_ext")
 
-    def __init__(self, router: Any, pair: Any, tag: str, stamp: float, frame: Any, data: Any, reliable: bool, share: Any) -> None:
+    def __init__(self, router: Any, pair: Any, tag: str, stamp: float, parcel: Any, data: Any, reliable: bool, share: Any) -> None:
         self.router = router
         self.pair = pair
         self.tag = tag
         self.stamp = stamp
-        self.frame = frame  # as it came, or None when it was made in this house without extensions
+        self.parcel = parcel  # as it came, or None when it was made in this house without extensions
         self.data = data
         self.reliable = reliable
         self.share = share
@@ -112,11 +112,11 @@ class Landing:
 
     @property
     def ext(self) -> Mapping[str, Any]:
-        """The header extensions, ``{}`` when the frame has none."""
+        """The header extensions, ``{}`` when the parcel has none."""
         if self._ext is None:
             try:
-                self._ext = open_ext(self.frame) if self.frame is not None else {}
-            except FrameError as error:  # checked on arrival; only a frame made wrongly here gets this
+                self._ext = open_ext(self.parcel) if self.parcel is not None else {}
+            except ParcelError as error:  # checked on arrival; only a parcel made wrongly here gets this
                 raise Refused(f"malformed message ({error})", "malformed") from None
         return self._ext
 
@@ -187,10 +187,10 @@ def builtin_handlers() -> dict[str, Handler]:
 # -- landing ----------------------------------------------------------------------
 
 
-def land(router: Any, pair: Any, tag: str, stamp: float, frame: Any, offset: int, data: Any, reliable: bool) -> None:
+def land(router: Any, pair: Any, tag: str, stamp: float, parcel: Any, offset: int, data: Any, reliable: bool) -> None:
     """A message at the house it was addressed to: to its tag's handler, or into its share.
 
-    ``data`` is UNSET when it is still in ``frame`` (from ``offset``): it is
+    ``data`` is UNSET when it is still in ``parcel`` (from ``offset``): it is
     decoded here, in the one house that needs it.  Refused says why not.
     """
     src, dst = pair.src, pair.dst
@@ -202,13 +202,13 @@ def land(router: Any, pair: Any, tag: str, stamp: float, frame: Any, offset: int
         raise Refused(f"no share {dst.share!r} in yard {router.yard!r} of {router.estate!r}", "no_share")
     if data is UNSET:
         try:
-            data = open_data(frame, offset)
-        except FrameError as error:
+            data = open_data(parcel, offset)
+        except ParcelError as error:
             raise Refused(f"malformed message ({error})", "malformed") from None
     handler = router._handlers.get(tag)
     if handler is not None and handler.handler is not None:
         try:
-            handler.handler(Landing(router, pair, tag, stamp, frame, data, reliable, share))
+            handler.handler(Landing(router, pair, tag, stamp, parcel, data, reliable, share))
         except Refused:
             raise
         except Exception as error:  # noqa: BLE001 - a handler is another layer's code: its failure is this message's
@@ -217,7 +217,7 @@ def land(router: Any, pair: Any, tag: str, stamp: float, frame: Any, offset: int
         return
     if isinstance(share, QueueShare):
         # Made in this house: passed by reference, never packed, so estimated (flowcast.store.sizes).
-        size = len(frame) if frame is not None else (estimate(data) if share.budget else 0)
+        size = len(parcel) if parcel is not None else (estimate(data) if share.budget else 0)
         try:
             pushed = share.push(envelope(src, dst, tag, stamp, data), size)
         except Exception as error:  # noqa: BLE001 - a watcher is user code

@@ -15,12 +15,12 @@ from typing import Any
 
 __all__ = ["Hold", "Held"]
 
-#: One waiting message: (deadline, pair, tag, frame, reliable).
+#: One waiting message: (deadline, pair, tag, parcel, reliable).
 Held = tuple[float, Any, str, bytes, bool]
 
 
 class Hold:
-    """Queues of frames per (channel, estate), with their total count and bytes."""
+    """Queues of parcels per (channel, estate), with their total count and bytes."""
 
     def __init__(self) -> None:
         self._queues: dict[tuple[str, str], deque[Held]] = {}

@@ -17,11 +17,11 @@ from typing import Any
 
 from flowcast.routing.route import Route
 
-__all__ = ["ReplyBook", "REPLY_WINDOW", "MAX_ERROR_FRAME"]
+__all__ = ["ReplyBook", "REPLY_WINDOW", "MAX_ERROR_PARCEL"]
 
 REPLY_WINDOW = 300.0
 #: An error report larger than this is not taken as a reply.
-MAX_ERROR_FRAME = 16 << 10
+MAX_ERROR_PARCEL = 16 << 10
 
 
 class ReplyBook:
@@ -58,4 +58,4 @@ class ReplyBook:
                 return False
             pair.reads -= 1
             return True
-        return size <= MAX_ERROR_FRAME and pair.errors_until >= self._clock()
+        return size <= MAX_ERROR_PARCEL and pair.errors_until >= self._clock()

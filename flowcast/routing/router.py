@@ -27,7 +27,7 @@ error report -- answered with an ``error`` message routed back to its
 source share, where it lands in ``SHARE.error``.  A router never raises for
 what arrives.
 
-On the hot path a message is a frame (flowcast.routing.frame): a manor
+On the hot path a message is a parcel (flowcast.routing.parcel): a manor
 reads its header and forwards the bytes it got; each route pair is
 validated once and cached with everything derived from it.
 """
@@ -43,14 +43,14 @@ from typing import Any
 import msgpack
 
 from flowcast.errors import ClosedError
-from flowcast.routing.frame import MAX_HEADER, FrameError, encode, open_header, pack_ext, split_ext
+from flowcast.routing.parcel import MAX_HEADER, ParcelError, encode, open_header, pack_ext, split_ext
 from flowcast.routing.handlers import ERROR_QUEUE_BOUND, envelope  # noqa: F401 - re-exported
 from flowcast.routing.handlers import UNSET as _UNSET
 from flowcast.routing.handlers import ACCESS_REPLY, Handler, Landing, Refused, builtin_handlers, check_access, check_tag, land
 from flowcast.routing.hold import Hold
 from flowcast.routing.pair import Pair as _Pair
 from flowcast.routing.snapshot import snapshot
-from flowcast.routing.replies import MAX_ERROR_FRAME, REPLY_WINDOW, ReplyBook  # noqa: F401 - re-exported
+from flowcast.routing.replies import MAX_ERROR_PARCEL, REPLY_WINDOW, ReplyBook  # noqa: F401 - re-exported
 from flowcast.routing.policy import Policy, PolicyError
 from flowcast.routing.route import Route, RouteError
 from flowcast.runtime.clock import RealClock
@@ -68,7 +68,7 @@ POLICY_SHARE = "flowcast.policy"
 POLICY_PROBLEM_SHARE = "flowcast.policy_problem"
 #: The built-in reply tags (handlers with access "reply", flowcast.routing.handlers).
 REPLY_TAGS = ("error", "value")
-#: Bytes of frames held at most for estates that have not joined (besides the count).
+#: Bytes of parcels held at most for estates that have not joined (besides the count).
 HOLD_BYTES = 32 << 20
 _PAIRS = 4096  # route pairs cached (and counted) per router; full: the cache starts again
 _SILENT = ("spoofed", "malformed")  # never answered: the source they name is not who sent them
@@ -94,7 +94,7 @@ class Router:
     route with no channel takes.
 
     A message for an estate its road does not know yet is held (at most
-    ``hold_limit`` messages and ``hold_bytes`` bytes of frames, each at most
+    ``hold_limit`` messages and ``hold_bytes`` bytes of parcels, each at most
     ``hold_timeout`` seconds) and sent
     when that estate joins: houses start in any order, and a flow should
     not have to watch presence before its first send.  Holding needs the
@@ -241,7 +241,7 @@ class Router:
     ) -> bool:
         """Route ``data`` from share ``src`` of this house to ``dst``.
 
-        ``ext`` is a map of header extensions (flowcast.routing.frame).
+        ``ext`` is a map of header extensions (flowcast.routing.parcel).
         Returns False when the router refused it at once (the reason is
         counted and, when ``src`` names a share, delivered to ``src.error``);
         True means it is on its way.  Bad arguments raise: they are the
@@ -260,16 +260,16 @@ class Router:
     def _send_pair(self, pair: _Pair, tag: str, data: Any, reliable: bool, ext: Mapping[str, Any] | None) -> bool:
         """Every message made in this house starts here (a send, an answer, an error report)."""
         stamp = self.now()
-        frame, offset, payload = None, 0, data
-        if ext:  # extensions travel in the frame, even to a share of this house: one place to read them
-            frame = encode(self._pack, pair.packed, tag, stamp, self._pack(data), pack_ext(ext))
-            offset, payload = 4 + _u32(frame, 0)[0], _UNSET
+        parcel, offset, payload = None, 0, data
+        if ext:  # extensions travel in the parcel, even to a share of this house: one place to read them
+            parcel = encode(self._pack, pair.packed, tag, stamp, self._pack(data), pack_ext(ext))
+            offset, payload = 4 + _u32(parcel, 0)[0], _UNSET
         routed = self.hooks.routed
         if routed is None:
-            return self._dispatch(pair, tag, stamp, frame, offset, payload, reliable)
+            return self._dispatch(pair, tag, stamp, parcel, offset, payload, reliable)
         routed(pair, tag, stamp, data)
         try:
-            return self._dispatch(pair, tag, stamp, frame, offset, payload, reliable)
+            return self._dispatch(pair, tag, stamp, parcel, offset, payload, reliable)
         finally:
             settled = self.hooks.settled
             if settled is not None:
@@ -284,33 +284,33 @@ class Router:
         self._sends[(dst, src)] = pair
         return pair
 
-    def _frame(self, pair: _Pair, tag: str, stamp: float, frame: Any, data: Any) -> bytes:
-        """The bytes to pass on: the frame as it came, or a new one for a message made here."""
-        if frame is not None:
-            return frame if type(frame) is bytes else bytes(frame)
+    def _parcel(self, pair: _Pair, tag: str, stamp: float, parcel: Any, data: Any) -> bytes:
+        """The bytes to pass on: the parcel as it came, or a new one for a message made here."""
+        if parcel is not None:
+            return parcel if type(parcel) is bytes else bytes(parcel)
         return encode(self._pack, pair.packed, tag, stamp, self._pack(data))
 
     # -- arrivals ----------------------------------------------------------------
 
-    def _open(self, frame: Any) -> tuple[_Pair, str, float, int]:
-        """The pair, tag, stamp and data offset of a frame from the wire; _Refused if malformed.
+    def _open(self, parcel: Any) -> tuple[_Pair, str, float, int]:
+        """The pair, tag, stamp and data offset of a parcel from the wire; _Refused if malformed.
 
-        frame.open_header inlined: this runs for every message in every
+        parcel.open_header inlined: this runs for every message in every
         house it passes, and a cached pair makes the rest one dict lookup.
         """
         try:
-            n = _u32(frame, 0)[0]
+            n = _u32(parcel, 0)[0]
             if n > MAX_HEADER:
-                raise FrameError("frame header length out of range")
-            if frame[4] == 0x95:  # with header extensions: checked, and forwarded as they came
-                (src, dst, tag, stamp), _ext = split_ext(memoryview(frame)[4 : 4 + n])
+                raise ParcelError("parcel header length out of range")
+            if parcel[4] == 0x95:  # with header extensions: checked, and forwarded as they came
+                (src, dst, tag, stamp), _ext = split_ext(memoryview(parcel)[4 : 4 + n])
             else:
-                src, dst, tag, stamp = _unpackb(frame[4 : 4 + n], use_list=False, raw=False)
+                src, dst, tag, stamp = _unpackb(parcel[4 : 4 + n], use_list=False, raw=False)
             key = (src, dst)
             pair = self._pairs.get(key)
             if pair is None:
                 pair = self._pair(Route.from_wire(src), Route.from_wire(dst), key)
-        except Exception as error:  # noqa: BLE001 - whatever a hostile frame does, it is malformed
+        except Exception as error:  # noqa: BLE001 - whatever a hostile parcel does, it is malformed
             raise _Refused(f"malformed message ({type(error).__name__}: {str(error)[:80]})", "malformed") from None
         if tag.__class__ is not str or len(tag) > 64 or stamp.__class__ not in (float, int):
             raise _Refused("malformed message (tag or stamp)", "malformed")
@@ -319,9 +319,9 @@ class Router:
         return pair, tag, stamp, 4 + n
 
     def _from_lane(self, message: Any) -> None:
-        frame = message.data
+        parcel = message.data
         try:
-            pair, tag, stamp, offset = self._open(frame)
+            pair, tag, stamp, offset = self._open(parcel)
             src, dst = pair.src, pair.dst
             if src.estate == self.estate and src.yard != message.remote:
                 raise _Refused(f"yard {message.remote!r} sent as {src.yard!r}", "spoofed")
@@ -332,15 +332,15 @@ class Router:
             if dst.estate == self.estate and dst.yard not in ("", self.yard):
                 raise _Refused(f"yard {self.yard!r} does not relay to yard {dst.yard!r}", "misrouted")
         except _Refused as refused:
-            self._refuse_raw(frame, refused)
+            self._refuse_raw(parcel, refused)
             return
         self.counts["from_lane"] += 1
-        self._dispatch(pair, tag, stamp, frame, offset, _UNSET, message.reliable)
+        self._dispatch(pair, tag, stamp, parcel, offset, _UNSET, message.reliable)
 
     def _from_road(self, channel: str, road: Any, message: Any) -> None:
-        frame = message.data
+        parcel = message.data
         try:
-            pair, tag, stamp, offset = self._open(frame)
+            pair, tag, stamp, offset = self._open(parcel)
             src, dst = pair.src, pair.dst
             remote = message.remote
             if src.estate != remote:
@@ -349,12 +349,12 @@ class Router:
                 raise _Refused(f"estate {self.estate!r} does not relay to {dst.estate!r}", "misrouted")
             if src.channel != channel:  # replies go back the way it came
                 pair = self._pair(src._replace(channel=channel), dst)
-                ext = split_ext(memoryview(frame)[4:offset])[1] if frame[4] == 0x95 else b""  # untouched
-                frame = encode(self._pack, pair.packed, tag, stamp, bytes(memoryview(frame)[offset:]), ext)
-                offset = len(frame) - (len(message.data) - offset)
+                ext = split_ext(memoryview(parcel)[4:offset])[1] if parcel[4] == 0x95 else b""  # untouched
+                parcel = encode(self._pack, pair.packed, tag, stamp, bytes(memoryview(parcel)[offset:]), ext)
+                offset = len(parcel) - (len(message.data) - offset)
             handler = self._handlers.get(tag)
             access = "write" if handler is None else handler.access
-            if access == ACCESS_REPLY and self._replies.is_reply(remote, channel, dst, tag, len(frame)):
+            if access == ACCESS_REPLY and self._replies.is_reply(remote, channel, dst, tag, len(parcel)):
                 self.counts["replies"] += 1
             else:
                 try:
@@ -370,47 +370,47 @@ class Router:
                 if not allowed:
                     raise _Refused(f"{access} of {dst.share!r} by {remote!r} ({role}) on {channel!r} denied by policy", "denied")
         except _Refused as refused:
-            self._refuse_raw(frame, refused, channel)
+            self._refuse_raw(parcel, refused, channel)
             return
         self.counts["from_road"] += 1
-        self._dispatch(pair, tag, stamp, frame, offset, _UNSET, message.reliable)
+        self._dispatch(pair, tag, stamp, parcel, offset, _UNSET, message.reliable)
 
     # -- the one path every message takes --------------------------------------
 
-    def _dispatch(self, pair: _Pair, tag: str, stamp: float, frame: Any, offset: int, data: Any, reliable: bool) -> bool:
+    def _dispatch(self, pair: _Pair, tag: str, stamp: float, parcel: Any, offset: int, data: Any, reliable: bool) -> bool:
         dst = pair.dst
         try:
             if dst.estate == self.estate:
                 if dst.yard == self.yard or (not dst.yard and self.is_manor):
                     landing = self.hooks.landing
                     if landing is not None:
-                        landing(pair, tag, stamp, frame, offset, data)
-                    land(self, pair, tag, stamp, frame, offset, data, reliable)
+                        landing(pair, tag, stamp, parcel, offset, data)
+                    land(self, pair, tag, stamp, parcel, offset, data, reliable)
                     landed = self.hooks.landed
                     if landed is not None:
                         landed(pair, tag)
                     self.counts["delivered"] += 1
                 else:
-                    self._lane_send(pair, tag, stamp, frame, offset, data, dst.yard or self.manor, reliable)
+                    self._lane_send(pair, tag, stamp, parcel, offset, data, dst.yard or self.manor, reliable)
             elif self.is_manor:
                 road = self.roads.get(dst.channel)
                 if road is None:
                     raise _Refused(f"no road on channel {dst.channel!r} at estate {self.estate!r}", "no_road")
-                frame = self._frame(pair, tag, stamp, frame, data)
+                parcel = self._parcel(pair, tag, stamp, parcel, data)
                 handler = self._handlers.get(tag)
                 if handler is None or handler.access != ACCESS_REPLY:  # answers expect nothing back
                     self._replies.expect(pair, tag)
                 if self._held and (dst.channel, dst.estate) in self._held:
                     # Earlier messages still wait for this estate: they go first,
-                    # or this one waits behind them (order per flow).
+                    # or this one waits behind them (order per stream).
                     self._release(dst.channel, dst.estate)
                     if (dst.channel, dst.estate) in self._held:
-                        self._hold(pair, tag, frame, reliable)
+                        self._hold(pair, tag, parcel, reliable)
                         return True
                 try:
-                    road.send_bytes(frame, dst.estate, flow=pair.flow, reliable=reliable)
+                    road.send_bytes(parcel, dst.estate, stream=pair.stream, reliable=reliable)
                 except KeyError:
-                    self._hold(pair, tag, frame, reliable)
+                    self._hold(pair, tag, parcel, reliable)
                     return True
                 except ClosedError as error:  # the house is shutting down
                     raise _Refused(f"cannot send: {error}", "closed") from None
@@ -418,20 +418,20 @@ class Router:
                     raise _Refused(f"cannot send: {error}", "too_large") from None
                 self.counts["to_road"] += 1
             else:
-                self._lane_send(pair, tag, stamp, frame, offset, data, self.manor, reliable)
+                self._lane_send(pair, tag, stamp, parcel, offset, data, self.manor, reliable)
         except _Refused as refused:
             self._refuse(pair, tag, refused)
             return False
         pair.count += 1
         return True
 
-    def _lane_send(self, pair: _Pair, tag: str, stamp: float, frame: Any, offset: int, data: Any, yard: str, reliable: bool) -> None:
+    def _lane_send(self, pair: _Pair, tag: str, stamp: float, parcel: Any, offset: int, data: Any, yard: str, reliable: bool) -> None:
         lane = self.lane
         if lane is None:
             raise _Refused(f"yard {self.yard!r} has no lane to reach {yard!r}", "no_lane")
-        frame = self._frame(pair, tag, stamp, frame, data)
+        parcel = self._parcel(pair, tag, stamp, parcel, data)
         try:
-            lane.send_bytes(frame, yard, flow=pair.flow, reliable=reliable)
+            lane.send_bytes(parcel, yard, stream=pair.stream, reliable=reliable)
         except KeyError:
             raise _Refused(f"no yard {yard!r} in estate {self.estate!r}", "no_yard") from None
         except ClosedError as error:  # the house is shutting down
@@ -442,9 +442,9 @@ class Router:
 
     # -- holding messages for estates that have not joined yet ---------------
 
-    def _hold(self, pair: _Pair, tag: str, frame: bytes, reliable: bool) -> None:
+    def _hold(self, pair: _Pair, tag: str, parcel: bytes, reliable: bool) -> None:
         dst = pair.dst
-        size = len(frame)
+        size = len(parcel)
         limit = getattr(self.roads.get(dst.channel), "max_message", None)
         if limit is not None and size > limit:  # would wait only to fail at the join
             raise _Refused(f"cannot send: message of {size} bytes exceeds the {limit}-byte limit", "too_large")
@@ -457,7 +457,7 @@ class Router:
                 self.counts["hold_full"] += 1
             raise _Refused(f"estate {dst.estate!r} is not known on channel {dst.channel!r}{why}", "no_remote")
         deadline = self.scheduler.clock.now() + self.hold_timeout
-        held.add((dst.channel, dst.estate), (deadline, pair, tag, frame, reliable))
+        held.add((dst.channel, dst.estate), (deadline, pair, tag, parcel, reliable))
         self.counts["held"] += 1
         if self._hold_timer is None:
             self._hold_timer = self.scheduler.call_at(deadline, self._expire_held)
@@ -479,9 +479,9 @@ class Router:
             return
         while held:
             entry = held[0]
-            _deadline, pair, tag, frame, reliable = entry
+            _deadline, pair, tag, parcel, reliable = entry
             try:
-                road.send_bytes(frame, estate, flow=pair.flow, reliable=reliable)
+                road.send_bytes(parcel, estate, stream=pair.stream, reliable=reliable)
                 failed = None
             except KeyError:  # not known yet after all (a presence change of another kind)
                 self._held.put_back(key, held)
@@ -503,7 +503,7 @@ class Router:
     def _expire_held(self) -> None:
         self._hold_timer = None
         expired, first = self._held.due(self.scheduler.clock.now())
-        for _deadline, pair, tag, _frame, _reliable in expired:
+        for _deadline, pair, tag, _parcel, _reliable in expired:
             dst = pair.dst
             self._refuse(pair, tag, _Refused(
                 f"estate {dst.estate!r} did not join channel {dst.channel!r} within {self.hold_timeout:g} s", "no_remote"
@@ -513,10 +513,10 @@ class Router:
 
     # -- refusals and errors ---------------------------------------------------
 
-    def _refuse_raw(self, frame: Any, refused: _Refused, channel: str = "") -> None:
+    def _refuse_raw(self, parcel: Any, refused: _Refused, channel: str = "") -> None:
         """A refusal of a message as it arrived: answer only if its source can be read."""
         try:
-            src, dst, tag, _stamp, _offset = open_header(frame)
+            src, dst, tag, _stamp, _offset = open_header(parcel)
             pair = _Pair(Route.from_wire(src), Route.from_wire(dst))
             if channel and pair.src.channel != channel:
                 pair = _Pair(pair.src._replace(channel=channel), pair.dst)
@@ -558,7 +558,7 @@ class Router:
             self.counts["notes_unlogged"] += 1
 
     def _done(self, outgoing: Any) -> None:
-        """A stack finished a message: only a failure matters (it came from a frame)."""
+        """A stack finished a message: only a failure matters (it came from a parcel)."""
         if not outgoing.failed:
             return
         # A full backlog (the estate is down and enough waits for it) is its own kind:

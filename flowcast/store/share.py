@@ -203,7 +203,7 @@ class QueueShare(Share):
         message's ``size`` bytes would take it over its budget.
 
         ``size`` is what the message cost to carry (a router passes the
-        frame's length); 0 counts toward the bound only.
+        parcel's length); 0 counts toward the bound only.
         """
         if self.bound and len(self.queue) >= self.bound:
             self.dropped += 1

@@ -1,6 +1,6 @@
 """What a message that was never packed weighs, for a queue's byte budget.
 
-A message that came by lane or road is counted at its frame's length, which
+A message that came by lane or road is counted at its parcel's length, which
 is known for free.  A message routed within its own house is not packed at
 all: its data is passed by reference, so what the queue pins is the
 sender's object.  Packing it only to weigh it cost more than routing it

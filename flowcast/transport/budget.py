@@ -1,9 +1,9 @@
 """One byte budget for what a stack's sessions hold before delivery.
 
-A channel holds messages that arrived out of order and pieces of messages
-not yet whole (reliable.py).  Each channel has its own hold limit, but under
+A link holds messages that arrived out of order and pieces of messages
+not yet whole (reliable.py).  Each link has its own hold limit, but under
 ``once``/``always`` any key gets a session, so a per-session limit alone lets
-a few peers pin hundreds of MB.  The stack therefore gives all its channels
+a few peers pin hundreds of MB.  The stack therefore gives all its links
 one :class:`HoldBudget`.  When the budget is full the peer that holds more
 than its fair share (the budget over the number of peers holding anything)
 pays: its new data is refused (the packet stays unacknowledged, so an honest
@@ -14,7 +14,7 @@ own timeout and the sender's router reports it -- counted, never silent.
 
 Incomplete messages also expire ``incomplete_after`` seconds (at most a
 quarter more) after their last new piece -- the sweep runs from the
-channel's timers -- so what a peer that went silent left behind does not
+link's timers -- so what a peer that went silent left behind does not
 stay held until it comes back; the road reaps the silent session itself
 after ``idle_after``.
 """
@@ -48,12 +48,12 @@ DEFAULT_BACKLOG_BYTES = 64 << 20
 
 
 class HoldBudget:
-    """Bytes held by every channel of one stack, against one limit.
+    """Bytes held by every link of one stack, against one limit.
 
-    Channels keep these books themselves, in
-    :meth:`~flowcast.transport.reliable.Channel._charge` (it runs per
+    Links keep these books themselves, in
+    :meth:`~flowcast.transport.reliable.Link._charge` (it runs per
     datagram: no call here each time): each change of their ``buffered``
-    goes into ``used``, and ``holders`` are the channels holding anything,
+    goes into ``used``, and ``holders`` are the links holding anything,
     which is what a fair share divides by.
     """
 
@@ -72,28 +72,28 @@ class HoldBudget:
         #: expired: entries dropped; evicted_bytes / expired_bytes: what they held.
         self.counts: Counter[str] = Counter()
 
-    def share(self, channel: Any) -> int:
-        holders = len(self.holders) + (channel not in self.holders)
+    def share(self, link: Any) -> int:
+        holders = len(self.holders) + (link not in self.holders)
         return self.limit // holders
 
-    def admit(self, channel: Any, size: int) -> bool:
-        """May ``channel`` hold ``size`` more bytes?  Called only when the budget is exceeded.
+    def admit(self, link: Any, size: int) -> bool:
+        """May ``link`` hold ``size`` more bytes?  Called only when the budget is exceeded.
 
-        A channel within its fair share gets room made by evicting from the
-        channels furthest over theirs -- all they hold beyond their share, not
-        just what is needed now: an eviction sorts what a channel holds, and a
+        A link within its fair share gets room made by evicting from the
+        links furthest over theirs -- all they hold beyond their share, not
+        just what is needed now: an eviction sorts what a link holds, and a
         peer that must grow past its share again before the next one cannot
         make every arriving piece pay for a sort.  One over its share is refused.
         """
-        share = self.share(channel)
-        if channel.buffered + size > share:
+        share = self.share(link)
+        if link.buffered + size > share:
             self.counts["refused"] += 1
             return False
         need = self.used + size - self.limit
         for other in sorted(self.holders, key=_buffered, reverse=True):
             if need <= 0:
                 break
-            if other is channel or other.buffered <= share:
+            if other is link or other.buffered <= share:
                 continue
             need -= evict(other, other.buffered - share)
         if need > 0:
@@ -102,16 +102,16 @@ class HoldBudget:
         return True
 
 
-def _buffered(channel: Any) -> int:
-    return channel.buffered
+def _buffered(link: Any) -> int:
+    return link.buffered
 
 
-def _entries(channel: Any) -> list[tuple[float, Any, Any, Any]]:
-    """What ``channel`` holds that may be dropped: (last progress, owner, key, item)."""
+def _entries(link: Any) -> list[tuple[float, Any, Any, Any]]:
+    """What ``link`` holds that may be dropped: (last progress, owner, key, item)."""
     out = []
-    for key, entry in channel.partials_unreliable.items():
+    for key, entry in link.partials_unreliable.items():
         out.append((entry.last, None, key, entry))
-    for state in channel.flows_in.values():
+    for state in link.streams_in.values():
         for seq, item in state.pending.items():
             if isinstance(item, Partial):
                 out.append((item.last, state, seq, item))
@@ -120,69 +120,69 @@ def _entries(channel: Any) -> list[tuple[float, Any, Any, Any]]:
     return out
 
 
-def _drop(channel: Any, owner: Any, key: Any, item: Any) -> int:
-    del (channel.partials_unreliable if owner is None else owner.pending)[key]
+def _drop(link: Any, owner: Any, key: Any, item: Any) -> int:
+    del (link.partials_unreliable if owner is None else owner.pending)[key]
     cost = held_cost(item)
-    channel.buffered -= cost
+    link.buffered -= cost
     return cost
 
 
-def _compact(channel: Any, owners: set) -> None:
+def _compact(link: Any, owners: set) -> None:
     """A dict keeps its table when entries go: copies of the emptied ones hold only what is left."""
     for owner in owners:
         if owner is None:
-            channel.partials_unreliable = dict(channel.partials_unreliable)
+            link.partials_unreliable = dict(link.partials_unreliable)
         else:
             owner.pending = dict(owner.pending)
 
 
-def evict(channel: Any, need: int) -> int:
-    """Drop ``channel``'s held data, least recently progressed first, until ``need`` bytes are free."""
+def evict(link: Any, need: int) -> int:
+    """Drop ``link``'s held data, least recently progressed first, until ``need`` bytes are free."""
     freed = 0
     dropped = 0
     owners = set()
-    flow_of: dict[int, int] | None = None
-    for _, owner, key, item in sorted(_entries(channel), key=lambda e: e[0]):
+    stream_of: dict[int, int] | None = None
+    for _, owner, key, item in sorted(_entries(link), key=lambda e: e[0]):
         if freed >= need:
             break
-        freed += _drop(channel, owner, key, item)
+        freed += _drop(link, owner, key, item)
         owners.add(owner)
         dropped += 1
         if owner is not None:
             # acknowledged, never sent again: its sender must hear (evicted.py)
-            if flow_of is None:
-                flow_of = {id(state): flow for flow, state in channel.flows_in.items()}
-            _evicted.note(channel, flow_of[id(owner)], key)
-    _compact(channel, owners)
-    channel.counts["evicted"] = channel.counts.get("evicted", 0) + dropped
-    budget = channel.budget
+            if stream_of is None:
+                stream_of = {id(state): stream for stream, state in link.streams_in.items()}
+            _evicted.note(link, stream_of[id(owner)], key)
+    _compact(link, owners)
+    link.counts["evicted"] = link.counts.get("evicted", 0) + dropped
+    budget = link.budget
     if budget is not None:
         budget.counts["evicted"] += dropped
         budget.counts["evicted_bytes"] += freed
     return freed
 
 
-def expire(channel: Any, now: float) -> float | None:
-    """Drop ``channel``'s incomplete messages with no piece for ``incomplete_after``; the next sweep time."""
-    budget = channel.budget
+def expire(link: Any, now: float) -> float | None:
+    """Drop ``link``'s incomplete messages with no piece for ``incomplete_after``; the next sweep time."""
+    budget = link.budget
     after = budget.incomplete_after
     cutoff = now - after
     nearest: float | None = None
     dropped = 0
     freed = 0
     owners = set()
-    for last, owner, key, item in _entries(channel):
+    for last, owner, key, item in _entries(link):
         if not isinstance(item, Partial):
             continue
         if last <= cutoff:
-            freed += _drop(channel, owner, key, item)
+            freed += _drop(link, owner, key, item)
             owners.add(owner)
             dropped += 1
         elif nearest is None or last < nearest:
             nearest = last
-    _compact(channel, owners)
+    _compact(link, owners)
     if dropped:
-        channel.counts["expired"] = channel.counts.get("expired", 0) + dropped
+        link.counts["expired"] = link.counts.get("expired", 0) + dropped
         budget.counts["expired"] += dropped
         budget.counts["expired_bytes"] += freed
     if nearest is None:
@@ -194,11 +194,11 @@ def expire(channel: Any, now: float) -> float | None:
     return max(nearest + after, now + after / 4)
 
 
-def release(channel: Any) -> int:
-    """Drop everything ``channel`` holds for delivery (its session is going); the bytes freed."""
-    freed = channel.buffered
-    channel.partials_unreliable = {}
-    for state in channel.flows_in.values():
+def release(link: Any) -> int:
+    """Drop everything ``link`` holds for delivery (its session is going); the bytes freed."""
+    freed = link.buffered
+    link.partials_unreliable = {}
+    for state in link.streams_in.values():
         state.pending = {}
-    channel.buffered = 0
+    link.buffered = 0
     return freed

@@ -372,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
 
-    def on_signal(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, _stack: Any) -> None:  # the interrupted stack, unused
         relay.stop()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -1,6 +1,6 @@
-"""What a channel holds for order or reassembly, and what each thing held costs.
+"""What a link holds for order or reassembly, and what each thing held costs.
 
-The receiving part (receiver.py) keeps, per flow, the messages that came
+The receiving part (receiver.py) keeps, per stream, the messages that came
 ahead of a gap and the pieces of messages not yet whole; the hold budget
 (budget.py) evicts and expires them.  Both count a held thing the same
 way, by :func:`held_cost`, in bytes of memory rather than bytes sent: a
@@ -25,13 +25,13 @@ __all__ = [
     "SKIPPED",
     "SKIP_COST",
     "VIEW_HELD",
-    "FlowIn",
+    "StreamIn",
     "Partial",
     "held_cost",
 ]
 
 # What held data costs beyond its bytes (CPython 3.11, 64-bit, measured with
-# tracemalloc: tests/transport/test_budget.py keeps them honest): empty frames
+# tracemalloc: tests/transport/test_budget.py keeps them honest): empty chunks
 # are not free, and the budget must count what is held, not what was sent.
 ENTRY_COST = 145  # a whole message held out of order (tuple, dict slot, key, bytes header)
 SKIP_COST = 80  # a SKIP held out of order
@@ -47,8 +47,8 @@ EMPTY_DICT = sys.getsizeof({})
 FIRST_TABLE = sys.getsizeof({1 << 20: None}) - EMPTY_DICT  # what a dict's first insert allocates
 
 
-class FlowIn:
-    """A flow as received: the next sequence number to deliver, and what waits behind a gap."""
+class StreamIn:
+    """A stream as received: the next sequence number to deliver, and what waits behind a gap."""
 
     __slots__ = ("expected", "pending")
 
@@ -80,7 +80,7 @@ SKIPPED = (0, None)
 
 
 def held_cost(item: Any) -> int:
-    """What ``item`` (held in a flow or reassembly) counts against the hold limit."""
+    """What ``item`` (held in a stream or reassembly) counts against the hold limit."""
     if isinstance(item, Partial):
         return item.size + item.waste + PARTIAL_COST
     data = item[1]

@@ -11,7 +11,7 @@ can bind a yard's path, a stack given ``keys`` (lanekeys.py; every house of
 an estate) accepts a datagram only with a good MAC of that yard's key and
 a sequence number it has not seen (docs/protocol.md section 9).
 
-Large messages are cut into pages (SEG frames) and many small ones share
+Large messages are cut into pages (SEG chunks) and many small ones share
 a datagram, exactly as on a road.  Each stack instance picks a random,
 non-zero boot id carried in every header.
 
@@ -19,21 +19,21 @@ Two modes, chosen per stack (both ends of a lane must agree):
 
 * ``acks=False`` (raw, the default): nothing is acknowledged; an
   ``Outgoing`` ends ``"sent"`` once the kernel has its datagram.  Fast
-  (one less frame per datagram, no books per message), but whatever sits
+  (one less chunk per datagram, no books per message), but whatever sits
   in a receiver's socket buffer, or in a datagram sent to a yard that is
   down, is lost with it -- and the sender never knows.  When a yard's boot
   id changes its receive state starts afresh at whatever it sends first.
-* ``acks=True`` (acknowledged): the road's channel -- ACK frames, delivery
-  reported per flow, resend, receive window -- on plain datagrams.  An
+* ``acks=True`` (acknowledged): the road's link -- ACK chunks, delivery
+  reported per stream, resend, receive window -- on plain datagrams.  An
   ``Outgoing`` is ``"delivered"`` only once the receiving yard's stack has
   handed it to its application (a ``message`` listener returned, or it entered the
   inbox); until then the sender keeps it.  Every datagram also names the
-  *receiver's* boot id it is meant for, so one channel lives exactly as
+  *receiver's* boot id it is meant for, so one link lives exactly as
   long as the pair of incarnations (sender boot, receiver boot): a
   receiver drops data meant for an earlier incarnation of itself and
   answers with a HELLO (an empty datagram: "I am boot X"); a sender that
   hears a new boot id from a yard moves every message not yet reported
-  delivered into a new channel, in order per flow, and sends them to the
+  delivered into a new link, in order per stream, and sends them to the
   new incarnation.  Messages the old incarnation acknowledged are never
   sent again; messages it received but had not acknowledged when it died
   may be delivered twice (at-least-once across a crash, exactly-once
@@ -45,7 +45,7 @@ Two modes, chosen per stack (both ends of a lane must agree):
   unless given a ``timeout``.
 
 Raw stays the default: acknowledged costs the sender about 1 us more per
-small message (the channel's books; at best two thirds of the raw message
+small message (the link's books; at best two thirds of the raw message
 rate, see docs/protocol.md section 9),
 and the two ends must agree on the mode, so it is asked for where a
 restart must lose nothing -- the routing layer's lanes.
@@ -63,8 +63,8 @@ from flowcast.transport.keep import validate_name
 from flowcast.transport.lanekeys import REPLAYED, TRAILER_SIZE, LaneKeys, YardMac, check, seal
 from flowcast.transport.laneyard import PROBE_FIRST, PROBE_MAX, Yard
 from flowcast.transport.port import Address, DatagramPort
-from flowcast.transport.reliable import Channel, Outgoing
-from flowcast.transport.channelevents import ChannelEvents, EventSink
+from flowcast.transport.reliable import Link, Outgoing
+from flowcast.transport.linkevents import LinkEvents, EventSink
 from flowcast.transport.stack import Stack
 from flowcast.transport.wire import F_UNRELIABLE, HEADER, HEADER_SIZE, MAGIC, PacketKind, WireError
 
@@ -75,9 +75,9 @@ _pack = HEADER.pack
 _unpack = HEADER.unpack_from
 
 #: Header flag of an acknowledged lane's datagrams: the body starts with
-#: the receiver's boot id (u32, 0 = not known yet), then frames.
+#: the receiver's boot id (u32, 0 = not known yet), then chunks.
 LANE_ACKED = 0x0001
-#: Header flag of an authenticated lane's datagrams: after the frames come a
+#: Header flag of an authenticated lane's datagrams: after the chunks come a
 #: sequence number (u64) and a 16-byte tag (BLAKE2b, or Poly1305 from
 #: 4 KiB), see lanekeys.py.
 LANE_AUTH = 0x0002
@@ -91,8 +91,8 @@ LANE_MAX_RTO = 8.0
 STALE_REPLY_GAP = 0.01  # at most one HELLO per yard this often in answer to stale data
 
 
-class _LaneChannel(Channel):
-    """A channel whose retransmission timeout suits a lane.
+class _LaneLink(Link):
+    """A link whose retransmission timeout suits a lane.
 
     On a lane nothing is lost while the receiver lives, and a slow receiver
     holds the sender in EAGAIN rather than dropping: a short timeout would
@@ -187,12 +187,12 @@ class LaneStack(Stack):
             self._by_address.pop(old.address, None)
         if self.acks:
             yard = Yard(name, address, None)
-            yard.channel = self._new_channel(yard)
+            yard.link = self._new_link(yard)
             yard.hello_due = True  # announce this incarnation
-            if old is not None and old.channel is not None:
-                self._carry(old.channel, yard)
+            if old is not None and old.link is not None:
+                self._carry(old.link, yard)
         else:
-            tx = Channel(self._max_body, _no_delivery, self._completed, acks=False, max_message=self.max_message)
+            tx = Link(self._max_body, _no_delivery, self._completed, acks=False, max_message=self.max_message)
             yard = Yard(name, address, tx)
         if keys is not None:
             yard.mac = YardMac(keys.send[name], keys.hear[name], self._floor)
@@ -205,21 +205,21 @@ class LaneStack(Stack):
         self._by_address[address] = yard
 
     def _deliverer(self, name: str) -> Callable[[int, int, bytes], None]:
-        """Where a channel hands the messages of yard ``name``: one closure, so the inbox append is inlined."""
+        """Where a link hands the messages of yard ``name``: one closure, so the inbox append is inlined."""
         inbox = self.inbox
         hooks = self.hooks
 
-        def deliver(flow: int, flags: int, payload: bytes, _name: str = name) -> None:
+        def deliver(stream: int, flags: int, payload: bytes, _name: str = name) -> None:
             if hooks.message is None:  # the common case, inlined: one call per message
-                inbox.append((_name, flow, flags, payload))
+                inbox.append((_name, stream, flags, payload))
                 self.inbox_bytes += len(payload)
             else:
-                self._deliver_to_inbox(_name, flow, flags, payload)
+                self._deliver_to_inbox(_name, stream, flags, payload)
 
         return deliver
 
-    def _new_channel(self, yard: Yard) -> Channel:
-        return _LaneChannel(
+    def _new_link(self, yard: Yard) -> Link:
+        return _LaneLink(
             self._max_body,
             self._deliverer(yard.name),
             self._completed,
@@ -233,7 +233,7 @@ class LaneStack(Stack):
         return self.inbox_bytes
 
     def _watch_yard(self, yard: Yard) -> None:
-        """Give the yard's channels their event watches (or take them away).
+        """Give the yard's links their event watches (or take them away).
 
         A lane's message ids carry the sender's boot id (raw) or the pair of
         boot ids (acknowledged): sequence numbers start again when a yard
@@ -242,14 +242,14 @@ class LaneStack(Stack):
         """
         sink = self._events
         if self.acks:
-            channel = yard.channel
-            if channel is None:
+            link = yard.link
+            if link is None:
                 return
-            channel.completed = self._completed
+            link.completed = self._completed
             if sink is None or not yard.peer:
-                channel.watch = None
+                link.watch = None
                 return
-            channel.watch = ChannelEvents(
+            link.watch = LinkEvents(
                 sink,
                 self.clock.now,
                 self._born,
@@ -259,17 +259,17 @@ class LaneStack(Stack):
                 (yard.name, ""),
             )
             return
-        for channel, mine in ((yard.tx, True), (yard.rx, False)):
-            if channel is None:
+        for link, mine in ((yard.tx, True), (yard.rx, False)):
+            if link is None:
                 continue
             if mine:
-                channel.completed = self._completed
+                link.completed = self._completed
             if sink is None:
-                channel.watch = None
+                link.watch = None
                 continue
             if not mine and yard.rx_boot < 0:
                 continue
-            channel.watch = ChannelEvents(
+            link.watch = LinkEvents(
                 sink,
                 self.clock.now,
                 self._born,
@@ -279,16 +279,16 @@ class LaneStack(Stack):
                 (yard.name, ""),
             )
 
-    def _watch_channels(self) -> None:
+    def _watch_links(self) -> None:
         for yard in self._yards.values():
             self._watch_yard(yard)
 
     def _route_of(self, msg: Outgoing) -> tuple[tuple, tuple]:
-        return ("", self.name, "", msg.flow), ("", str(msg.remote), "", msg.flow)
+        return ("", self.name, "", msg.stream), ("", str(msg.remote), "", msg.stream)
 
-    def _channel_watch(self, to: str) -> ChannelEvents | None:
+    def _link_watch(self, to: str) -> LinkEvents | None:
         yard = self._yards[to]
-        return yard.channel.watch if self.acks else yard.tx.watch  # type: ignore[union-attr]
+        return yard.link.watch if self.acks else yard.tx.watch  # type: ignore[union-attr]
 
     @property
     def authenticated(self) -> bool:
@@ -317,7 +317,7 @@ class LaneStack(Stack):
         delivered (or failed) -- fire-and-forget ones are not counted.
         """
         if self.acks:
-            return sum(yard.channel.pending_count for yard in self._yards.values())  # type: ignore[union-attr]
+            return sum(yard.link.pending_count for yard in self._yards.values())  # type: ignore[union-attr]
         waiting = sum(len(carried) for _, _, carried in self._outq if carried)
         return waiting + sum(len(y.tx.fresh) for y in self._yards.values())  # type: ignore[union-attr]
 
@@ -328,8 +328,8 @@ class LaneStack(Stack):
         super().close()
         if self.acks:
             for yard in self._yards.values():
-                if yard.channel is not None:
-                    yard.channel.fail_all("stack closed")
+                if yard.link is not None:
+                    yard.link.fail_all("stack closed")
 
     # -- stack hooks -------------------------------------------------------------
 
@@ -337,15 +337,15 @@ class LaneStack(Stack):
         if self.acks:
             for yard in self._yards.values():
                 if yard.peer:
-                    yard.channel.window_opened()  # type: ignore[union-attr]
+                    yard.link.window_opened()  # type: ignore[union-attr]
 
     def _submit(self, msg: Outgoing, to: str) -> None:
         yard = self._yards.get(to)
         if yard is None:
             raise KeyError(f"no known yard {to[:64]!r}")
         if self.acks:
-            channel = yard.channel
-            if not yard.peer and not _waiting(channel):  # type: ignore[arg-type]
+            link = yard.link
+            if not yard.peer and not _waiting(link):  # type: ignore[arg-type]
                 # The first message waiting for a yard not heard from: probe
                 # soon (not twice at once), back-off afresh.
                 yard.probe_every = PROBE_FIRST
@@ -353,7 +353,7 @@ class LaneStack(Stack):
                     yard.next_probe = max(self.clock.now(), yard.last_hello + PROBE_FIRST)
                 else:
                     yard.next_probe = 0.0  # the first HELLO is still to go: it goes with the next flush anyway
-            channel.submit(msg, 0.0 if msg.timeout is None else self.clock.now())  # type: ignore[union-attr]
+            link.submit(msg, 0.0 if msg.timeout is None else self.clock.now())  # type: ignore[union-attr]
             return
         msg.timeout = None  # a raw lane has no acks to time out on
         yard.tx.submit(msg, 0.0)  # type: ignore[union-attr]
@@ -367,7 +367,7 @@ class LaneStack(Stack):
         if mac is None:
             end = len(data)
         else:
-            end = check(mac, data)  # the frames end where the trailer starts: sliced once, below
+            end = check(mac, data)  # the chunks end where the trailer starts: sliced once, below
             if end < 0:
                 self._refused(data, end)
                 return
@@ -386,14 +386,14 @@ class LaneStack(Stack):
             return
         rx = yard.rx
         if rx is None or boot != yard.rx_boot:
-            rx = yard.rx = Channel(self._max_body, self._deliverer(yard.name), None, acks=False, adopt=True, max_message=self.max_message)
+            rx = yard.rx = Link(self._max_body, self._deliverer(yard.name), None, acks=False, adopt=True, max_message=self.max_message)
             yard.rx_boot = boot
             if self._events is not None:
                 self._watch_yard(yard)
         try:
             rx.handle(data[HEADER_SIZE:end], now)
         except WireError:
-            self.counts["bad_frames"] += 1
+            self.counts["bad_chunks"] += 1
 
     def _receive_acked(self, yard: Yard, data: bytes, end: int, now: float) -> None:
         if end < _AHEADER_SIZE:
@@ -423,13 +423,13 @@ class LaneStack(Stack):
             return
         if end == _AHEADER_SIZE:
             return  # a HELLO to this incarnation: nothing more to learn
-        channel = yard.channel
+        link = yard.link
         try:
-            channel.handle(data[_AHEADER_SIZE:end], now)  # type: ignore[union-attr]
+            link.handle(data[_AHEADER_SIZE:end], now)  # type: ignore[union-attr]
         except WireError:
-            self.counts["bad_frames"] += 1
+            self.counts["bad_chunks"] += 1
             return
-        channel.received(counter)  # type: ignore[union-attr]
+        link.received(counter)  # type: ignore[union-attr]
 
     def _refused(self, data: bytes, why: int) -> None:
         """Count a datagram that failed authentication (its bytes are not trusted, only counted)."""
@@ -446,21 +446,21 @@ class LaneStack(Stack):
         return seal(yard.mac, head, body, seq)  # type: ignore[arg-type]
 
     def _new_peer(self, yard: Yard, boot: int, now: float) -> None:
-        """``yard`` speaks with a new boot id: a new channel for the new pair of incarnations.
+        """``yard`` speaks with a new boot id: a new link for the new pair of incarnations.
 
         Everything not yet reported delivered moves into it, in order per
-        flow, with new sequence numbers (as into a road's new session); what
+        stream, with new sequence numbers (as into a road's new session); what
         the old incarnation had acknowledged is done and stays done.  Held
-        receive state is dropped with the old channel.
+        receive state is dropped with the old link.
         """
         restarted = bool(yard.peer)
         if restarted:
             yard.retired.append(yard.peer)
             self.counts["yard_restarts"] += 1
-        old = yard.channel
+        old = yard.link
         yard.peer = boot
         yard.counter = 0
-        yard.channel = self._new_channel(yard)
+        yard.link = self._new_link(yard)
         yard.probe_every = PROBE_FIRST
         self._watch_yard(yard)
         if old is not None:
@@ -476,15 +476,15 @@ class LaneStack(Stack):
                 outq.clear()
                 outq.extend(kept)
 
-    def _carry(self, old: Channel, yard: Yard) -> int:
-        """Move ``old``'s undelivered messages into ``yard``'s channel, in order; how many reliable ones."""
+    def _carry(self, old: Link, yard: Yard) -> int:
+        """Move ``old``'s undelivered messages into ``yard``'s link, in order; how many reliable ones."""
         loose = [m for m in old.fresh if m.flags & F_UNRELIABLE and m.pending]
         carried = old.take_unfinished()
-        channel = yard.channel
-        watch = channel.watch  # type: ignore[union-attr]
+        link = yard.link
+        watch = link.watch  # type: ignore[union-attr]
         now = self.clock.now()
         for msg in carried + loose:
-            channel.submit(msg, now)  # type: ignore[union-attr]
+            link.submit(msg, now)  # type: ignore[union-attr]
             if watch is not None:
                 watch.sent(msg)  # under a new id: sequence numbers start again with the pair
         return len(carried)
@@ -510,15 +510,15 @@ class LaneStack(Stack):
                         return
                 if not peer:
                     continue
-                channel = yard.channel
-                while channel.ack_owed or channel.ping_owed or ((channel.resend or channel.fresh) and channel.can_send()):  # type: ignore[union-attr]
-                    built = channel.build()  # type: ignore[union-attr]
+                link = yard.link
+                while link.ack_owed or link.ping_owed or ((link.resend or link.fresh) and link.can_send()):  # type: ignore[union-attr]
+                    built = link.build()  # type: ignore[union-attr]
                     if built is None:
                         break
-                    body, frames = built
+                    body, chunks = built
                     counter = yard.counter
                     yard.counter = counter + 1
-                    channel.sent(counter, len(body), frames, now)  # type: ignore[union-attr]
+                    link.sent(counter, len(body), chunks, now)  # type: ignore[union-attr]
                     head = _apack(MAGIC, _LANE, flag, boot, counter, peer)
                     datagram = head + body if yard.mac is None else self._seal(yard, head, body)
                     if not emit(datagram, address):
@@ -554,11 +554,11 @@ class LaneStack(Stack):
         if not self.acks:
             return
         for yard in self._yards.values():
-            channel = yard.channel
-            when = channel.next_deadline()  # type: ignore[union-attr]
+            link = yard.link
+            when = link.next_deadline()  # type: ignore[union-attr]
             if when is not None and when <= now:
-                channel.poll(now)  # type: ignore[union-attr]
-            if not yard.peer and _waiting(channel) and now >= yard.next_probe:  # type: ignore[arg-type]
+                link.poll(now)  # type: ignore[union-attr]
+            if not yard.peer and _waiting(link) and now >= yard.next_probe:  # type: ignore[arg-type]
                 yard.hello_due = True
                 yard.next_probe = now + yard.probe_every
                 yard.probe_every = min(yard.probe_every * 2, PROBE_MAX)
@@ -568,9 +568,9 @@ class LaneStack(Stack):
             return None
         deadline: float | None = None
         for yard in self._yards.values():
-            channel = yard.channel
-            when = channel.next_deadline()  # type: ignore[union-attr]
-            if not yard.peer and _waiting(channel):  # type: ignore[arg-type]
+            link = yard.link
+            when = link.next_deadline()  # type: ignore[union-attr]
+            if not yard.peer and _waiting(link):  # type: ignore[arg-type]
                 probe = yard.next_probe
                 if when is None or probe < when:
                     when = probe
@@ -579,10 +579,10 @@ class LaneStack(Stack):
         return deadline
 
 
-def _waiting(channel: Channel) -> bool:
-    """Whether messages wait in ``channel`` (for a yard not heard from yet)."""
-    return bool(channel.pending_count or channel.fresh)
+def _waiting(link: Link) -> bool:
+    """Whether messages wait in ``link`` (for a yard not heard from yet)."""
+    return bool(link.pending_count or link.fresh)
 
 
-def _no_delivery(flow: int, flags: int, payload: bytes) -> None:  # pragma: no cover - tx channels never receive
-    raise AssertionError("a transmit channel received a frame")
+def _no_delivery(stream: int, flags: int, payload: bytes) -> None:  # pragma: no cover - tx links never receive
+    raise AssertionError("a transmit link received a chunk")

@@ -65,7 +65,7 @@ SECRET_SIZE = 32
 KEY_SIZE = 32
 TAG_SIZE = 16
 SEQ_SIZE = 8
-#: What an authenticated lane datagram carries after its frames: seq (u64) || tag.
+#: What an authenticated lane datagram carries after its chunks: seq (u64) || tag.
 TRAILER_SIZE = SEQ_SIZE + TAG_SIZE
 _PERSON = b"flowcast lane"
 _POLY_PERSON = b"flowcast lane cp"
@@ -188,7 +188,7 @@ REPLAYED = -2
 def seal(mac: YardMac, head: bytes, body: bytes, seq: int) -> bytes:
     """``head || body || seq || tag``: what goes on the lane, built with one join.
 
-    The header and frames come separately so BLAKE2b hashes them where they
+    The header and chunks come separately so BLAKE2b hashes them where they
     are and the datagram is copied once; Poly1305 (through PyNaCl, bytes
     only) needs them joined first.
     """
@@ -204,7 +204,7 @@ def seal(mac: YardMac, head: bytes, body: bytes, seq: int) -> bytes:
 
 
 def check(mac: YardMac, data: bytes) -> int:
-    """Where the frames of ``data`` end if its tag is good and its seq new, else FORGED / REPLAYED.
+    """Where the chunks of ``data`` end if its tag is good and its seq new, else FORGED / REPLAYED.
 
     The tag is checked before anything of the datagram is read.  Sequence
     numbers must rise strictly per sender: Unix datagrams from one socket

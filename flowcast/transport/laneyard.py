@@ -1,7 +1,7 @@
 """Yard: what one lane stack knows of another yard (house) of its host.
 
-A record, no behaviour: its address, the channels of a raw lane (one to
-send, one per boot id heard to receive) or the one channel of an
+A record, no behaviour: its address, the links of a raw lane (one to
+send, one per boot id heard to receive) or the one link of an
 acknowledged lane, the boot ids heard, the HELLO probing of a yard not
 heard from yet, and the MAC keys of an authenticated lane.  lane.py acts
 on it.
@@ -13,7 +13,7 @@ from collections import deque
 
 from flowcast.transport.lanekeys import YardMac
 from flowcast.transport.port import Address
-from flowcast.transport.reliable import Channel
+from flowcast.transport.reliable import Link
 
 __all__ = ["Yard", "PROBE_FIRST", "PROBE_MAX", "RETIRED"]
 
@@ -34,7 +34,7 @@ class Yard:
         "counter",
         # acknowledged mode
         "peer",
-        "channel",
+        "link",
         "retired",
         "hello_due",
         "last_hello",
@@ -43,15 +43,15 @@ class Yard:
         "mac",
     )
 
-    def __init__(self, name: str, address: Address, tx: Channel | None) -> None:
+    def __init__(self, name: str, address: Address, tx: Link | None) -> None:
         self.name = name
         self.address = address
         self.tx = tx  # raw mode
-        self.rx: Channel | None = None
+        self.rx: Link | None = None
         self.rx_boot = -1
-        self.counter = 0  # raw: datagrams sent; acked: next packet counter of the channel
+        self.counter = 0  # raw: datagrams sent; acked: next packet counter of the link
         self.peer = 0  # acked: the yard's boot id as last heard (0: not heard yet)
-        self.channel: Channel | None = None  # acked: both directions, for (self.boot, peer)
+        self.link: Link | None = None  # acked: both directions, for (self.boot, peer)
         self.retired: deque[int] = deque(maxlen=RETIRED)
         self.hello_due = False
         self.last_hello = -1.0

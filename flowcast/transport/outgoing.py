@@ -3,7 +3,7 @@
 A message is queued until it reaches one final state: delivered (the
 receiver reported it), failed (``reason`` says why) or sent
 (fire-and-forget, or handed to a lane's port).  Roads, lanes, the
-channel and the router all need to know which, and before this module
+link and the router all need to know which, and before this module
 each wrote or compared the state number itself, so a new rule (a
 delivered message must not fail afterwards and be routed back as an
 error) had to be kept in five places.  Here the transitions are methods,
@@ -39,14 +39,14 @@ class Outgoing:
     (``"delivered"``), the message fails (``"failed"``, ``reason`` says why)
     or -- fire-and-forget -- it left in a datagram (``"sent"``).
 
-    Besides what the caller gave (data, flow, flags, timeout, retries,
-    burst, remote) the slots are the sending channel's books (seq, nseg,
-    segsize, marks, next_seg, inflight, deadline, frame, skip); the state
+    Besides what the caller gave (data, stream, flags, timeout, retries,
+    burst, remote) the slots are the sending link's books (seq, nseg,
+    segsize, marks, next_seg, inflight, deadline, chunk, skip); the state
     and the reason are this module's alone.
     """
 
     __slots__ = (
-        "flow",
+        "stream",
         "seq",
         "flags",
         "data",
@@ -60,7 +60,7 @@ class Outgoing:
         "burst",
         "_state",
         "_reason",
-        "frame",
+        "chunk",
         "skip",
         "remote",
         "timeout",
@@ -69,7 +69,7 @@ class Outgoing:
     def __init__(
         self,
         data: bytes,
-        flow: int = 0,
+        stream: int = 0,
         flags: int = 0,
         timeout: float | None = None,
         retries: int | None = None,
@@ -77,7 +77,7 @@ class Outgoing:
         remote: Any = None,
     ) -> None:
         self.data = data
-        self.flow = flow
+        self.stream = stream
         self.flags = flags
         self.timeout = timeout
         self.retries = retries
@@ -151,13 +151,13 @@ class Outgoing:
 
     def __repr__(self) -> str:
         reason = " " + self._reason if self._reason else ""
-        return f"<Outgoing flow={self.flow} seq={self.seq} {len(self.data)} B {self.state}{reason}>"
+        return f"<Outgoing stream={self.stream} seq={self.seq} {len(self.data)} B {self.state}{reason}>"
 
 
 def deliver_through(queue: deque[Outgoing], expected: int, completed: Callable[[Outgoing], None] | None) -> int:
     """Deliver the messages at the head of ``queue`` numbered below ``expected``; how many were pending.
 
-    A receiver reports delivery by flow (the next sequence number it has not
+    A receiver reports delivery by stream (the next sequence number it has not
     delivered), so a sender's ACK settles a run of messages at once.  The
     run is settled here, where the state is written, and inline rather
     than by ``deliver()`` per message: it runs for every message a road

@@ -1,13 +1,13 @@
-"""The receiving part of a channel: order, reassembly, what is held, ACKs owed.
+"""The receiving part of a link: order, reassembly, what is held, ACKs owed.
 
-``handle`` reads every frame of an authenticated body: messages are
-delivered in flow order (out-of-order ones held, each counted against
-the channel's limit and the stack's hold budget), segments are joined
-into their message, SKIPs move a flow past a failed message, and ACK
-frames go to the sending part.  ``received`` and ``_ack_frame`` keep and
-write the ranges of packets to acknowledge and, per flow, the next
+``handle`` reads every chunk of an authenticated body: messages are
+delivered in stream order (out-of-order ones held, each counted against
+the link's limit and the stack's hold budget), segments are joined
+into their message, SKIPs move a stream past a failed message, and ACK
+chunks go to the sending part.  ``received`` and ``_ack_chunk`` keep and
+write the ranges of packets to acknowledge and, per stream, the next
 sequence number not yet delivered.  A mixin of
-:class:`flowcast.transport.reliable.Channel` (see recovery.py for why
+:class:`flowcast.transport.reliable.Link` (see recovery.py for why
 not an object of its own).
 """
 
@@ -27,35 +27,35 @@ from flowcast.transport.holding import (
     SKIP_COST,
     SKIPPED,
     VIEW_HELD,
-    FlowIn,
+    StreamIn,
     Partial,
     held_cost,
 )
 from flowcast.transport.tablesize import GROW_AT, SIZE_AT
 from flowcast.transport.wire import (
     ACK,
-    ACK_FLOW,
+    ACK_STREAM,
     ACK_RANGE,
     EVICT,
     F_UNRELIABLE,
-    MAX_ACK_FLOWS,
+    MAX_ACK_STREAMS,
     MAX_ACK_RANGES,
     MSG,
     PATH,
     SEG,
     SKIP,
-    FrameKind,
+    ChunkKind,
     WireError,
 )
 
 __all__ = ["ACK_DELAY", "MAX_AHEAD", "MIN_PIECE", "RECEIVER_SLOTS", "Receiver"]
 
 _MSG_KIND, _SEG_KIND, _ACK_KIND, _SKIP_KIND, _PING_KIND = (
-    FrameKind.MSG,
-    FrameKind.SEG,
-    FrameKind.ACK,
-    FrameKind.SKIP,
-    FrameKind.PING,
+    ChunkKind.MSG,
+    ChunkKind.SEG,
+    ChunkKind.ACK,
+    ChunkKind.SKIP,
+    ChunkKind.PING,
 )
 _MSG_SIZE = MSG.size
 _SEG_SIZE = SEG.size
@@ -63,24 +63,24 @@ _msg_unpack = MSG.unpack_from
 _seg_unpack = SEG.unpack_from
 _ACK_SIZE = ACK.size
 _ack_unpack = ACK.unpack_from
-# An ACK frame with one range and one flow, the usual one, in one struct.
-_ACK_ONE_STRUCT = struct.Struct("!" + ACK.format.lstrip("!") + ACK_RANGE.format.lstrip("!") + ACK_FLOW.format.lstrip("!"))
+# An ACK chunk with one range and one stream, the usual one, in one struct.
+_ACK_ONE_STRUCT = struct.Struct("!" + ACK.format.lstrip("!") + ACK_RANGE.format.lstrip("!") + ACK_STREAM.format.lstrip("!"))
 _ACK_ONE = _ACK_ONE_STRUCT.pack
 _ack_one_unpack = _ACK_ONE_STRUCT.unpack_from
 _ACK_ONE_SIZE = _ACK_ONE_STRUCT.size
-assert _ACK_ONE_SIZE == ACK.size + ACK_RANGE.size + ACK_FLOW.size
-_PATH_CHALLENGE, _PATH_RESPONSE = FrameKind.PATH_CHALLENGE, FrameKind.PATH_RESPONSE
-_EVICTED_KIND = FrameKind.EVICTED
+assert _ACK_ONE_SIZE == ACK.size + ACK_RANGE.size + ACK_STREAM.size
+_PATH_CHALLENGE, _PATH_RESPONSE = ChunkKind.PATH_CHALLENGE, ChunkKind.PATH_RESPONSE
+_EVICTED_KIND = ChunkKind.EVICTED
 
 MAX_AHEAD = 1 << 20  # sequence numbers a receiver buffers beyond the next expected
 ACK_DELAY = 0.002
 MIN_PIECE = 128  # every piece of a message but its last is this long at least (a segment: max_body - 88)
 # A piece at least nine tenths of its datagram is kept as a view of it, a smaller one is copied (handle).
 
-#: The state this part owns; ``Channel.__slots__`` is made of each part's.
+#: The state this part owns; ``Link.__slots__`` is made of each part's.
 RECEIVER_SLOTS = (
     "_buffered",
-    "_flow_cursor",
+    "_stream_cursor",
     "_hold_limit",
     "ack_due",
     "ack_owed",
@@ -90,7 +90,7 @@ RECEIVER_SLOTS = (
     "budget",
     "deliver",
     "evicted_owed",
-    "flows_in",
+    "streams_in",
     "held",
     "on_path",
     "partials_unreliable",
@@ -104,33 +104,33 @@ RECEIVER_SLOTS = (
 
 
 class Receiver:
-    """Frames in, messages delivered in order; ``Channel`` mixes it in (slots: RECEIVER_SLOTS)."""
+    """Chunks in, messages delivered in order; ``Link`` mixes it in (slots: RECEIVER_SLOTS)."""
 
     __slots__ = ()
 
     def _init_receiver(self, deliver: Any, held: Any, adopt: bool, receive_window: int, max_message: int, budget: Any) -> None:
         self.deliver = deliver
         self.held = held or (lambda: 0)
-        self.adopt = adopt  # lane: a flow starts wherever the first frame seen is
+        self.adopt = adopt  # lane: a stream starts wherever the first chunk seen is
         self.receive_window = receive_window
-        self.flows_in: dict[int, FlowIn] = {}
+        self.streams_in: dict[int, StreamIn] = {}
         self.partials_unreliable: dict[tuple[int, int], Partial] = {}
-        #: (flow, seq) of reliable messages the hold budget dropped: EVICTED notices owed (evicted.py).
+        #: (stream, seq) of reliable messages the hold budget dropped: EVICTED notices owed (evicted.py).
         self.evicted_owed: dict[tuple[int, int], None] | None = None
-        #: The stack's byte budget, shared by all its channels (None: this channel's limit only).
+        #: The stack's byte budget, shared by all its links (None: this link's limit only).
         self.budget = budget
         self._buffered = 0  # bytes and entries held for order or reassembly (see holding.held_cost)
         self.sweep_at: float | None = None  # when incomplete messages are next looked at for expiry
         self._hold_limit = receive_window + 2 * max_message
         self.recv_ranges: list[list[int]] = []
-        #: ``on_path(kind, token)``: PATH_CHALLENGE/RESPONSE frames go to the stack.
+        #: ``on_path(kind, token)``: PATH_CHALLENGE/RESPONSE chunks go to the stack.
         self.on_path: Any = None
         self.path_answers: list[int] = []  # PATH_RESPONSE tokens owed
         self.ack_owed = False  # send an ACK now, alone if nothing else goes
         self.ack_pending = 0  # ack-eliciting packets not yet acknowledged
         self.ack_due: float | None = None  # when a delayed ACK must go alone
         self.advertised = receive_window
-        self._flow_cursor = 0
+        self._stream_cursor = 0
 
     @property
     def buffered(self) -> int:
@@ -159,7 +159,7 @@ class Receiver:
                 budget.holders.pop(self, None)
 
     def _room(self, size: int) -> bool:
-        """May this channel hold ``size`` more bytes (its own limit, then the stack's budget)?"""
+        """May this link hold ``size`` more bytes (its own limit, then the stack's budget)?"""
         if self._buffered + size > self._hold_limit:
             return False
         budget = self.budget
@@ -175,41 +175,41 @@ class Receiver:
             if len(ranges) > 256:
                 del ranges[:-MAX_ACK_RANGES]
 
-    def _ack_frame(self) -> bytes:
+    def _ack_chunk(self) -> bytes:
         self.ack_owed = False
         self.ack_pending = 0
         self.ack_due = None
         ranges = self.recv_ranges
-        flows = self.flows_in
+        streams = self.streams_in
         window = self.receive_window - self.held()
         if window < 0:
             window = 0
         self.advertised = window
         if window > 0xFFFFFFFF:
             window = 0xFFFFFFFF
-        if len(ranges) == 1 and len(flows) == 1:
-            # the common case (in-order traffic on one flow): one pack call
+        if len(ranges) == 1 and len(streams) == 1:
+            # the common case (in-order traffic on one stream): one pack call
             first, last = ranges[0]
-            for flow, state in flows.items():
-                return _ACK_ONE(_ACK_KIND, 0, 1, 1, window, first, last, flow, state.expected)
+            for stream, state in streams.items():
+                return _ACK_ONE(_ACK_KIND, 0, 1, 1, window, first, last, stream, state.expected)
         chosen = ranges[-MAX_ACK_RANGES:]
         if len(ranges) > 8:
             self.recv_ranges = ranges[-8:]  # repeated next time: a lost ACK costs little
-        if len(flows) <= MAX_ACK_FLOWS:
-            items = [(flow, state.expected) for flow, state in flows.items()]
+        if len(streams) <= MAX_ACK_STREAMS:
+            items = [(stream, state.expected) for stream, state in streams.items()]
         else:
-            keys = sorted(flows)
-            start = self._flow_cursor % len(keys)
-            picked = (keys[start:] + keys[:start])[:MAX_ACK_FLOWS]
-            self._flow_cursor = start + MAX_ACK_FLOWS
-            items = [(flow, flows[flow].expected) for flow in picked]
+            keys = sorted(streams)
+            start = self._stream_cursor % len(keys)
+            picked = (keys[start:] + keys[:start])[:MAX_ACK_STREAMS]
+            self._stream_cursor = start + MAX_ACK_STREAMS
+            items = [(stream, streams[stream].expected) for stream in picked]
         pieces = [ACK.pack(_ACK_KIND, 0, len(chosen), len(items), window)]
         pack_range = ACK_RANGE.pack
         for first, last in reversed(chosen):
             pieces.append(pack_range(first, last))
-        pack_flow = ACK_FLOW.pack
-        for flow, expected in items:
-            pieces.append(pack_flow(flow, expected))
+        pack_stream = ACK_STREAM.pack
+        for stream, expected in items:
+            pieces.append(pack_stream(stream, expected))
         return b"".join(pieces)
 
     def window_opened(self) -> None:
@@ -218,41 +218,41 @@ class Receiver:
             self.ack_owed = True
 
     def handle(self, body: bytes, now: float) -> None:
-        """Process every frame of an authenticated body; WireError if malformed."""
+        """Process every chunk of an authenticated body; WireError if malformed."""
         end = len(body)
         off = 0
         deliver = self.deliver
-        flows = self.flows_in
+        streams = self.streams_in
         watch = self.watch
         eliciting = False
         try:
             while off < end:
                 kind = body[off]
                 if kind == _MSG_KIND:
-                    _, flags, flow, seq, length = _msg_unpack(body, off)
+                    _, flags, stream, seq, length = _msg_unpack(body, off)
                     off += _MSG_SIZE
                     stop = off + length
                     if stop > end:
-                        raise WireError("message frame overruns the body")
+                        raise WireError("message chunk overruns the body")
                     eliciting = True
                     if flags & F_UNRELIABLE:
                         if watch is not None:
-                            watch.loose(flow, seq, length)
-                        deliver(flow, flags, body[off:stop])
+                            watch.loose(stream, seq, length)
+                        deliver(stream, flags, body[off:stop])
                     else:
-                        state = flows.get(flow)
+                        state = streams.get(stream)
                         if state is None:
-                            state = flows[flow] = FlowIn()
+                            state = streams[stream] = StreamIn()
                             if self.adopt:
                                 state.expected = seq
                         expected = state.expected
                         if seq == expected:
                             state.expected = seq + 1
                             if watch is not None:
-                                watch.in_order(flow, seq, length)
-                            deliver(flow, flags, body[off:stop])
+                                watch.in_order(stream, seq, length)
+                            deliver(stream, flags, body[off:stop])
                             if state.pending:
-                                self._drain(flow, state)
+                                self._drain(stream, state)
                         elif seq < expected or seq in state.pending:
                             self.counts["duplicates"] += 1
                         elif seq - expected > MAX_AHEAD or not self._room(length + ENTRY_COST):
@@ -261,14 +261,14 @@ class Receiver:
                             state.pending[seq] = (flags, body[off:stop])
                             self._charge(length + ENTRY_COST)
                             if watch is not None:
-                                watch.arrived(flow, seq, length, expected, state.pending)
+                                watch.arrived(stream, seq, length, expected, state.pending)
                     off = stop
                 elif kind == _SEG_KIND:
-                    _, flags, flow, seq, number, count, length = _seg_unpack(body, off)
+                    _, flags, stream, seq, number, count, length = _seg_unpack(body, off)
                     off += _SEG_SIZE
                     stop = off + length
                     if stop > end or count < 2 or number >= count:
-                        raise WireError("bad segment frame")
+                        raise WireError("bad segment chunk")
                     eliciting = True
                     # A piece that is nearly its whole datagram is kept as a view
                     # (copied once, when joined) and counted as the whole datagram;
@@ -282,30 +282,30 @@ class Receiver:
                             held = len(piece.obj) + VIEW_HELD  # type: ignore[arg-type]
                         else:
                             held = length + BYTES_HEADER if length > 1 else 0  # one-byte bytes are shared
-                    self._segment_in(flags, flow, seq, number, count, piece, held, now)
+                    self._segment_in(flags, stream, seq, number, count, piece, held, now)
                     off = stop
                 elif kind == _ACK_KIND:
-                    _, flags, nranges, nflows, window = _ack_unpack(body, off)
-                    if nranges == 1 and nflows == 1:  # the common case: one unpack
-                        _, _, _, _, _, first, last, flow, expected = _ack_one_unpack(body, off)
+                    _, flags, nranges, nstreams, window = _ack_unpack(body, off)
+                    if nranges == 1 and nstreams == 1:  # the common case: one unpack
+                        _, _, _, _, _, first, last, stream, expected = _ack_one_unpack(body, off)
                         off += _ACK_ONE_SIZE
-                        self._on_ack(window, [(first, last)] if first <= last <= self.last_counter else (), ((flow, expected),), now)
+                        self._on_ack(window, [(first, last)] if first <= last <= self.last_counter else (), ((stream, expected),), now)
                         continue
-                    off = self._ack_in(body, off + _ACK_SIZE, nranges, nflows, window, now)
+                    off = self._ack_in(body, off + _ACK_SIZE, nranges, nstreams, window, now)
                 elif kind == _SKIP_KIND:
-                    _, flags, flow, seq = SKIP.unpack_from(body, off)
+                    _, flags, stream, seq = SKIP.unpack_from(body, off)
                     off += SKIP.size
                     eliciting = True
-                    self._skip_in(flow, seq)
+                    self._skip_in(stream, seq)
                 elif kind == _PING_KIND:
                     off += 2
                     if off > end:
-                        raise WireError("truncated ping frame")
+                        raise WireError("truncated ping chunk")
                     eliciting = True
                 elif kind == _EVICTED_KIND:
-                    _, flags, flow, seq = EVICT.unpack_from(body, off)
+                    _, flags, stream, seq = EVICT.unpack_from(body, off)
                     off += EVICT.size
-                    _evicted.heard(self, flow, seq)
+                    _evicted.heard(self, stream, seq)
                 elif kind == _PATH_CHALLENGE or kind == _PATH_RESPONSE:
                     _, flags, token = PATH.unpack_from(body, off)
                     off += PATH.size
@@ -314,14 +314,14 @@ class Receiver:
                         self.on_path(kind, token)
                 else:
                     # ALLOW_ACK and CLOSE are the stack's; it strips them first.
-                    raise WireError(f"unexpected frame kind {kind}")
+                    raise WireError(f"unexpected chunk kind {kind}")
         except _CannotHold:
             self.counts["refused"] += 1
             raise
         except WireError:
             raise
         except (IndexError, ValueError, struct.error) as error:
-            raise WireError(f"truncated frame: {error}") from None
+            raise WireError(f"truncated chunk: {error}") from None
         if eliciting and self.acks:
             # Delayed ACK (as TCP): a second packet, or ACK_DELAY, makes
             # it go; until then it rides on any reply -- an echo costs one
@@ -332,10 +332,10 @@ class Receiver:
             elif self.ack_due is None:
                 self.ack_due = now + ACK_DELAY
 
-    def _ack_in(self, body: bytes, off: int, nranges: int, nflows: int, window: int, now: float) -> int:
-        """Read an ACK's ranges and flows (past the one-range, one-flow case) and act on it; the offset after."""
-        if nranges > MAX_ACK_RANGES or nflows > MAX_ACK_FLOWS:
-            raise WireError("ack frame too long")
+    def _ack_in(self, body: bytes, off: int, nranges: int, nstreams: int, window: int, now: float) -> int:
+        """Read an ACK's ranges and streams (past the one-range, one-stream case) and act on it; the offset after."""
+        if nranges > MAX_ACK_RANGES or nstreams > MAX_ACK_STREAMS:
+            raise WireError("ack chunk too long")
         ranges = []
         for _ in range(nranges):
             first, last = ACK_RANGE.unpack_from(body, off)
@@ -343,28 +343,28 @@ class Receiver:
             if last < first or last > self.last_counter:
                 continue  # never sent: ignore rather than trust
             ranges.append((first, last))
-        flow_items = []
-        for _ in range(nflows):
-            flow_items.append(ACK_FLOW.unpack_from(body, off))
+        stream_items = []
+        for _ in range(nstreams):
+            stream_items.append(ACK_STREAM.unpack_from(body, off))
             off += 10
-        self._on_ack(window, ranges, flow_items, now)
+        self._on_ack(window, ranges, stream_items, now)
         return off
 
-    def _skip_in(self, flow: int, seq: int) -> None:
-        """The sender gave up on ``seq`` of ``flow``: hold a SKIP in its place, and deliver past it when due."""
-        flows = self.flows_in
-        state = flows.get(flow)
+    def _skip_in(self, stream: int, seq: int) -> None:
+        """The sender gave up on ``seq`` of ``stream``: hold a SKIP in its place, and deliver past it when due."""
+        streams = self.streams_in
+        state = streams.get(stream)
         if state is None:
-            state = flows[flow] = FlowIn()
+            state = streams[stream] = StreamIn()
         if seq >= state.expected and seq - state.expected <= MAX_AHEAD:
             old = state.pending.get(seq)
             if old is None and not self._room(SKIP_COST):
                 raise _CannotHold
             state.pending[seq] = SKIPPED
             self._charge(SKIP_COST - held_cost(old) if old is not None else SKIP_COST)
-            self._drain(flow, state)
+            self._drain(stream, state)
 
-    def _segment_in(self, flags: int, flow: int, seq: int, number: int, count: int, piece: bytes, held: int, now: float) -> None:
+    def _segment_in(self, flags: int, stream: int, seq: int, number: int, count: int, piece: bytes, held: int, now: float) -> None:
         """Hold ``piece`` (``held`` bytes as kept), or deliver its message if it was the last.
 
         One method per piece, the accounting inline: it runs per datagram.  A
@@ -378,7 +378,7 @@ class Receiver:
         if flags & F_UNRELIABLE:
             state = None
             holder: dict = self.partials_unreliable
-            key: Any = (flow, seq)
+            key: Any = (stream, seq)
             entry = holder.get(key)
             if entry is None:
                 if len(holder) >= 64:
@@ -388,9 +388,9 @@ class Receiver:
                 extra = PARTIAL_COST
             watch = None
         else:
-            state = self.flows_in.get(flow)
+            state = self.streams_in.get(stream)
             if state is None:
-                state = self.flows_in[flow] = FlowIn()
+                state = self.streams_in[stream] = StreamIn()
                 if self.adopt:  # a message whose start we missed is skipped whole
                     state.expected = seq if number == 0 else seq + 1
             expected = state.expected
@@ -410,9 +410,9 @@ class Receiver:
                 return
             watch = self.watch
             if watch is not None and number not in entry.parts:
-                watch.piece(flow, seq, number, entry.parts)
+                watch.piece(stream, seq, number, entry.parts)
                 if seq > expected:
-                    watch.gap(flow, seq, expected, holder)
+                    watch.gap(stream, seq, expected, holder)
         if entry.count != count:
             raise WireError("segment count changed within a message")
         parts = entry.parts
@@ -477,8 +477,8 @@ class Receiver:
                 del holder[key]
                 self._charge(-counted)
             if self.watch is not None:
-                self.watch.loose(flow, seq, len(complete))
-            self.deliver(flow, flags, complete)
+                self.watch.loose(stream, seq, len(complete))
+            self.deliver(stream, flags, complete)
             return
         if seq == expected and watch is None:
             # in order: delivered now, never held whole
@@ -486,18 +486,18 @@ class Receiver:
                 del holder[seq]
                 self._charge(-counted)
             state.expected = seq + 1
-            self.deliver(flow, flags, complete)
+            self.deliver(stream, flags, complete)
             if holder:
-                self._drain(flow, state)
+                self._drain(stream, state)
             return
         self._charge(len(complete) + ENTRY_COST - counted)
         holder[seq] = (flags, complete)
         if watch is not None:
-            watch.arrived(flow, seq, len(complete), expected, holder)
+            watch.arrived(stream, seq, len(complete), expected, holder)
         if seq == expected:
-            self._drain(flow, state)
+            self._drain(stream, state)
 
-    def _drain(self, flow: int, state: FlowIn) -> None:
+    def _drain(self, stream: int, state: StreamIn) -> None:
         pending = state.pending
         deliver = self.deliver
         watch = self.watch
@@ -516,8 +516,8 @@ class Receiver:
                     continue
                 freed += len(data) + ENTRY_COST
                 if watch is not None:
-                    watch.released(flow, seq, len(data))
-                deliver(flow, flags, data)
+                    watch.released(stream, seq, len(data))
+                deliver(stream, flags, data)
         finally:
             if freed:  # one change to the books for the whole run released
                 self._charge(-freed)

@@ -1,8 +1,8 @@
 """A stack's message events, recorded by listening on its hooks.
 
 What a sender's stack records of a message: ``sent`` when it enters a
-channel (flowcast.transport.stack.ChannelEvents does that and everything a
-channel sees), then ``acknowledged`` with its latency, or ``denied`` with
+link (flowcast.transport.stack.LinkEvents does that and everything a
+link sees), then ``acknowledged`` with its latency, or ``denied`` with
 the reason; a road also records its remotes' presence.  All of it as
 listeners (flowcast.transport.hooks), installed by ``Stack.set_events`` and
 removed by ``set_events(None)``: a stack that records nothing has nothing
@@ -38,8 +38,8 @@ class MessageRecorder:
             return
         stack = self.stack
         stack._born[msg] = [stack.clock.now(), None, None, None]
-        if msg.seq >= 0:  # it entered a channel (else it waits for a session)
-            watch = stack._channel_watch(to)
+        if msg.seq >= 0:  # it entered a link (else it waits for a session)
+            watch = stack._link_watch(to)
             if watch is not None:
                 watch.sent(msg)
 
@@ -58,8 +58,8 @@ class MessageRecorder:
                 return
             entry = [None, None, None, None]
         first, msg_id, src, dst = entry
-        if msg_id is None:  # never got into a channel: no sequence number, no session
-            msg_id = f"{stack.name}:-:{msg.flow}:{id(msg):x}"
+        if msg_id is None:  # never got into a link: no sequence number, no session
+            msg_id = f"{stack.name}:-:{msg.stream}:{id(msg):x}"
             src, dst = stack._route_of(msg)
         if state == "delivered":
             self.sink.message("acknowledged", msg_id, src, dst, len(msg.data), stack.clock.now() - first)

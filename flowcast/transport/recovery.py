@@ -1,4 +1,4 @@
-"""Loss recovery for a channel: RTT estimate, congestion window, back-off, timers.
+"""Loss recovery for a link: RTT estimate, congestion window, back-off, timers.
 
 The sender (sender.py) keeps packets in flight and resends what is lost;
 this part estimates the round trip (srtt, rttvar, rto), says how fast to
@@ -6,7 +6,7 @@ send (cwnd, halved once per loss episode: AIMD), backs the timeout off
 while nothing is heard, and says what is due when (``next_deadline`` and
 ``poll``: delayed ACK, a packet older than the timeout, probes, message
 deadlines, the hold budget's expiry sweep).
-It is a mixin of :class:`flowcast.transport.reliable.Channel`, not an
+It is a mixin of :class:`flowcast.transport.reliable.Link`, not an
 object of its own: the ACK path grows ``cwnd`` once per acknowledged
 packet, and an attribute read through a second object would cost that
 path on every packet.
@@ -25,7 +25,7 @@ MAX_RTO = 2.0
 INITIAL_RTO = 0.25
 MIN_CWND = 64 * 1024
 
-#: The state this part owns; ``Channel.__slots__`` is made of each part's.
+#: The state this part owns; ``Link.__slots__`` is made of each part's.
 RECOVERY_SLOTS = (
     "backoff",
     "cwnd",
@@ -40,7 +40,7 @@ RECOVERY_SLOTS = (
 
 
 class Recovery:
-    """RTT, congestion and timers; ``Channel`` mixes it in (slots: RECOVERY_SLOTS)."""
+    """RTT, congestion and timers; ``Link`` mixes it in (slots: RECOVERY_SLOTS)."""
 
     __slots__ = ()
 

@@ -1,9 +1,9 @@
 """Message transactions over one session: batching, acks, resend, order.
 
-A :class:`Channel` turns queued messages into packet *bodies* (sequences of
-frames, wire.py) and bodies back into delivered messages.  It knows nothing
+A :class:`Link` turns queued messages into packet *bodies* (sequences of
+chunks, wire.py) and bodies back into delivered messages.  It knows nothing
 about sockets or crypto: the stack seals each body it builds under the next
-packet counter and hands the channel every body it opens.  That split is
+packet counter and hands the link every body it opens.  That split is
 what lets a Road (sealed UDP, lossy) and a Lane (plain Unix datagrams,
 lossless and ordered) share it.
 
@@ -17,12 +17,12 @@ per exchange:
   timeout) puts back exactly its unacknowledged segments -- selective resend
   at no per-message cost.  Resends go in new packets with new counters, so
   there is never a retransmission ambiguity in RTT samples.
-* **Delivery is reported by flow.**  Each ACK also carries, per flow, the
+* **Delivery is reported by stream.**  Each ACK also carries, per stream, the
   next sequence number the receiver has not yet *delivered*.  A sender marks
   a message delivered only then: an acknowledged packet whose message still
   waits behind a gap is not "delivered" (nothing is reported delivered that
   was not).
-* **Many small messages, one packet.**  The builder packs frames until the
+* **Many small messages, one packet.**  The builder packs chunks until the
   body is full; the stack seals each body with one AEAD call.
 * **Flow control.**  The receiver advertises a window (bytes it can still
   hold); the sender keeps bytes in flight under min(window, cwnd), and cwnd
@@ -32,15 +32,15 @@ per exchange:
   of any one segment), ``burst`` (segments of this message in flight) or
   fire-and-forget (``reliable=False``: sent once, delivered on arrival,
   never ordered).  A reliable message that fails is replaced on the wire by
-  a SKIP frame so the receiver's flow moves on instead of waiting forever.
+  a SKIP chunk so the receiver's stream moves on instead of waiting forever.
 
 The work is split by role, each part in its own module and owning its
 own state: sender.py (queueing, segmentation, packets, acknowledgements
 in), receiver.py (order, reassembly, what is held, ACKs owed) and
-recovery.py (RTT, congestion window, back-off, timers).  ``Channel`` here
+recovery.py (RTT, congestion window, back-off, timers).  ``Link`` here
 is the thin facade that joins them.  The parts are mixins of one object
 rather than three objects because the per-datagram path crosses them
-(an ACK frame read by the receiver frees the sender's packets and grows
+(an ACK chunk read by the receiver frees the sender's packets and grows
 recovery's window): an attribute read through a second object would be
 paid on every packet.  A message's state is outgoing.py's alone.
 """
@@ -71,15 +71,15 @@ __all__ = [
     "QUEUED",
     "REORDER_THRESHOLD",
     "SENT",
-    "Channel",
+    "Link",
     "Outgoing",
 ]
 
 
-class Channel(Sender, Receiver, Recovery):
+class Link(Sender, Receiver, Recovery):
     """Sender and receiver halves of message transactions for one session.
 
-    ``deliver(flow, flags, payload)`` is called for every message in order;
+    ``deliver(stream, flags, payload)`` is called for every message in order;
     ``completed(outgoing)`` for every message that reaches a final state.
     ``held()`` says how many delivered bytes the application has not yet
     taken (it shrinks the advertised window).  With ``acks=False`` (a lane)
@@ -114,8 +114,8 @@ class Channel(Sender, Receiver, Recovery):
         self.acks = acks
         self.max_message = max_message
         self.counts: dict[str, int] = {"resent": 0, "lost_packets": 0, "duplicates": 0, "refused": 0, "failed": 0}
-        #: A ``stack.ChannelEvents`` while the stack records message events; None
-        #: (the default) costs one local test per frame received, nothing more.
+        #: A ``stack.LinkEvents`` while the stack records message events; None
+        #: (the default) costs one local test per chunk received, nothing more.
         self.watch: Any = None
         self._init_sender(max_body)
         self._init_receiver(deliver, held, adopt, receive_window, max_message, budget)

@@ -9,7 +9,7 @@ Rules that hold everywhere below:
 
 * Nothing changes session state before a datagram authenticates: sealed
   packets are looked up by session id, checked against the replay window,
-  and opened; only then are the remote's address, presence or channel
+  and opened; only then are the remote's address, presence or link
   touched.  HELLO and COOKIE-answering are stateless.
 * Every parse error is counted in ``counts`` and the datagram dropped.
 
@@ -39,7 +39,7 @@ from flowcast.transport.crypto import Scratch
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.presence import Presence
-from flowcast.transport.reliable import Channel, Outgoing
+from flowcast.transport.reliable import Link, Outgoing
 from flowcast.transport.revoke import Sweep
 from flowcast.transport.hooks import Replaced
 from flowcast.transport.roadallow import Allows
@@ -50,16 +50,16 @@ from flowcast.transport.roadrate import HandshakeRate
 from flowcast.transport.roadremote import JoinAttempt, Remote
 from flowcast.transport.roadtable import REMOTE_FORGOTTEN, RemoteTable
 from flowcast.transport.session import Session
-from flowcast.transport.channelevents import ChannelEvents, EventSink
+from flowcast.transport.linkevents import LinkEvents, EventSink
 from flowcast.transport.stack import Stack
-from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PATH, FrameKind, PacketKind, WireError
+from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PATH, ChunkKind, PacketKind, WireError
 
 __all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL", "REMOTE_FORGOTTEN"]
 
 #: The reason of a message refused because its remote's backlog is full.
 BACKLOG_FULL = "backlog full"
 
-_ALLOW_ACK_KIND = FrameKind.ALLOW_ACK
+_ALLOW_ACK_KIND = ChunkKind.ALLOW_ACK
 _SEALED = PacketKind.SEALED
 _unpack_header = HEADER.unpack_from
 _OVERHEAD = HEADER_SIZE + 16  # header + MAC
@@ -241,7 +241,7 @@ class RoadStack(Stack):
         for remote in self.remotes.values():
             total += len(remote.backlog)
             if remote.session is not None:
-                total += remote.session.channel.pending_count
+                total += remote.session.link.pending_count
         return total
 
     # -- remotes -------------------------------------------------------------------
@@ -297,10 +297,10 @@ class RoadStack(Stack):
                 self._urgent = True
         session = remote.session
         if session is not None and session.remote_index is not None and remote.presence is not _DEAD:
-            session.channel.submit(msg, now)
+            session.link.submit(msg, now)
         else:
             # No session, or the remote is down: the message waits in the
-            # backlog, which is bounded (a dead remote's channel would not be).
+            # backlog, which is bounded (a dead remote's link would not be).
             size = len(msg.data)
             if size > self.max_message:
                 raise ValueError(f"message of {size} bytes exceeds the {self.max_message}-byte limit")
@@ -315,20 +315,20 @@ class RoadStack(Stack):
             if remote.allowing is None:
                 self._allows.start(remote, now)
 
-    def _new_channel(self, remote: Remote) -> Channel:
+    def _new_link(self, remote: Remote) -> Link:
         name = remote.record.name
 
         inbox = self.inbox
         hooks = self.hooks
 
-        def deliver(flow: int, flags: int, payload: bytes) -> None:
+        def deliver(stream: int, flags: int, payload: bytes) -> None:
             if hooks.message is None:  # the common case, inlined: one call per message
-                inbox.append((name, flow, flags, payload))
+                inbox.append((name, stream, flags, payload))
                 self.inbox_bytes += len(payload)
             else:
-                self._deliver_to_inbox(name, flow, flags, payload)
+                self._deliver_to_inbox(name, stream, flags, payload)
 
-        channel = Channel(
+        link = Link(
             self.datagram_size - _OVERHEAD,
             deliver,
             self._completed,
@@ -338,19 +338,19 @@ class RoadStack(Stack):
             now=self.clock.now(),
             budget=self.hold_budget,
         )
-        channel.on_path = self._paths.on_path
-        return channel
+        link.on_path = self._paths.on_path
+        return link
 
     def _held(self) -> int:
         return self.inbox_bytes
 
     def _watch_session(self, remote: Remote, session: Session) -> None:
-        """Give an established session's channel its event watch (or take it away)."""
+        """Give an established session's link its event watch (or take it away)."""
         sink = self._events
         if sink is None or session.remote_index is None:
-            session.channel.watch = None
+            session.link.watch = None
             return
-        session.channel.watch = ChannelEvents(
+        session.link.watch = LinkEvents(
             sink,
             self.clock.now,
             self._born,
@@ -360,29 +360,29 @@ class RoadStack(Stack):
             ("", remote.name),
         )
 
-    def _watch_channels(self) -> None:
+    def _watch_links(self) -> None:
         for remote in self.remotes.values():
             if remote.session is not None:
                 self._watch_session(remote, remote.session)
-                remote.session.channel.completed = self._completed
+                remote.session.link.completed = self._completed
 
     def _route_of(self, msg: Outgoing) -> tuple[tuple, tuple]:
         remote = self.remotes.get(msg.remote) or self._by_name.get(msg.remote)  # sent to a name or a fingerprint
         name = remote.name if remote is not None else str(msg.remote)
-        return ("", "", self.local.name, msg.flow), ("", "", name, msg.flow)
+        return ("", "", self.local.name, msg.stream), ("", "", name, msg.stream)
 
-    def _channel_watch(self, to: str) -> ChannelEvents | None:
+    def _link_watch(self, to: str) -> LinkEvents | None:
         session = self._find(to).session
-        return session.channel.watch if session is not None else None
+        return session.link.watch if session is not None else None
 
     def _fail(self, msg: Outgoing, reason: str) -> None:
-        """A message that never reached a channel fails here, and its sender hears (on_done)."""
+        """A message that never reached a link fails here, and its sender hears (on_done)."""
         msg.fail(reason)
         self._completed(msg)
 
     def _consumed(self) -> None:
-        # Only a channel that advertised a small window may owe news of a
-        # bigger one (Channel.window_opened): _flush notes those, so taking
+        # Only a link that advertised a small window may owe news of a
+        # bigger one (Link.window_opened): _flush notes those, so taking
         # messages costs nothing per idle remote.
         starved = self._starved
         if not starved:
@@ -392,9 +392,9 @@ class RoadStack(Stack):
             if session is None:
                 del starved[remote]
                 continue
-            channel = session.channel
-            channel.window_opened()
-            if channel.ack_owed:
+            link = session.link
+            link.window_opened()
+            if link.ack_owed:
                 del starved[remote]  # the ACK going out advertises afresh (_flush notes it again if still small)
                 self._flushq[remote] = None
 
@@ -413,8 +413,8 @@ class RoadStack(Stack):
             session = remote.session
             if session is None:
                 continue
-            channel = session.channel
-            if not (channel.ack_owed or channel.fresh or channel.ping_owed or channel.resend or channel.path_answers):
+            link = session.link
+            if not (link.ack_owed or link.fresh or link.ping_owed or link.resend or link.path_answers):
                 continue  # nothing to send
             if session.remote_index is None or remote.address is None:
                 continue
@@ -422,28 +422,28 @@ class RoadStack(Stack):
             extra = b""
             if not session.initiator and not session.confirmed:
                 extra = ALLOW_ACK.pack(_ALLOW_ACK_KIND, 0, session.local_index)
-            if channel.path_answers:
-                extra += b"".join(PATH.pack(FrameKind.PATH_RESPONSE, 0, t) for t in channel.path_answers[-4:])
-                channel.path_answers.clear()
-                channel.ack_owed = True
+            if link.path_answers:
+                extra += b"".join(PATH.pack(ChunkKind.PATH_RESPONSE, 0, t) for t in link.path_answers[-4:])
+                link.path_answers.clear()
+                link.ack_owed = True
             address = remote.address
-            while channel.ack_owed or channel.ping_owed or ((channel.resend or channel.fresh) and channel.can_send()):
-                built = channel.build(extra)
+            while link.ack_owed or link.ping_owed or ((link.resend or link.fresh) and link.can_send()):
+                built = link.build(extra)
                 if built is None:
                     break
-                body, frames = built
+                body, chunks = built
                 counter, datagram = session.seal(body)
-                channel.sent(counter, len(body), frames, now)
+                link.sent(counter, len(body), chunks, now)
                 remote.last_sent = now
                 if outq or not send(datagram, address):  # (Stack._emit, inlined)
                     outq.append((datagram, address, None))
                     self._arm_writable()
-                    if channel.advertised < channel.receive_window >> 2:
+                    if link.advertised < link.receive_window >> 2:
                         self._starved[remote] = None
                     for rest in todo[position:]:  # their turn comes when the port is writable
                         flushq[rest] = None
                     return
-            if channel.advertised < channel.receive_window >> 2:
+            if link.advertised < link.receive_window >> 2:
                 self._starved[remote] = None
 
     # -- receiving -------------------------------------------------------------------
@@ -512,23 +512,23 @@ class RoadStack(Stack):
                 session.remote_index = responder_index
                 session.confirmed = True
                 self._allows.established(remote, session, now)
-            session.channel.ack_owed = True
+            session.link.ack_owed = True
         if not session.confirmed and not session.initiator:
             session.confirmed = True  # the initiator has used the session
         if remote.presence is not _ALIVE and session.remote_index is not None:
             self._set_presence(remote, _ALIVE)
             if remote.backlog and remote.session is session:
-                self._due.take_backlog(remote, session.channel, now)
-        channel = session.channel
+                self._due.take_backlog(remote, session.link, now)
+        link = session.link
         self._source = (remote, address)
         try:
-            channel.handle(body[offset:] if offset else body, now)
+            link.handle(body[offset:] if offset else body, now)
         except WireError:
-            self.counts["bad_frames"] += 1
+            self.counts["bad_chunks"] += 1
             return
         finally:
             self._source = None
-        channel.received(counter)
+        link.received(counter)
 
     # -- running ---------------------------------------------------------------------
 
@@ -554,8 +554,8 @@ class RoadStack(Stack):
         super().close()
         for remote in self.remotes.values():
             if remote.session is not None:
-                remote.session.channel.fail_all("stack closed")
-                release(remote.session.channel)
+                remote.session.link.fail_all("stack closed")
+                release(remote.session.link)
             backlog, remote.backlog = remote.backlog, []
             remote.backlog_bytes = 0
             for msg in backlog:  # failed like every other failure: on_done hears of it

@@ -25,15 +25,15 @@ from flowcast.transport.reliable import Outgoing
 from flowcast.transport.revoke import may_allow
 from flowcast.transport.roadremote import Allowing, Remote, random32
 from flowcast.transport.session import Session
-from flowcast.transport.wire import ALLOW_ACK, PING, FrameKind
+from flowcast.transport.wire import ALLOW_ACK, PING, ChunkKind
 
 if TYPE_CHECKING:
     from flowcast.transport.road import RoadStack
 
 __all__ = ["Allows"]
 
-_ALLOW_ACK_KIND = FrameKind.ALLOW_ACK
-_PING = PING.pack(FrameKind.PING, 0)
+_ALLOW_ACK_KIND = ChunkKind.ALLOW_ACK
+_PING = PING.pack(ChunkKind.PING, 0)
 
 
 class Allows:
@@ -62,7 +62,7 @@ class Allows:
         session = attempt.session
         if session is not None and session is not keep:
             self.stack._sessions.pop(session.local_index, None)
-            release(session.channel)
+            release(session.link)
         remote.allowing = None
 
     # -- initiator ---------------------------------------------------------------
@@ -105,7 +105,7 @@ class Allows:
             None,
             forward,
             backward,
-            stack._new_channel(remote),
+            stack._new_link(remote),
             initiator=True,
             client_short=attempt.short.public,
             created=now,
@@ -135,24 +135,24 @@ class Allows:
         carried: list[Outgoing] = []
         if old is not None and old is not session:
             stack._sessions.pop(old.local_index, None)
-            carried = old.channel.take_unfinished()
-            release(old.channel)  # what it held for delivery leaves the budget with it
+            carried = old.link.take_unfinished()
+            release(old.link)  # what it held for delivery leaves the budget with it
         self.abandon(remote, keep=session)
         remote.session = session
         remote.last_heard = now
         stack._touch(remote)
         stack._urgent = True  # a new session's heartbeat may be due at once
         stack._sessions[session.local_index] = (remote, session)
-        channel = session.channel
-        channel.completed = stack._completed
+        link = session.link
+        link.completed = stack._completed
         if stack._events is not None:
             stack._watch_session(remote, session)
-        watch = channel.watch
+        watch = link.watch
         for msg in carried:
-            channel.submit(msg, now)
+            link.submit(msg, now)
             if watch is not None:
                 watch.sent(msg)  # under a new id: sequence numbers start again per session
-        stack._due.take_backlog(remote, channel, now)
+        stack._due.take_backlog(remote, link, now)
         stack._set_presence(remote, Presence.ALLOWED)
         stack._event_note(f"allowed {remote.name} session {session.local_index:08x}")
         stack.keep.mark_allowed(remote.fingerprint, wall_now())
@@ -199,7 +199,7 @@ class Allows:
                 if not current.confirmed and current.remote_index is not None:
                     body = ALLOW_ACK.pack(_ALLOW_ACK_KIND, 0, current.local_index) + _PING
                     counter, datagram = current.seal(body)
-                    current.channel.sent(counter, len(body), [], now)
+                    current.link.sent(counter, len(body), [], now)
                     stack._dirty[remote] = None
                     stack._emit(datagram, address)
             else:
@@ -225,7 +225,7 @@ class Allows:
             initiate.index,
             backward,
             forward,
-            stack._new_channel(remote),
+            stack._new_link(remote),
             initiator=False,
             client_short=initiate.client_short,
             created=now,
@@ -233,5 +233,5 @@ class Allows:
         )
         remote.address = address  # authenticated by the vouch
         self.established(remote, session, now)
-        session.channel.ack_owed = True  # carries the ALLOW_ACK out now
+        session.link.ack_owed = True  # carries the ALLOW_ACK out now
         stack._flushq[remote] = None

@@ -1,6 +1,6 @@
 """Deadlines: when each remote next needs the road's attention, and what runs then.
 
-Per remote: allow resends and timeout, its channel's timers (resend,
+Per remote: allow resends and timeout, its link's timers (resend,
 delayed ACK), presence (dead after ``dead_after`` of silence), heartbeats
 (``alive_interval``), reaping a session silent past ``idle_after``, and
 the timeouts of messages in its backlog.
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from flowcast.transport.budget import release
 from flowcast.transport.presence import Presence
-from flowcast.transport.reliable import Channel
+from flowcast.transport.reliable import Link
 from flowcast.transport.roadremote import Remote
 from flowcast.transport.session import Session
 
@@ -108,7 +108,7 @@ class Deadlines:
                 deadline = when
         session = remote.session
         if session is not None and session.remote_index is not None:
-            when = session.channel.next_deadline()
+            when = session.link.next_deadline()
             if when is not None and (deadline is None or when < deadline):
                 deadline = when
             last_heard = remote.last_heard
@@ -120,7 +120,7 @@ class Deadlines:
                 dead = last_heard + stack.dead_after
                 if dead < when:
                     when = dead
-            elif (session.channel.pending_count or remote.backlog) and allowing is None:
+            elif (session.link.pending_count or remote.backlog) and allowing is None:
                 when = min(when, remote.next_allow)
             if deadline is None or when < deadline:
                 deadline = when
@@ -160,7 +160,7 @@ class Deadlines:
             stack._sweep.run(stack, now)
 
     def remote_timers(self, remote: Remote, now: float) -> None:
-        """Run what is due of ``remote``'s: allow resends and timeout, channel timers, presence, heartbeat."""
+        """Run what is due of ``remote``'s: allow resends and timeout, link timers, presence, heartbeat."""
         stack = self.stack
         allowing = remote.allowing
         if allowing is not None:
@@ -175,37 +175,37 @@ class Deadlines:
             if now >= remote.last_heard + stack.idle_after:
                 self.reap(remote, session, now)
                 return
-            channel = session.channel
-            when = channel.next_deadline()
+            link = session.link
+            when = link.next_deadline()
             if when is not None and when <= now:
-                channel.poll(now)
+                link.poll(now)
             if remote.presence is not Presence.DEAD and now >= remote.last_heard + stack.dead_after:
                 stack._set_presence(remote, Presence.DEAD)
                 remote.next_allow = now
             if (
                 remote.presence is Presence.DEAD
-                and (channel.pending_count or remote.backlog)
+                and (link.pending_count or remote.backlog)
                 and remote.allowing is None
                 and now >= remote.next_allow
             ):
                 stack._allows.start(remote, now)  # the peer may have restarted
             # same expression as remote_deadline(): a due timer must always make progress
             if now >= max(min(remote.last_sent, remote.last_heard), remote.last_ping) + stack.alive_interval:
-                channel.ping_owed = True
+                link.ping_owed = True
                 remote.last_ping = now
-                channel.shrink()  # quiet for a heartbeat: empty send queues go
+                link.shrink()  # quiet for a heartbeat: empty send queues go
         elif remote.backlog and remote.allowing is None and now >= remote.next_allow:
             stack._allows.start(remote, now)
         if remote.backlog:
             self.expire_backlog(remote, now, "no session (timeout before allow)")
 
-    def take_backlog(self, remote: Remote, channel: Channel, now: float) -> None:
-        """What waited for ``remote`` goes into its session's channel, in order."""
+    def take_backlog(self, remote: Remote, link: Link, now: float) -> None:
+        """What waited for ``remote`` goes into its session's link, in order."""
         backlog, remote.backlog = remote.backlog, []
         remote.backlog_bytes = 0
-        watch = channel.watch
+        watch = link.watch
         for msg in backlog:
-            channel.submit(msg, now)
+            link.submit(msg, now)
             if watch is not None:
                 watch.sent(msg)
         self.stack._touch(remote)
@@ -220,9 +220,9 @@ class Deadlines:
         stack = self.stack
         stack._sessions.pop(session.local_index, None)
         remote.session = None
-        channel = session.channel
-        carried = channel.take_unfinished()
-        freed = release(channel)
+        link = session.link
+        carried = link.take_unfinished()
+        freed = release(link)
         remote.requeue(carried, front=True)
         remote.next_allow = now
         stack._starved.pop(remote, None)

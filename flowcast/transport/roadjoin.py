@@ -226,8 +226,8 @@ class Joins:
             if session is not None:
                 stack._sessions.pop(session.local_index, None)
         if remote.session is not None:
-            carried = remote.session.channel.take_unfinished()
-            release(remote.session.channel)  # what it held for delivery leaves the budget with it
+            carried = remote.session.link.take_unfinished()
+            release(remote.session.link)  # what it held for delivery leaves the budget with it
             remote.session = None
         carried += remote.backlog
         remote.backlog = []

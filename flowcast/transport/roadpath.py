@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from flowcast.transport.port import Address
 from flowcast.transport.roadremote import Remote
 from flowcast.transport.session import Session
-from flowcast.transport.wire import PATH, FrameKind
+from flowcast.transport.wire import PATH, ChunkKind
 
 if TYPE_CHECKING:
     from flowcast.transport.road import RoadStack
@@ -45,24 +45,24 @@ class PathCheck:
                 del probes[old]
         token = int.from_bytes(os.urandom(8), "big")
         probes[address] = (token, now + PROBE_LIFE)
-        body = PATH.pack(FrameKind.PATH_CHALLENGE, 0, token)
+        body = PATH.pack(ChunkKind.PATH_CHALLENGE, 0, token)
         counter, datagram = session.seal(body)
-        session.channel.sent(counter, len(body), None, now)
+        session.link.sent(counter, len(body), None, now)
         stack = self.stack
         stack._dirty[remote] = None
         stack.counts["path_challenges"] += 1
         stack._emit(datagram, address)
 
     def on_path(self, kind: int, token: int) -> None:
-        """A channel read a PATH frame of the datagram the stack is reading (``stack._source``)."""
+        """A link read a PATH chunk of the datagram the stack is reading (``stack._source``)."""
         source = self.stack._source
         if source is None:
             return
         remote, address = source
-        if kind == FrameKind.PATH_CHALLENGE:
+        if kind == ChunkKind.PATH_CHALLENGE:
             session = remote.session
             if session is not None:
-                session.channel.path_answers.append(token)
+                session.link.path_answers.append(token)
         else:
             held = remote.probes.get(address)
             if held is not None and held[0] == token:

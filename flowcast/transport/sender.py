@@ -1,12 +1,12 @@
-"""The sending part of a channel: queueing, segmentation, packets, acknowledgements.
+"""The sending part of a link: queueing, segmentation, packets, acknowledgements.
 
-``submit`` numbers a message in its flow and queues it; ``build`` packs
-queued frames, resends first, into the next packet body (an owed ACK
+``submit`` numbers a message in its stream and queues it; ``build`` packs
+queued chunks, resends first, into the next packet body (an owed ACK
 rides along); ``sent`` remembers which segments each packet carried, and
 an ACK (``_on_ack``) frees them and reports messages delivered once the
-receiver says its flow has moved past them.  A message that fails is
-replaced on the wire by a SKIP, so the receiver's flow moves on.  A
-mixin of :class:`flowcast.transport.reliable.Channel` (see recovery.py
+receiver says its stream has moved past them.  A message that fails is
+replaced on the wire by a SKIP, so the receiver's stream moves on.  A
+mixin of :class:`flowcast.transport.reliable.Link` (see recovery.py
 for why not an object of its own).
 
 A message's state is outgoing.py's: this module changes it only through
@@ -27,16 +27,16 @@ from flowcast.transport import evicted as _evicted
 from flowcast.transport.outgoing import QUEUED, Outgoing, OutgoingStateError, deliver_through
 from flowcast.transport.wire import (
     ACK,
-    ACK_FLOW,
+    ACK_STREAM,
     ACK_RANGE,
     F_UNRELIABLE,
-    MAX_ACK_FLOWS,
+    MAX_ACK_STREAMS,
     MAX_ACK_RANGES,
     MSG,
     PING,
     SEG,
     SKIP,
-    FrameKind,
+    ChunkKind,
 )
 
 __all__ = ["ACKED", "MAX_INFLIGHT_PACKETS", "NO_QUEUE", "REORDER_THRESHOLD", "SENDER_SLOTS", "Sender"]
@@ -48,17 +48,17 @@ NO_QUEUE: Any = ()
 MAX_INFLIGHT_PACKETS = 1024
 REORDER_THRESHOLD = 3  # packets acknowledged after one before it is called lost
 
-_MSG_KIND, _SEG_KIND, _SKIP_KIND = FrameKind.MSG, FrameKind.SEG, FrameKind.SKIP
+_MSG_KIND, _SEG_KIND, _SKIP_KIND = ChunkKind.MSG, ChunkKind.SEG, ChunkKind.SKIP
 _MSG_SIZE = MSG.size
 _SEG_SIZE = SEG.size
 _msg_pack = MSG.pack
-_PING_FRAME = PING.pack(FrameKind.PING, 0)
-_ACK_MAX_SIZE = ACK.size + MAX_ACK_RANGES * ACK_RANGE.size + MAX_ACK_FLOWS * ACK_FLOW.size
+_PING_CHUNK = PING.pack(ChunkKind.PING, 0)
+_ACK_MAX_SIZE = ACK.size + MAX_ACK_RANGES * ACK_RANGE.size + MAX_ACK_STREAMS * ACK_STREAM.size
 _INF = float("inf")
 _ACKED = ACKED
 _NO_QUEUE = NO_QUEUE
 
-#: The state this part owns; ``Channel.__slots__`` is made of each part's.
+#: The state this part owns; ``Link.__slots__`` is made of each part's.
 SENDER_SLOTS = (
     "_early",
     "_latest_deadline",
@@ -79,7 +79,7 @@ SENDER_SLOTS = (
 
 
 class Sender:
-    """Messages out, acknowledgements in; ``Channel`` mixes it in (slots: SENDER_SLOTS)."""
+    """Messages out, acknowledgements in; ``Link`` mixes it in (slots: SENDER_SLOTS)."""
 
     __slots__ = ()
 
@@ -99,7 +99,7 @@ class Sender:
         self.last_counter = -1
         self.pending_count = 0  # reliable messages not yet final
         self._latest_deadline: dict[int, float] = {}
-        self._early: list[tuple[float, int, int, Outgoing]] = []  # (deadline, flow, seq, msg): no two alike, so no address decides
+        self._early: list[tuple[float, int, int, Outgoing]] = []  # (deadline, stream, seq, msg): no two alike, so no address decides
         self.ping_owed = False
 
     def submit(self, msg: Outgoing, now: float) -> Outgoing:
@@ -109,35 +109,35 @@ class Sender:
         size = len(data)
         if size > self.max_message:
             raise ValueError(f"message of {size} bytes exceeds the {self.max_message}-byte limit")
-        flow = msg.flow
+        stream = msg.stream
         flags = msg.flags
         if flags & F_UNRELIABLE:
             seq = self.unreliable_seq
             self.unreliable_seq = seq + 1
         else:
             next_seq = self.next_seq
-            seq = next_seq.get(flow, 0)
-            next_seq[flow] = seq + 1
+            seq = next_seq.get(stream, 0)
+            next_seq[stream] = seq + 1
             if self.acks:  # a lane never waits on delivery, so keeps no books
-                queue = self.unfinished.get(flow)
+                queue = self.unfinished.get(stream)
                 if queue is None:
-                    queue = self.unfinished[flow] = deque()
+                    queue = self.unfinished[stream] = deque()
                 queue.append(msg)
                 self.pending_count += 1
                 if msg.timeout is not None and msg.deadline is None:
                     msg.deadline = now + msg.timeout
-                # Deadlines that rise along a flow are watched at its head;
+                # Deadlines that rise along a stream are watched at its head;
                 # one earlier than a message before it also goes in a heap.
                 deadline = _INF if msg.deadline is None else msg.deadline
-                if deadline < self._latest_deadline.get(flow, -_INF):
-                    heapq.heappush(self._early, (deadline, flow, seq, msg))
+                if deadline < self._latest_deadline.get(stream, -_INF):
+                    heapq.heappush(self._early, (deadline, stream, seq, msg))
                 else:
-                    self._latest_deadline[flow] = deadline
+                    self._latest_deadline[stream] = deadline
         msg.seq = seq
         if size <= self._small:
             msg.nseg = 1
             msg.marks = bytearray(1)
-            msg.frame = _msg_pack(_MSG_KIND, flags, flow, seq, size) + data
+            msg.chunk = _msg_pack(_MSG_KIND, flags, stream, seq, size) + data
         else:
             segsize = self.segsize
             msg.next_seg = 0
@@ -145,7 +145,7 @@ class Sender:
             msg.segsize = segsize
             msg.nseg = -(-size // segsize)
             msg.marks = bytearray(msg.nseg)
-            msg.frame = memoryview(data)  # type: ignore[assignment]  # segments are cut from it
+            msg.chunk = memoryview(data)  # type: ignore[assignment]  # segments are cut from it
         fresh = self.fresh
         if fresh is _NO_QUEUE:
             fresh = self.fresh = deque()
@@ -154,15 +154,15 @@ class Sender:
 
     def _segment(self, msg: Outgoing, sn: int) -> bytes:
         if msg.skip:
-            return SKIP.pack(_SKIP_KIND, 0, msg.flow, msg.seq)
+            return SKIP.pack(_SKIP_KIND, 0, msg.stream, msg.seq)
         if msg.nseg == 1:
-            return msg.frame  # type: ignore[return-value]
+            return msg.chunk  # type: ignore[return-value]
         start = sn * msg.segsize
-        piece = msg.frame[start : start + msg.segsize]  # type: ignore[index]  # a memoryview: no copy
-        return SEG.pack(_SEG_KIND, msg.flags, msg.flow, msg.seq, sn, msg.nseg, len(piece)) + piece
+        piece = msg.chunk[start : start + msg.segsize]  # type: ignore[index]  # a memoryview: no copy
+        return SEG.pack(_SEG_KIND, msg.flags, msg.stream, msg.seq, sn, msg.nseg, len(piece)) + piece
 
     def can_send(self) -> bool:
-        """Whether data frames may go now (acks and pings always may)."""
+        """Whether data chunks may go now (acks and pings always may)."""
         if not self.acks:
             return True
         limit = self.cwnd if self.cwnd < self.peer_window else self.peer_window
@@ -171,9 +171,9 @@ class Sender:
         return self.inflight_bytes < limit and len(self.inflight) < MAX_INFLIGHT_PACKETS
 
     def build(self, extra: bytes = b"") -> tuple[bytes, list | None] | None:
-        """The next packet body and the frames to remember for it, or None.
+        """The next packet body and the chunks to remember for it, or None.
 
-        ``extra`` (control frames from the stack) goes first.  The second
+        ``extra`` (control chunks from the stack) goes first.  The second
         item is None when nothing in the body needs acknowledging.
         """
         fresh = self.fresh
@@ -182,46 +182,46 @@ class Sender:
             # to carry): the general loop below, unrolled.
             msg = fresh[0]
             if msg.nseg == 1 and msg._state == QUEUED and not msg.flags & F_UNRELIABLE and not msg.skip:
-                frame = msg.frame
-                if len(frame) <= self.max_body - _ACK_MAX_SIZE and self.can_send():
+                chunk = msg.chunk
+                if len(chunk) <= self.max_body - _ACK_MAX_SIZE and self.can_send():
                     fresh.popleft()
                     msg.marks[0] = 1
                     msg.inflight = 1
                     if self.ack_owed or self.ack_pending:
-                        return self._ack_frame() + frame, [msg, 0]  # type: ignore[operator]
-                    return frame, [msg, 0]  # type: ignore[return-value]
+                        return self._ack_chunk() + chunk, [msg, 0]  # type: ignore[operator]
+                    return chunk, [msg, 0]  # type: ignore[return-value]
         parts: list[bytes] = []
         size = self._control_into(parts, extra) if extra or self.ack_owed or self.ack_pending else 0
         eliciting = self.ping_owed
         if eliciting:
             self.ping_owed = False
-            parts.append(_PING_FRAME)
+            parts.append(_PING_CHUNK)
             size += 2
-        frames: list = []
+        chunks: list = []
         limit = self.max_body
         acks = self.acks
         if self.can_send():
             if self.resend:
-                size = self._resend_into(parts, frames, size)
+                size = self._resend_into(parts, chunks, size)
             fresh = self.fresh
             append = parts.append
-            fappend = frames.append
+            fappend = chunks.append
             while fresh:
                 msg = fresh[0]
                 if msg._state != QUEUED:
                     fresh.popleft()
                     continue
                 if msg.nseg != 1:
-                    size, full = self._segments_into(msg, parts, frames, size)
+                    size, full = self._segments_into(msg, parts, chunks, size)
                     if full:
                         break
                     continue
-                frame = msg.frame
-                length = len(frame)  # type: ignore[arg-type]
+                chunk = msg.chunk
+                length = len(chunk)  # type: ignore[arg-type]
                 if size + length > limit:
                     break
                 fresh.popleft()
-                append(frame)
+                append(chunk)
                 size += length
                 if msg.flags & F_UNRELIABLE:
                     msg.mark_sent()
@@ -237,28 +237,28 @@ class Sender:
         if not parts:
             return None
         body = b"".join(parts) if len(parts) > 1 else parts[0]
-        if frames:
-            return body, frames
+        if chunks:
+            return body, chunks
         return body, ([] if eliciting else None)
 
 
     def _control_into(self, parts: list[bytes], extra: bytes) -> int:
-        """Put the stack's control frames and an owed ACK (with EVICTED notices) first; their size."""
+        """Put the stack's control chunks and an owed ACK (with EVICTED notices) first; their size."""
         size = 0
         if extra:
             parts.append(extra)
             size = len(extra)
         if self.ack_owed or self.ack_pending:  # piggyback whatever is owed
-            frame = self._ack_frame()
-            parts.append(frame)
-            size += len(frame)
+            chunk = self._ack_chunk()
+            parts.append(chunk)
+            size += len(chunk)
             if self.evicted_owed is not None:
-                frame = _evicted.frames(self, self.max_body - size)
-                parts.append(frame)
-                size += len(frame)
+                chunk = _evicted.chunks(self, self.max_body - size)
+                parts.append(chunk)
+                size += len(chunk)
         return size
 
-    def _resend_into(self, parts: list[bytes], frames: list, size: int) -> int:
+    def _resend_into(self, parts: list[bytes], chunks: list, size: int) -> int:
         """Add the segments declared lost that still fit, oldest first; the body's size after."""
         resend = self.resend
         limit = self.max_body
@@ -267,14 +267,14 @@ class Sender:
             if msg._state != QUEUED or msg.marks[sn] == _ACKED:
                 resend.popleft()
                 continue
-            frame = self._segment(msg, sn)
-            if size + len(frame) > limit:
+            chunk = self._segment(msg, sn)
+            if size + len(chunk) > limit:
                 break
             resend.popleft()
-            parts.append(frame)
-            size += len(frame)
-            frames.append(msg)
-            frames.append(sn)
+            parts.append(chunk)
+            size += len(chunk)
+            chunks.append(msg)
+            chunks.append(sn)
             if msg.marks[sn] < 254:
                 msg.marks[sn] += 1
             msg.inflight += 1
@@ -283,7 +283,7 @@ class Sender:
                 self.watch.resent(msg, sn)
         return size
 
-    def _segments_into(self, msg: Outgoing, parts: list[bytes], frames: list, size: int) -> tuple[int, bool]:
+    def _segments_into(self, msg: Outgoing, parts: list[bytes], chunks: list, size: int) -> tuple[int, bool]:
         """Add as many of ``msg``'s next segments as fit and its burst allows; (size, body full)."""
         acks = self.acks
         limit = self.max_body
@@ -294,16 +294,16 @@ class Sender:
                 full = True
                 break
             sn = msg.next_seg
-            frame = self._segment(msg, sn)
-            if size + len(frame) > limit:
+            chunk = self._segment(msg, sn)
+            if size + len(chunk) > limit:
                 full = True
                 break
-            parts.append(frame)
-            size += len(frame)
+            parts.append(chunk)
+            size += len(chunk)
             msg.next_seg = sn + 1
             if acks and not msg.flags & F_UNRELIABLE:
-                frames.append(msg)
-                frames.append(sn)
+                chunks.append(msg)
+                chunks.append(sn)
                 msg.marks[sn] = 1
                 msg.inflight += 1
         if msg.next_seg >= msg.nseg:
@@ -313,20 +313,20 @@ class Sender:
                 if self.completed is not None:
                     self.completed(msg)
             elif not acks:
-                frames.append(msg)
+                chunks.append(msg)
         return size, full
 
-    def sent(self, counter: int, body_size: int, frames: list | None, now: float) -> None:
+    def sent(self, counter: int, body_size: int, chunks: list | None, now: float) -> None:
         """Remember packet ``counter`` (just sealed and handed to the port)."""
         self.last_counter = counter
-        if frames is not None and self.acks:
-            self.inflight[counter] = [now, body_size, frames]
+        if chunks is not None and self.acks:
+            self.inflight[counter] = [now, body_size, chunks]
             self.inflight_bytes += body_size
 
 
     # -- acknowledgements ------------------------------------------------------
 
-    def _on_ack(self, window: int, ranges: list[tuple[int, int]], flows: list[tuple[int, int]], now: float) -> None:
+    def _on_ack(self, window: int, ranges: list[tuple[int, int]], streams: list[tuple[int, int]], now: float) -> None:
         self.peer_window = window
         inflight = self.inflight
         newest = -1
@@ -367,8 +367,8 @@ class Sender:
             for rec in acked:
                 nbytes = rec[1]
                 self.inflight_bytes -= nbytes
-                frames = rec[2]
-                it = iter(frames)
+                chunks = rec[2]
+                it = iter(chunks)
                 for msg, sn in zip(it, it):
                     marks = msg.marks
                     if marks[sn] != _ACKED:
@@ -390,21 +390,21 @@ class Sender:
                     if counter > limit:
                         break
                     self._lost(counter, inflight.pop(counter))
-        if flows:
+        if streams:
             unfinished = self.unfinished
             completed = self.completed
-            for flow, expected in flows:
-                queue = unfinished.get(flow)
+            for stream, expected in streams:
+                queue = unfinished.get(stream)
                 if not queue:
                     continue
-                sent_limit = self.next_seq.get(flow, 0)
+                sent_limit = self.next_seq.get(stream, 0)
                 if expected > sent_limit:
                     expected = sent_limit
                 if queue[0].seq < expected:  # queued here means reliable: each one pending counted
                     self.pending_count -= deliver_through(queue, expected, completed)
-                if not queue:  # all delivered: an idle flow keeps no queue (760 B) per remote
-                    del unfinished[flow]
-                    self._latest_deadline.pop(flow, None)
+                if not queue:  # all delivered: an idle stream keeps no queue (760 B) per remote
+                    del unfinished[stream]
+                    self._latest_deadline.pop(stream, None)
                 self.last_progress = now
 
     def _lost(self, counter: int, rec: list) -> None:
@@ -412,8 +412,8 @@ class Sender:
         self.inflight_bytes -= rec[1]
         self.counts["lost_packets"] += 1
         self._congested(counter)
-        frames = rec[2]
-        it = iter(frames)
+        chunks = rec[2]
+        it = iter(chunks)
         resend = self.resend
         if resend is _NO_QUEUE:
             resend = self.resend = deque()
@@ -433,19 +433,19 @@ class Sender:
         if not msg.flags & F_UNRELIABLE:
             self.pending_count -= 1
             if self.acks is False:
-                queue = self.unfinished.get(msg.flow)
+                queue = self.unfinished.get(msg.stream)
                 if queue and queue[0] is msg:
                     queue.popleft()
         if self.completed is not None and not msg.skip:
             self.completed(msg)
 
     def fail(self, msg: Outgoing, reason: str) -> None:
-        """Give up on ``msg``; a SKIP takes its place so the flow moves on."""
+        """Give up on ``msg``; a SKIP takes its place so the stream moves on."""
         if not msg.pending:
             return
-        queue = self.unfinished.get(msg.flow)
+        queue = self.unfinished.get(msg.stream)
         if not msg.skip and self.acks and queue is not None:
-            skip = Outgoing(b"", msg.flow)
+            skip = Outgoing(b"", msg.stream)
             skip.skip = True
             skip.seq = msg.seq
             for position, item in enumerate(queue):
@@ -460,14 +460,14 @@ class Sender:
         self._failed(msg, reason)
 
     def shrink(self) -> None:
-        """Let go of empty send queues (an idle remote's channel keeps none)."""
+        """Let go of empty send queues (an idle remote's link keeps none)."""
         if self.fresh is not _NO_QUEUE and not self.fresh:
             self.fresh = _NO_QUEUE  # type: ignore[assignment]
         if self.resend is not _NO_QUEUE and not self.resend:
             self.resend = _NO_QUEUE  # type: ignore[assignment]
 
     def take_unfinished(self) -> list[Outgoing]:
-        """Every reliable message not yet final, in flow order (for a new session)."""
+        """Every reliable message not yet final, in stream order (for a new session)."""
         out = []
         for queue in self.unfinished.values():
             out.extend(m for m in queue if m.pending and not m.skip)

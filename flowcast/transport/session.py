@@ -7,7 +7,7 @@ COOKIE (initiator); nothing unauthenticated creates or changes one.
 from __future__ import annotations
 
 from flowcast.transport.crypto import NONCE_PAD, SCRATCH_SIZE, CryptoError, ReplayWindow, Scratch, _c_open, _c_seal, open_sealed, seal
-from flowcast.transport.reliable import Channel
+from flowcast.transport.reliable import Link
 from flowcast.transport.wire import HEADER, MAGIC, PacketKind
 
 __all__ = ["Session"]
@@ -27,7 +27,7 @@ class Session:
         "rx_key",
         "counter",
         "window",
-        "channel",
+        "link",
         "initiator",
         "client_short",
         "confirmed",
@@ -41,7 +41,7 @@ class Session:
         remote_index: int | None,
         tx_key: bytes,
         rx_key: bytes,
-        channel: Channel,
+        link: Link,
         *,
         initiator: bool,
         client_short: bytes,
@@ -56,7 +56,7 @@ class Session:
         self.rx_key = rx_key
         self.counter = 0
         self.window = ReplayWindow()
-        self.channel = channel
+        self.link = link
         self.initiator = initiator
         self.client_short = client_short  # C': identifies the handshake
         #: Responder: the initiator has been heard in this session.

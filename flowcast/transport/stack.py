@@ -25,14 +25,14 @@ import msgpack
 from flowcast.errors import ClosedError
 from flowcast.runtime.clock import RealClock
 from flowcast.runtime.scheduler import Event
-from flowcast.transport.channelevents import ChannelEvents, EventSink
+from flowcast.transport.linkevents import LinkEvents, EventSink
 from flowcast.transport.hooks import Hooks, Replaced
 from flowcast.transport.port import DatagramPort
 from flowcast.transport.recording import MessageRecorder
 from flowcast.transport.outgoing import Outgoing
 from flowcast.transport.wire import F_JSON, F_UNRELIABLE
 
-__all__ = ["Stack", "Message", "EventSink", "ChannelEvents", "serve", "F_RAW", "DEFAULT_TIMEOUT"]
+__all__ = ["Stack", "Message", "EventSink", "LinkEvents", "serve", "F_RAW", "DEFAULT_TIMEOUT"]
 
 F_RAW = 0x04  # payload is bytes the application sent as bytes
 DEFAULT_TIMEOUT = 60.0
@@ -46,11 +46,11 @@ _unpackb = msgpack.unpackb
 
 
 class Message(NamedTuple):
-    """A delivered message: who sent it, on which flow, what, and whether it came reliably
+    """A delivered message: who sent it, on which stream, what, and whether it came reliably
     (False: fire-and-forget, so its sender learns nothing of its fate)."""
 
     remote: str
-    flow: int
+    stream: int
     data: Any
     reliable: bool = True
 
@@ -108,7 +108,7 @@ class Stack:
         """Record message events into ``sink`` from now on (None: stop).
 
         Recording is a listener on this stack's hooks (and a watch on each
-        channel) while a sink is set; without one nothing is installed, so a
+        link) while a sink is set; without one nothing is installed, so a
         stack that records nothing pays nothing per message.
         """
         if self._recorder is not None:
@@ -118,18 +118,18 @@ class Stack:
         self._born.clear()
         if sink is not None:
             self._recorder = MessageRecorder(self, sink)
-        self._watch_channels()
+        self._watch_links()
 
-    def _channel_watch(self, to: str) -> ChannelEvents | None:
-        """The watch of the channel a message to ``to`` just entered."""
+    def _link_watch(self, to: str) -> LinkEvents | None:
+        """The watch of the link a message to ``to`` just entered."""
         return None
 
-    def _watch_channels(self) -> None:
-        """Set (or clear, without a sink) the watch of every live channel."""
+    def _watch_links(self) -> None:
+        """Set (or clear, without a sink) the watch of every live link."""
 
     def _route_of(self, msg: Outgoing) -> tuple[tuple, tuple]:
-        """``(src, dst)`` of a message no channel has named (see ChannelEvents)."""
-        return ("", "", self.name, msg.flow), ("", "", str(msg.remote), msg.flow)
+        """``(src, dst)`` of a message no link has named (see LinkEvents)."""
+        return ("", "", self.name, msg.stream), ("", "", str(msg.remote), msg.stream)
 
     def _completed(self, msg: Outgoing) -> None:
         done = self.hooks.done
@@ -146,7 +146,7 @@ class Stack:
         data: Any,
         to: str,
         *,
-        flow: int = 0,
+        stream: int = 0,
         timeout: float | None | type(...) = ...,
         retries: int | None = None,
         burst: int = 0,
@@ -155,8 +155,8 @@ class Stack:
     ) -> Outgoing:
         """Queue ``data`` (a dict, or anything msgpack/JSON encodes) for ``to``.
 
-        ``flow`` (0-65535) orders messages: in order within a flow, no order
-        between flows.  ``timeout`` (seconds, None for none) and ``retries``
+        ``stream`` (0-65535) orders messages: in order within a stream, no order
+        between streams.  ``timeout`` (seconds, None for none) and ``retries``
         (resends of any one segment) bound a reliable message; ``burst``
         caps its segments in flight; ``reliable=False`` is fire-and-forget.
         The returned :class:`Outgoing` shows the message's fate.  Once the
@@ -168,14 +168,14 @@ class Stack:
             payload, flags = json.dumps(data, separators=(",", ":")).encode(), F_JSON
         else:
             raise ValueError(f"unknown codec {codec!r} (msgpack or json)")
-        return self.send_bytes(payload, to, flow=flow, timeout=timeout, retries=retries, burst=burst, reliable=reliable, _flags=flags)
+        return self.send_bytes(payload, to, stream=stream, timeout=timeout, retries=retries, burst=burst, reliable=reliable, _flags=flags)
 
     def send_bytes(
         self,
         payload: bytes,
         to: str,
         *,
-        flow: int = 0,
+        stream: int = 0,
         timeout: float | None | type(...) = ...,
         retries: int | None = None,
         burst: int = 0,
@@ -186,11 +186,11 @@ class Stack:
         if self._closed:
             # A message accepted now could never be sent nor fail: say so at once.
             raise ClosedError(f"{self.name} is closed: cannot send to {to!r}")
-        if not 0 <= flow <= 0xFFFF:
-            raise ValueError("flow must be 0..65535")
+        if not 0 <= stream <= 0xFFFF:
+            raise ValueError("stream must be 0..65535")
         msg = Outgoing(
             payload,
-            flow,
+            stream,
             _flags if reliable else _flags | F_UNRELIABLE,
             self.default_timeout if timeout is ... else timeout,
             retries,
@@ -213,12 +213,12 @@ class Stack:
         """The oldest delivered message, or None."""
         inbox = self.inbox
         while inbox:
-            remote, flow, flags, payload = inbox.popleft()
+            remote, stream, flags, payload = inbox.popleft()
             self.inbox_bytes -= len(payload)
             data = self._decode(flags, payload)
             if data is not _UNDECODABLE:
                 self._consumed()
-                return Message(remote, flow, data, not flags & F_UNRELIABLE)
+                return Message(remote, stream, data, not flags & F_UNRELIABLE)
         self._consumed()
         return None
 
@@ -232,14 +232,14 @@ class Stack:
         make = tuple.__new__
         count = min(limit, len(inbox))
         for _ in range(count):
-            remote, flow, flags, payload = popleft()
+            remote, stream, flags, payload = popleft()
             taken += len(payload)
             if flags & F_RAW:
-                append(make(Message, (remote, flow, payload, not flags & F_UNRELIABLE)))
+                append(make(Message, (remote, stream, payload, not flags & F_UNRELIABLE)))
                 continue
             data = decode(flags, payload)
             if data is not _UNDECODABLE:
-                append(make(Message, (remote, flow, data, not flags & F_UNRELIABLE)))
+                append(make(Message, (remote, stream, data, not flags & F_UNRELIABLE)))
         self.inbox_bytes -= taken
         self._consumed()
         return out
@@ -255,17 +255,17 @@ class Stack:
             self.counts["undecodable"] += 1
             return _UNDECODABLE
 
-    def _deliver_to_inbox(self, remote: str, flow: int, flags: int, payload: bytes) -> None:
+    def _deliver_to_inbox(self, remote: str, stream: int, flags: int, payload: bytes) -> None:
         listeners = self.hooks.message
         if listeners is not None:
             data = self._decode(flags, payload)
             if data is not _UNDECODABLE:
                 try:
-                    listeners(Message(remote, flow, data, not flags & F_UNRELIABLE))
+                    listeners(Message(remote, stream, data, not flags & F_UNRELIABLE))
                 except Exception:  # noqa: BLE001 - a listener's bug: logged and removed (hooks.py)
                     self.hooks.failed("message", listeners)
             return
-        self.inbox.append((remote, flow, flags, payload))
+        self.inbox.append((remote, stream, flags, payload))
         self.inbox_bytes += len(payload)
 
     # -- for subclasses --------------------------------------------------------

@@ -1,10 +1,10 @@
-"""Binary packet header and frame codec (see docs/protocol.md).
+"""Binary packet header and chunk codec (see docs/protocol.md).
 
 Every datagram starts with one fixed 16-byte header.  RAET's header fields
 are split by who needs them: what a receiver must read *before* it can
 authenticate a datagram (packet kind, session id, packet counter, flags)
 lives in the clear header; the per-transaction fields (transaction kind,
-transaction id, segment number and count) live in *frames* inside the sealed
+transaction id, segment number and count) live in *chunks* inside the sealed
 body, because one datagram batches many transactions.  The header is also
 the AEAD nonce, which is how it is authenticated (crypto.py).
 
@@ -25,12 +25,12 @@ __all__ = [
     "HEADER_SIZE",
     "Header",
     "PacketKind",
-    "FrameKind",
+    "ChunkKind",
     "MSG",
     "SEG",
     "ACK",
     "ACK_RANGE",
-    "ACK_FLOW",
+    "ACK_STREAM",
     "SKIP",
     "ALLOW_ACK",
     "PING",
@@ -40,13 +40,13 @@ __all__ = [
     "F_JSON",
     "pack_header",
     "unpack_header",
-    "decode_frames",
-    "Frame",
+    "decode_chunks",
+    "Chunk",
 ]
 
 
 class WireError(ValueError, Error):
-    """A datagram or frame that does not parse; always counted and dropped."""
+    """A datagram or chunk that does not parse; always counted and dropped."""
 
 
 MAGIC = 0xF1  # 'F' for flowcast, protocol version 1 in the low nibble
@@ -65,8 +65,8 @@ class PacketKind:
     HELLO = 5  # allow step 1
     COOKIE = 6  # allow step 2
     INITIATE = 7  # allow step 3
-    SEALED = 8  # session traffic: AEAD-sealed frames
-    LANE = 9  # lane traffic: plain frames between yards of one host
+    SEALED = 8  # session traffic: AEAD-sealed chunks
+    LANE = 9  # lane traffic: plain chunks between yards of one host
     JOIN_COOKIE = 10  # a JOIN's answer under load: prove you receive at this address (joingate.py)
     COOKIED_JOIN = 11  # the same JOIN again, carrying that cookie
 
@@ -95,13 +95,13 @@ def unpack_header(data: bytes | memoryview) -> Header:
     return Header(kind, flags, session, counter)
 
 
-# -- frames (inside a sealed or lane body) ---------------------------------
+# -- chunks (inside a sealed or lane body) ---------------------------------
 
 
-class FrameKind:
+class ChunkKind:
     MSG = 1  # a whole message
     SEG = 2  # one segment of a segmented message
-    ACK = 3  # received packet counters, receive window, delivered per flow
+    ACK = 3  # received packet counters, receive window, delivered per stream
     SKIP = 4  # a message abandoned by its sender: deliver nothing, move on
     ALLOW_ACK = 5  # responder's session id, repeated until confirmed
     PING = 6  # alive: asks for an ACK
@@ -111,30 +111,30 @@ class FrameKind:
     EVICTED = 10  # the receiver dropped acknowledged pieces of this message (hold budget): fail it
 
 
-# frame flags
-F_UNRELIABLE = 0x01  # fire-and-forget: no flow order, never resent
+# chunk flags
+F_UNRELIABLE = 0x01  # fire-and-forget: no stream order, never resent
 F_JSON = 0x02  # payload is JSON rather than msgpack
 
-MSG = struct.Struct("!BBHQI")  # kind, flags, flow, seq, length
-SEG = struct.Struct("!BBHQIII")  # kind, flags, flow, seq, segment no, count, length
-ACK = struct.Struct("!BBHHI")  # kind, flags, ranges, flows, receive window (bytes)
+MSG = struct.Struct("!BBHQI")  # kind, flags, stream, seq, length
+SEG = struct.Struct("!BBHQIII")  # kind, flags, stream, seq, segment no, count, length
+ACK = struct.Struct("!BBHHI")  # kind, flags, ranges, streams, receive window (bytes)
 ACK_RANGE = struct.Struct("!QQ")  # first, last (inclusive)
-ACK_FLOW = struct.Struct("!HQ")  # flow, next undelivered seq
-SKIP = struct.Struct("!BBHQ")  # kind, flags, flow, seq
-EVICT = struct.Struct("!BBHQ")  # kind, flags, flow, seq
+ACK_STREAM = struct.Struct("!HQ")  # stream, next undelivered seq
+SKIP = struct.Struct("!BBHQ")  # kind, flags, stream, seq
+EVICT = struct.Struct("!BBHQ")  # kind, flags, stream, seq
 ALLOW_ACK = struct.Struct("!BBI")  # kind, flags, responder session id
 PING = struct.Struct("!BB")  # kind, flags
 CLOSE = struct.Struct("!BB")  # kind, flags
 PATH = struct.Struct("!BBQ")  # kind, flags, token
 
 MAX_ACK_RANGES = 64
-MAX_ACK_FLOWS = 64
+MAX_ACK_STREAMS = 64
 
 
-class Frame(NamedTuple):
-    """A decoded frame; the generic form used by tests, docs and the fuzzer.
+class Chunk(NamedTuple):
+    """A decoded chunk; the generic form used by tests, docs and the fuzzer.
 
-    The stacks decode frames inline on the hot path; this function is the
+    The stacks decode chunks inline on the hot path; this function is the
     reference decoder with the same checks, and
     tests/transport/test_wire_differential.py holds the two to it.
     """
@@ -145,66 +145,66 @@ class Frame(NamedTuple):
     payload: bytes
 
 
-def decode_frames(body: bytes | memoryview) -> list[Frame]:
-    """Decode a whole body into frames, or raise WireError."""
-    frames: list[Frame] = []
+def decode_chunks(body: bytes | memoryview) -> list[Chunk]:
+    """Decode a whole body into chunks, or raise WireError."""
+    chunks: list[Chunk] = []
     end = len(body)
     off = 0
     try:
         while off < end:
             kind = body[off]
-            if kind == FrameKind.MSG:
-                _, flags, flow, seq, length = MSG.unpack_from(body, off)
+            if kind == ChunkKind.MSG:
+                _, flags, stream, seq, length = MSG.unpack_from(body, off)
                 off += MSG.size
                 if off + length > end:
-                    raise WireError("message frame overruns the body")
-                frames.append(Frame(kind, flags, (flow, seq), bytes(body[off : off + length])))
+                    raise WireError("message chunk overruns the body")
+                chunks.append(Chunk(kind, flags, (stream, seq), bytes(body[off : off + length])))
                 off += length
-            elif kind == FrameKind.SEG:
-                _, flags, flow, seq, number, count, length = SEG.unpack_from(body, off)
+            elif kind == ChunkKind.SEG:
+                _, flags, stream, seq, number, count, length = SEG.unpack_from(body, off)
                 off += SEG.size
                 if off + length > end:
-                    raise WireError("segment frame overruns the body")
+                    raise WireError("segment chunk overruns the body")
                 if count < 2 or number >= count:
                     raise WireError(f"segment {number} of {count}")
-                frames.append(Frame(kind, flags, (flow, seq, number, count), bytes(body[off : off + length])))
+                chunks.append(Chunk(kind, flags, (stream, seq, number, count), bytes(body[off : off + length])))
                 off += length
-            elif kind == FrameKind.ACK:
-                _, flags, nranges, nflows, window = ACK.unpack_from(body, off)
+            elif kind == ChunkKind.ACK:
+                _, flags, nranges, nstreams, window = ACK.unpack_from(body, off)
                 off += ACK.size
-                if nranges > MAX_ACK_RANGES or nflows > MAX_ACK_FLOWS:
-                    raise WireError("ack frame too long")
+                if nranges > MAX_ACK_RANGES or nstreams > MAX_ACK_STREAMS:
+                    raise WireError("ack chunk too long")
                 ranges = []
                 for _ in range(nranges):
                     first, last = ACK_RANGE.unpack_from(body, off)
                     off += ACK_RANGE.size
                     if first <= last:  # a reversed range acknowledges nothing (docs/protocol.md §6)
                         ranges.append((first, last))
-                flows = []
-                for _ in range(nflows):
-                    flows.append(ACK_FLOW.unpack_from(body, off))
-                    off += ACK_FLOW.size
-                frames.append(Frame(kind, flags, (window, tuple(ranges), tuple(flows)), b""))
-            elif kind == FrameKind.SKIP or kind == FrameKind.EVICTED:
-                _, flags, flow, seq = SKIP.unpack_from(body, off)
+                streams = []
+                for _ in range(nstreams):
+                    streams.append(ACK_STREAM.unpack_from(body, off))
+                    off += ACK_STREAM.size
+                chunks.append(Chunk(kind, flags, (window, tuple(ranges), tuple(streams)), b""))
+            elif kind == ChunkKind.SKIP or kind == ChunkKind.EVICTED:
+                _, flags, stream, seq = SKIP.unpack_from(body, off)
                 off += SKIP.size
-                frames.append(Frame(kind, flags, (flow, seq), b""))
-            elif kind == FrameKind.ALLOW_ACK and off == 0:  # first frame only: the stack strips it
+                chunks.append(Chunk(kind, flags, (stream, seq), b""))
+            elif kind == ChunkKind.ALLOW_ACK and off == 0:  # first chunk only: the stack strips it
                 _, flags, session = ALLOW_ACK.unpack_from(body, off)
                 off += ALLOW_ACK.size
-                frames.append(Frame(kind, flags, (session,), b""))
-            elif kind in (FrameKind.PATH_CHALLENGE, FrameKind.PATH_RESPONSE):
+                chunks.append(Chunk(kind, flags, (session,), b""))
+            elif kind in (ChunkKind.PATH_CHALLENGE, ChunkKind.PATH_RESPONSE):
                 _, flags, token = PATH.unpack_from(body, off)
                 off += PATH.size
-                frames.append(Frame(kind, flags, (token,), b""))
-            elif kind == FrameKind.PING:  # CLOSE is reserved: no version-1 stack sends or takes it
+                chunks.append(Chunk(kind, flags, (token,), b""))
+            elif kind == ChunkKind.PING:  # CLOSE is reserved: no version-1 stack sends or takes it
                 _, flags = PING.unpack_from(body, off)
                 off += PING.size
-                frames.append(Frame(kind, flags, (), b""))
+                chunks.append(Chunk(kind, flags, (), b""))
             else:
-                raise WireError(f"unknown frame kind {kind}")
+                raise WireError(f"unknown chunk kind {kind}")
     except struct.error as error:
-        raise WireError(f"truncated frame: {error}") from None
+        raise WireError(f"truncated chunk: {error}") from None
     if off > end:
-        raise WireError("frame overruns the body")
-    return frames
+        raise WireError("chunk overruns the body")
+    return chunks

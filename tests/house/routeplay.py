@@ -95,7 +95,7 @@ class Stream:
         self.hooked = False
 
     def _hook(self) -> None:
-        from flowcast.routing.frame import open_data, open_header
+        from flowcast.routing.parcel import open_data, open_header
 
         road = self.io.house.router.roads["main"]
         path = self.acked

@@ -457,11 +457,11 @@ def test_tty_redraws_in_place(tmp_path: Path) -> None:
     out = io.StringIO()
     pauses: list[float] = []
     watch(lambda: snap(run), interval=2, count=3, out=out, tty=True, sleep=pauses.append)
-    frames = out.getvalue().split("\x1b[H")
-    assert frames[0] == "" and len(frames) == 4 and pauses == [2, 2]
-    for frame in frames[1:]:
-        assert frame.endswith("\x1b[K\n\x1b[J")
-        assert frame.replace("\x1b[K", "").removesuffix("\x1b[J") == render(snap(run))
+    screens = out.getvalue().split("\x1b[H")
+    assert screens[0] == "" and len(screens) == 4 and pauses == [2, 2]
+    for screen in screens[1:]:
+        assert screen.endswith("\x1b[K\n\x1b[J")
+        assert screen.replace("\x1b[K", "").removesuffix("\x1b[J") == render(snap(run))
 
 
 def test_interrupt_exits_cleanly(tmp_path: Path, frozen: list[float], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

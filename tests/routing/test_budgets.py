@@ -22,7 +22,7 @@ def test_a_queue_over_its_byte_budget_refuses_routed_messages_with_queue_full(wo
     for i in range(5):
         alpha["w1"].send("inbox@w1.beta", b"x" * 1000, src="out", tag=f"m{i}")
     assert world.run_until(lambda: len(inbox.queue) + len(out.queue) == 5, 10)
-    # Each frame is a little over 1,000 bytes: two fit in 3,000, the rest are refused, none lost.
+    # Each parcel is a little over 1,000 bytes: two fit in 3,000, the rest are refused, none lost.
     assert [m["tag"] for m in inbox.queue] == ["m0", "m1"]
     assert 2000 < inbox.held_bytes <= 3000
     errors = out.drain()

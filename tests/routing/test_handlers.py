@@ -1,11 +1,11 @@
-"""Tags with a meaning plug into the router (Router.handle), and frames carry header extensions."""
+"""Tags with a meaning plug into the router (Router.handle), and parcels carry header extensions."""
 
 from __future__ import annotations
 
 import msgpack
 import pytest
 
-from flowcast.routing.frame import MAX_EXT, FrameError, open_ext, open_header, pack_message
+from flowcast.routing.parcel import MAX_EXT, ParcelError, open_ext, open_header, pack_message
 from flowcast.routing.policy import declare_access
 from tests.routing.kit import World
 
@@ -143,16 +143,16 @@ def test_a_manor_forwards_extensions_byte_for_byte(world):
     for channel in ("main", "elsewhere"):  # the same channel, and one the manor rewrites
         head = b"\x95" + msgpack.packb(["out", "manor", "alpha", channel]) + msgpack.packb(["board", "w1", "beta", "main"])
         head += msgpack.packb("signed") + msgpack.packb(1.5) + ext
-        frame = len(head).to_bytes(4, "big") + head + msgpack.packb({"n": 1})
-        alpha.roads["main"].send_bytes(frame, "beta")
+        parcel = len(head).to_bytes(4, "big") + head + msgpack.packb({"n": 1})
+        alpha.roads["main"].send_bytes(parcel, "beta")
         assert world.run_until(lambda: len(seen) == 1, 5)
         landing = seen.pop()
         assert landing.ext == {"seq": 7, "sig": "ab"}
-        got = bytes(landing.frame)
+        got = bytes(landing.parcel)
         n = int.from_bytes(got[:4], "big")
         assert got[4 + n - len(ext) : 4 + n] == ext
         if channel == "main":
-            assert got == frame
+            assert got == parcel
         else:
             assert open_header(got)[0][3] == "main"  # the source channel is the road it came in on
 
@@ -169,18 +169,18 @@ def test_extensions_are_checked_when_sent():
     world = World(seed=1)
     router = world.routed_estate("alpha", ["manor"])["manor"]
     router.store.share("board")
-    with pytest.raises(FrameError, match="512-byte limit"):
+    with pytest.raises(ParcelError, match="512-byte limit"):
         router.send("board", 1, ext={"k": b"x" * MAX_EXT})
-    with pytest.raises(FrameError, match="scalar"):
+    with pytest.raises(ParcelError, match="scalar"):
         router.send("board", 1, ext={"k": {"nested": 1}})
-    with pytest.raises(FrameError, match="name"):
+    with pytest.raises(ParcelError, match="name"):
         router.send("board", 1, ext={"": 1})
 
 
-def test_four_element_frames_still_parse_and_have_no_extensions():
-    frame = pack_message(["a", "", "", ""], ["b", "", "", ""], "t", 1.0, 2)
-    assert frame[4] == 0x94 and open_ext(frame) == {}
-    src, dst, tag, stamp, offset = open_header(frame)
+def test_four_element_parcels_still_parse_and_have_no_extensions():
+    parcel = pack_message(["a", "", "", ""], ["b", "", "", ""], "t", 1.0, 2)
+    assert parcel[4] == 0x94 and open_ext(parcel) == {}
+    src, dst, tag, stamp, offset = open_header(parcel)
     assert (src, tag, stamp) == (("a", "", "", ""), "t", 1.0)
     with_ext = pack_message(["a", "", "", ""], ["b", "", "", ""], "t", 1.0, 2, ext={"id": 1})
     assert open_header(with_ext)[:4] == (src, dst, tag, stamp) and open_ext(with_ext) == {"id": 1}
@@ -195,4 +195,4 @@ def test_oversized_extensions_from_a_road_are_a_counted_drop_with_the_reason(wor
     alpha.roads["main"].send_bytes(len(head).to_bytes(4, "big") + head + msgpack.packb(1), "beta")
     assert world.run_until(lambda: beta["manor"].counts["malformed"] == 1, 5)
     assert "512-byte limit" in beta["manor"].denials[-1]["reason"] and seen == []
-    assert beta["manor"].counts["errors_sent"] == 0  # a malformed frame's source is not answered
+    assert beta["manor"].counts["errors_sent"] == 0  # a malformed parcel's source is not answered

@@ -45,7 +45,7 @@ def test_a_message_across_estates_is_routed_at_its_source_and_landed_where_it_en
     assert [e["id"] for e in landed] == [e["id"] for e in routed]
     assert {(e["src"], e["dst"]) for e in routed + landed} == {("out/w1/alpha/main", "inbox/w1/beta/main")}
     assert all(e["detail"] == "job" and e["size"] == 4 for e in routed + landed)  # msgpack {"n": i}
-    # the manors only passed the frames on: nothing of theirs
+    # the manors only passed the parcels on: nothing of theirs
     assert sinks["a.manor"].events == [] and sinks["b.manor"].events == []
 
 

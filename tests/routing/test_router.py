@@ -14,7 +14,7 @@ ALLOW_ALPHA = [{"allow": "any", "estate": "alpha"}]
 
 
 def forge(src, dst, tag="", stamp=0.0, data=1, header=None) -> bytes:
-    """A frame as a hostile or buggy peer might build it (``header`` replaces the packed header)."""
+    """A parcel as a hostile or buggy peer might build it (``header`` replaces the packed header)."""
     if header is None:
         header = msgpack.packb([list(src), list(dst), tag, stamp])
     return len(header).to_bytes(4, "big") + header + msgpack.packb(data)
@@ -216,7 +216,7 @@ _OK_SRC, _OK_DST = ["a", "manor", "alpha", "main"], ["b", "manor", "beta", "main
     [
         b"",
         b"\x00\x00",
-        b"\xff\xff\xff\xff" + b"x" * 10,  # header longer than the frame
+        b"\xff\xff\xff\xff" + b"x" * 10,  # header longer than the parcel
         b"\x00\x00\x00\x03abc",  # header that does not decode
         forge(None, None, header=msgpack.packb([1, 2, 3])),
         forge(None, None, header=msgpack.packb({"route": 1})),
@@ -238,7 +238,7 @@ _OK_SRC, _OK_DST = ["a", "manor", "alpha", "main"], ["b", "manor", "beta", "main
         forge(None, None, header=msgpack.packb([_OK_SRC, _OK_DST, "", 0, {}, 1])),  # six elements
         forge(None, None, header=msgpack.packb([_OK_SRC, _OK_DST, "", 0, {}]) + b"\x01"),  # trailing byte
         forge(None, None, header=b"\x95" + msgpack.packb(_OK_SRC)),  # ends inside the header
-        {"route": {"src": _OK_SRC, "dst": _OK_DST}, "tag": "", "stamp": 0, "data": 1},  # a dict, not a frame
+        {"route": {"src": _OK_SRC, "dst": _OK_DST}, "tag": "", "stamp": 0, "data": 1},  # a dict, not a parcel
         None,
     ],
 )
@@ -410,7 +410,7 @@ def test_a_second_leading_dot_does_not_slip_past_a_deny_rule(world):
     assert alpha.store("manor").get("secret").get("v") == 1
 
 
-def test_spoofed_frames_are_not_answered(world, pair):
+def test_spoofed_parcels_are_not_answered(world, pair):
     alpha, beta = pair
     beta.roads["main"].send_bytes(forge(["victim", "manor", "gamma", "main"], ["t", "manor", "alpha", "main"]), "alpha")
     assert world.run_until(lambda: alpha["manor"].counts["spoofed"] == 1, 5)

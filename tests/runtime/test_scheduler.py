@@ -226,7 +226,7 @@ def test_idle_scheduler_blocks_instead_of_polling():
     assert s.waits <= 4, f"scheduler looped {s.waits} times while idle"
 
 
-def test_wakeup_channel_alone_does_not_keep_run_alive():
+def test_wakeup_alone_does_not_keep_run_alive():
     s = Scheduler(RealClock())
     s.enable_wakeup()
 

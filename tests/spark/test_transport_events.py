@@ -22,7 +22,7 @@ from tests.transport.roadkit import World
 
 DELAY = 0.004
 COUNT = 40
-FLOWS = 2
+STREAMS = 2
 TICK = 1e-6  # event times are whole microseconds
 
 
@@ -38,7 +38,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert world.run_until(lambda: alpha.is_allowed("beta") and beta.is_allowed("alpha"), 10)
     outs = []
     for i in range(COUNT):  # one at a time, well spaced: nothing waits behind anything
-        outs.append(alpha.send({"n": i}, "beta", flow=i % FLOWS))
+        outs.append(alpha.send({"n": i}, "beta", stream=i % STREAMS))
         world.run_for(0.05)
     assert all(o.delivered for o in outs)
     assert len(beta.receive_many()) == COUNT
@@ -49,17 +49,17 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "collected"
 
 
-def _route(flow: int) -> str:
-    return f"//alpha/{flow} -> //beta/{flow}"
+def _route(stream: int) -> str:
+    return f"//alpha/{stream} -> //beta/{stream}"
 
 
 def test_latency_job_finds_the_link_delay_per_route(spark, exported: Path) -> None:
     events, _ = fcspark.load_events(spark, exported)
     rows = {r["route"]: r for r in metrics.latency(events)["latency"].collect()}
-    assert set(rows) == {_route(flow) for flow in range(FLOWS)}
+    assert set(rows) == {_route(stream) for stream in range(STREAMS)}
     for row in rows.values():
-        assert row["delivered"] == COUNT // FLOWS
-        assert row["timed"] == COUNT // FLOWS
+        assert row["delivered"] == COUNT // STREAMS
+        assert row["timed"] == COUNT // STREAMS
         assert row["p50"] == pytest.approx(DELAY, abs=TICK)
         assert row["max"] == pytest.approx(DELAY, abs=TICK)
 
@@ -67,10 +67,10 @@ def test_latency_job_finds_the_link_delay_per_route(spark, exported: Path) -> No
 def test_loss_job_sees_nothing_lost(spark, exported: Path) -> None:
     events, _ = fcspark.load_events(spark, exported)
     rows = {r["route"]: r for r in metrics.loss(events)["loss"].collect()}
-    for flow in range(FLOWS):
-        row = rows[_route(flow)]
+    for stream in range(STREAMS):
+        row = rows[_route(stream)]
         assert (row["sent"], row["delivered"], row["lost"], row["acknowledged"], row["resent"], row["denied"]) == (
-            COUNT // FLOWS, COUNT // FLOWS, 0, COUNT // FLOWS, 0, 0
+            COUNT // STREAMS, COUNT // STREAMS, 0, COUNT // STREAMS, 0, 0
         )
 
 

@@ -25,7 +25,7 @@ from flowcast.transport.ports import UdpPort
 from flowcast.transport.presence import Presence
 from flowcast.transport.road import RoadStack
 from flowcast.transport.stack import serve
-from flowcast.transport.wire import ACK, ACK_FLOW, ACK_RANGE, HEADER_SIZE, MSG, PING, SEG, SKIP, FrameKind, PacketKind, pack_header
+from flowcast.transport.wire import ACK, ACK_STREAM, ACK_RANGE, HEADER_SIZE, MSG, PING, SEG, SKIP, ChunkKind, PacketKind, pack_header
 
 from .roadkit import World
 
@@ -109,7 +109,7 @@ def test_forged_sealed_datagrams_with_real_ids_and_every_header_bit_flip_change_
         forged.append(bytes(flipped))
     # forged "alive / ack / nack / close" bodies under the real session id, all counters
     for counter in (0, highest, highest + 1, highest + 4096, 2**64 - 1):
-        for body in (PING.pack(FrameKind.PING, 0), b"\x07\x00", ACK.pack(FrameKind.ACK, 0, 0, 0, 0)):
+        for body in (PING.pack(ChunkKind.PING, 0), b"\x07\x00", ACK.pack(ChunkKind.ACK, 0, 0, 0, 0)):
             forged.append(real[:8] + counter.to_bytes(8, "big") + body + rng.randbytes(16))
     for data in forged:
         mallory.send(data, "beta")
@@ -280,38 +280,38 @@ def test_keep_files_are_private_whatever_the_umask(tmp_path):
 # == 4. malformed input from a joined, hostile estate ===================================
 
 
-def test_hostile_peer_frames_with_fields_out_of_range_never_raise_nor_stop_other_traffic():
+def test_hostile_peer_chunks_with_fields_out_of_range_never_raise_nor_stop_other_traffic():
     world = World(seed=109, delay=0.001)
     alpha, beta = world.pair()
     honest = world.estate("honest")
     honest.join("beta")
     assert world.run_until(lambda: beta.is_allowed("honest"), 5)
     bodies = [
-        SEG.pack(FrameKind.SEG, 0, 0, 0, 5, 5, 0),  # number == count
-        SEG.pack(FrameKind.SEG, 0, 0, 0, 0xFFFFFFFF, 1, 0),  # count < 2
-        SEG.pack(FrameKind.SEG, 0, 0, 0, 0, 0xFFFFFFFF, 10) + b"x" * 10,  # huge count, never completed
-        SEG.pack(FrameKind.SEG, 0, 0, 0, 1, 3, 10) + b"y" * 10,  # count changed within a message
-        SEG.pack(FrameKind.SEG, 0, 0, 0, 0, 2, 1000),  # length overruns
-        MSG.pack(FrameKind.MSG, 0, 9, 2**64 - 1, 0),  # sequence far ahead
-        MSG.pack(FrameKind.MSG, 0, 9, 0, 2**32 - 1),  # length overruns
-        MSG.pack(FrameKind.MSG, 0, 3, 0, 4) + b"\xc1\xc1\xc1\xc1",  # undecodable msgpack
-        MSG.pack(FrameKind.MSG, 0x02, 3, 1, 3) + b"{{{",  # undecodable JSON
-        ACK.pack(FrameKind.ACK, 0, 65, 0, 0),  # too many ranges
-        ACK.pack(FrameKind.ACK, 0, 1, 1, 0) + ACK_RANGE.pack(0, 2**64 - 1) + ACK_FLOW.pack(0, 2**64 - 1),  # acks all
-        ACK.pack(FrameKind.ACK, 0, 1, 0, 0) + ACK_RANGE.pack(5, 1),  # reversed
-        SKIP.pack(FrameKind.SKIP, 0, 0, 2**64 - 1),
-        bytes([FrameKind.ALLOW_ACK, 0, 0, 0, 0, 1]) * 2,
+        SEG.pack(ChunkKind.SEG, 0, 0, 0, 5, 5, 0),  # number == count
+        SEG.pack(ChunkKind.SEG, 0, 0, 0, 0xFFFFFFFF, 1, 0),  # count < 2
+        SEG.pack(ChunkKind.SEG, 0, 0, 0, 0, 0xFFFFFFFF, 10) + b"x" * 10,  # huge count, never completed
+        SEG.pack(ChunkKind.SEG, 0, 0, 0, 1, 3, 10) + b"y" * 10,  # count changed within a message
+        SEG.pack(ChunkKind.SEG, 0, 0, 0, 0, 2, 1000),  # length overruns
+        MSG.pack(ChunkKind.MSG, 0, 9, 2**64 - 1, 0),  # sequence far ahead
+        MSG.pack(ChunkKind.MSG, 0, 9, 0, 2**32 - 1),  # length overruns
+        MSG.pack(ChunkKind.MSG, 0, 3, 0, 4) + b"\xc1\xc1\xc1\xc1",  # undecodable msgpack
+        MSG.pack(ChunkKind.MSG, 0x02, 3, 1, 3) + b"{{{",  # undecodable JSON
+        ACK.pack(ChunkKind.ACK, 0, 65, 0, 0),  # too many ranges
+        ACK.pack(ChunkKind.ACK, 0, 1, 1, 0) + ACK_RANGE.pack(0, 2**64 - 1) + ACK_STREAM.pack(0, 2**64 - 1),  # acks all
+        ACK.pack(ChunkKind.ACK, 0, 1, 0, 0) + ACK_RANGE.pack(5, 1),  # reversed
+        SKIP.pack(ChunkKind.SKIP, 0, 0, 2**64 - 1),
+        bytes([ChunkKind.ALLOW_ACK, 0, 0, 0, 0, 1]) * 2,
         b"\x05",
         b"\xff",
         b"",
-        MSG.pack(FrameKind.MSG, 0, 0, 0, 0)[:-1],
+        MSG.pack(ChunkKind.MSG, 0, 0, 0, 0)[:-1],
     ]
     for body in bodies:
         inject_sealed(alpha, "beta", body)
     outs = []
     for i in range(20):
         outs.append(honest.send({"i": i}, "beta"))
-        inject_sealed(alpha, "beta", SEG.pack(FrameKind.SEG, 0, 1, i, 0, 2**31, 1) + b"z")
+        inject_sealed(alpha, "beta", SEG.pack(ChunkKind.SEG, 0, 1, i, 0, 2**31, 1) + b"z")
     assert world.run_until(lambda: all(o.delivered for o in outs), 10)
     assert beta.counts["internal_errors"] == 0
     got = [m.data for m in beta.receive_many() if m.remote == "honest"]
@@ -324,17 +324,17 @@ def test_hostile_peer_frames_with_fields_out_of_range_never_raise_nor_stop_other
 def test_announced_64_mib_message_never_completed_stays_within_the_receiver_bound():
     world = World(seed=110, delay=0.001)
     alpha, beta = world.pair()
-    channel = beta.remote("alpha").session.channel
-    bound = channel.receive_window + 2 * channel.max_message
+    link = beta.remote("alpha").session.link
+    bound = link.receive_window + 2 * link.max_message
     piece = b"m" * 60_000
     count = (64 << 20) // len(piece) + 1
     for seq in range(4):  # four 64 MiB messages announced, 2.4 MB sent of each, never finished
         for number in range(40):
-            inject_sealed(alpha, "beta", SEG.pack(FrameKind.SEG, 0, 5, seq, number, count, len(piece)) + piece)
+            inject_sealed(alpha, "beta", SEG.pack(ChunkKind.SEG, 0, 5, seq, number, count, len(piece)) + piece)
         world.run_for(0.01)
     world.run_for(1.0)
-    assert channel.buffered <= bound
-    out = alpha.send({"other": "flow"}, "beta", flow=6)
+    assert link.buffered <= bound
+    out = alpha.send({"other": "stream"}, "beta", stream=6)
     assert world.run_until(lambda: out.delivered, 5)
     assert beta.counts["internal_errors"] == 0
 
@@ -349,13 +349,13 @@ def test_hostile_payload_bombs_are_counted_undecodable_and_never_raise():
         (0x02, b"[" * 1_000_000),  # JSON nested a million deep
         (0x02, b"1" * 100_000),  # a 100,000-digit integer
     ]
-    outs = [alpha.send_bytes(payload, "beta", flow=7, _flags=flags) for flags, payload in bombs]
+    outs = [alpha.send_bytes(payload, "beta", stream=7, _flags=flags) for flags, payload in bombs]
     assert world.run_until(lambda: all(o.delivered for o in outs), 10)
     got = []
     while (m := beta.receive()) is not None:
         got.append(m)
     assert got == [] and beta.counts["undecodable"] == len(bombs)
-    out = alpha.send({"fine": 1}, "beta", flow=7)
+    out = alpha.send({"fine": 1}, "beta", stream=7)
     assert world.run_until(lambda: out.delivered, 5)
     assert beta.receive().data == {"fine": 1}
 
@@ -582,10 +582,10 @@ def test_join_replies_never_amplify():
 
 
 def test_hostile_peer_cannot_make_the_receiver_hold_unaccounted_memory():
-    """Was a finding (fixed in 704c89c): zero-length SEG/MSG/SKIP frames are held without counting toward Channel.buffered: a joined peer makes the receiver hold unbounded entries (MAX_AHEAD per flow x 65536 flows)."""
+    """Was a finding (fixed in 704c89c): zero-length SEG/MSG/SKIP chunks are held without counting toward Link.buffered: a joined peer makes the receiver hold unbounded entries (MAX_AHEAD per stream x 65536 streams)."""
     world = World(seed=207, delay=0.0)
     alpha, beta = world.pair()
-    channel = beta.remote("alpha").session.channel
+    link = beta.remote("alpha").session.link
     per = (alpha.datagram_size - 64) // SEG.size
     seq = 1  # seq 0 never arrives: everything after it is held
     wire = 0
@@ -593,7 +593,7 @@ def test_hostile_peer_cannot_make_the_receiver_hold_unaccounted_memory():
     try:
         base = tracemalloc.get_traced_memory()[0]
         for _ in range(15):
-            body = b"".join(SEG.pack(FrameKind.SEG, 0, 0, s, 0, 2, 0) for s in range(seq, seq + per))
+            body = b"".join(SEG.pack(ChunkKind.SEG, 0, 0, s, 0, 2, 0) for s in range(seq, seq + per))
             seq += per
             wire += len(body)
             inject_sealed(alpha, "beta", body)
@@ -601,32 +601,32 @@ def test_hostile_peer_cannot_make_the_receiver_hold_unaccounted_memory():
         grown = tracemalloc.get_traced_memory()[0] - base
     finally:
         tracemalloc.stop()
-    held = sum(len(f.pending) for f in channel.flows_in.values())
+    held = sum(len(f.pending) for f in link.streams_in.values())
     # what the receiver holds for a peer must be (within 2x) what its window accounting says it holds
-    assert grown <= 2 * channel.buffered + (1 << 20), (held, grown, channel.buffered, wire)
+    assert grown <= 2 * link.buffered + (1 << 20), (held, grown, link.buffered, wire)
 
 
 def test_tiny_held_segments_do_not_pin_whole_datagrams():
-    """Was a finding (fixed in 704c89c): Channel.handle keeps each SEG piece as a memoryview of the whole decrypted body, so a held 1-byte segment pins its whole datagram (~64 KiB) while the hold accounting counts 1 byte."""
+    """Was a finding (fixed in 704c89c): Link.handle keeps each SEG piece as a memoryview of the whole decrypted body, so a held 1-byte segment pins its whole datagram (~64 KiB) while the hold accounting counts 1 byte."""
     world = World(seed=211, delay=0.0)
     alpha, beta = world.pair()
-    channel = beta.remote("alpha").session.channel
-    inject_sealed(alpha, "beta", MSG.pack(FrameKind.MSG, 0, 1, 0, 1) + b"a")  # flow 1 delivers seq 0
+    link = beta.remote("alpha").session.link
+    inject_sealed(alpha, "beta", MSG.pack(ChunkKind.MSG, 0, 1, 0, 1) + b"a")  # stream 1 delivers seq 0
     world.run_for(0.01)
     beta.receive_many()
     filler = b"f" * (alpha.datagram_size - 200)
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        for seq in range(1, 61):  # seq 0 of flow 0 never comes: each 1-byte segment is held
-            body = SEG.pack(FrameKind.SEG, 0, 0, seq, 1, 2, 1) + b"s" + MSG.pack(FrameKind.MSG, 0, 1, 0, len(filler)) + filler  # + a duplicate
+        for seq in range(1, 61):  # seq 0 of stream 0 never comes: each 1-byte segment is held
+            body = SEG.pack(ChunkKind.SEG, 0, 0, seq, 1, 2, 1) + b"s" + MSG.pack(ChunkKind.MSG, 0, 1, 0, len(filler)) + filler  # + a duplicate
             inject_sealed(alpha, "beta", body)
             world.run_for(0.001)
         grown = tracemalloc.get_traced_memory()[0] - base
     finally:
         tracemalloc.stop()
-    assert channel.counts["duplicates"] >= 60
-    assert grown <= 2 * channel.buffered + (1 << 20), (grown, channel.buffered)
+    assert link.counts["duplicates"] >= 60
+    assert grown <= 2 * link.buffered + (1 << 20), (grown, link.buffered)
 
 
 def test_garbage_hello_flood_does_not_stop_a_legitimate_allow():

@@ -59,8 +59,8 @@ def test_dead_remote_with_a_session_backlogs_bounded_then_everything_queued_arri
     world.net.partition(["alpha"], ["beta"])
     assert world.run_until(lambda: alpha.remote("beta").presence.value == "dead", 30)
     outs = [alpha.send({"n": n}, "beta", timeout=600.0) for n in range(100)]
-    assert len(alpha.remote("beta").backlog) == 40  # not the dead session's channel, unbounded
-    assert alpha.remote("beta").session.channel.pending_count == 0
+    assert len(alpha.remote("beta").backlog) == 40  # not the dead session's link, unbounded
+    assert alpha.remote("beta").session.link.pending_count == 0
     assert all(o.reason == BACKLOG_FULL for o in outs[40:])
     world.run_for(10.0)
     assert len(alpha.remote("beta").backlog) == 40

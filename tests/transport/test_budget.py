@@ -18,8 +18,8 @@ import tracemalloc
 import pytest
 
 from flowcast.transport.budget import HoldBudget
-from flowcast.transport.reliable import MIN_PIECE, Channel
-from flowcast.transport.wire import MSG, SKIP, FrameKind
+from flowcast.transport.reliable import MIN_PIECE, Link
+from flowcast.transport.wire import MSG, SKIP, ChunkKind
 from tests.transport.attacks import Attacks, inject_sealed, seg
 from tests.transport.roadkit import World
 
@@ -89,12 +89,12 @@ def test_three_attacks_from_three_peers_stay_within_the_budget_honest_peer_keeps
     # the attacks did fill the budget, and never pushed past it
     assert peak > budget.limit * 0.8, (peak, budget.limit)
     assert budget.counts["refused"] > 0
-    assert beta.counts["bad_frames"] >= 30  # 2^32-1 one-byte segments: no message, refused outright
+    assert beta.counts["bad_chunks"] >= 30  # 2^32-1 one-byte segments: no message, refused outright
     # what is accounted is what is held: tracemalloc's growth (the simulated network's
     # and the stacks' own books included) is within 10% of what the budget counts
     assert abs(grown - held) <= 0.1 * held, (grown, held)
-    channels = {s.name: beta.remote(s.name).session.channel for s in attackers}
-    assert all(channel.buffered > 0 for channel in channels.values()), {n: c.buffered for n, c in channels.items()}
+    links = {s.name: beta.remote(s.name).session.link for s in attackers}
+    assert all(link.buffered > 0 for link in links.values()), {n: c.buffered for n, c in links.items()}
     assert beta.counts["internal_errors"] == 0
 
 
@@ -105,17 +105,17 @@ def test_incomplete_messages_expire_while_the_peer_stays_connected(estates):
     for body in attacks.never() + attacks.tiny():
         inject_sealed(attackers[1], "beta", body)
     world.run_for(0.1)
-    channel = beta.remote("mallory1").session.channel
-    held = channel.buffered
+    link = beta.remote("mallory1").session.link
+    held = link.buffered
     assert held > 8 * 60_000
     world.run_for(INCOMPLETE_AFTER - 1.0)
-    assert channel.buffered == held  # not yet: expiry runs from the last progress
+    assert link.buffered == held  # not yet: expiry runs from the last progress
     world.run_for(1.0 + INCOMPLETE_AFTER / 4 + 1.0)  # sweeps run at most a quarter period late
-    assert channel.buffered == 0, channel.buffered
+    assert link.buffered == 0, link.buffered
     assert budget.used == 0
     assert budget.counts["expired_bytes"] == held
-    assert budget.counts["expired"] == channel.counts["expired"]
-    assert channel.counts["expired"] > 2  # the never-completed message and each one-byte last piece's
+    assert budget.counts["expired"] == link.counts["expired"]
+    assert link.counts["expired"] > 2  # the never-completed message and each one-byte last piece's
     assert beta.is_allowed("mallory1")  # the peer heartbeats on: only its incomplete data went
 
 
@@ -158,8 +158,8 @@ def test_silent_attackers_are_reaped_and_their_memory_released(estates):
 def test_a_peer_within_its_share_gets_room_from_the_largest_holder():
     budget = HoldBudget(1 << 20)
     delivered: list[bytes] = []
-    hog = Channel(60_000, lambda *a: None, budget=budget)
-    fair = Channel(60_000, lambda f, g, data: delivered.append(bytes(data)), budget=budget)
+    hog = Link(60_000, lambda *a: None, budget=budget)
+    fair = Link(60_000, lambda f, g, data: delivered.append(bytes(data)), budget=budget)
     piece = b"x" * 50_000
     number = 0
     with pytest.raises(Exception):
@@ -178,8 +178,8 @@ def test_a_peer_within_its_share_gets_room_from_the_largest_holder():
 
 def test_a_peer_over_its_share_is_refused_not_the_others():
     budget = HoldBudget(1 << 20)
-    one = Channel(60_000, lambda *a: None, budget=budget)
-    two = Channel(60_000, lambda *a: None, budget=budget)
+    one = Link(60_000, lambda *a: None, budget=budget)
+    two = Link(60_000, lambda *a: None, budget=budget)
     piece = b"x" * 50_000
     for number in range(10):  # 500 kB each: together the budget is nearly full
         one.handle(seg(0, number, 100, piece), 0.0)
@@ -202,24 +202,24 @@ def test_room_for_a_fair_peer_costs_one_eviction_pass_not_one_per_piece(monkeypa
 
     passes = []
     real = budget_module.evict
-    monkeypatch.setattr(budget_module, "evict", lambda channel, need: passes.append(need) or real(channel, need))
+    monkeypatch.setattr(budget_module, "evict", lambda link, need: passes.append(need) or real(link, need))
     budget = HoldBudget(1 << 20)
-    hog = Channel(60_000, lambda *a: None, budget=budget)
-    fair = Channel(60_000, lambda *a: None, budget=budget)
+    hog = Link(60_000, lambda *a: None, budget=budget)
+    fair = Link(60_000, lambda *a: None, budget=budget)
     seq = 0
     with pytest.raises(Exception):
         while True:  # many small incomplete messages: one-byte last pieces
             hog.handle(b"".join(seg(seq + k, 1, 2, b"t") for k in range(100)), 0.0)
             seq += 100
-    assert sum(len(s.pending) for s in hog.flows_in.values()) > 1000
+    assert sum(len(s.pending) for s in hog.streams_in.values()) > 1000
     for number in range(30):  # 30 pieces, each needing room
         fair.handle(seg(0, number, 40, b"y" * 10_000), 1.0)
     assert len(passes) == 1, passes
     assert budget.used <= budget.limit and fair.buffered > 30 * 10_000
 
 
-def _traced(channel: Channel, bodies: list[bytes]) -> int:
-    """Bytes tracemalloc sees ``channel`` keep from ``bodies``, each made fresh as a datagram would be."""
+def _traced(link: Link, bodies: list[bytes]) -> int:
+    """Bytes tracemalloc sees ``link`` keep from ``bodies``, each made fresh as a datagram would be."""
     gc.collect()
     tracemalloc.start()
     try:
@@ -228,7 +228,7 @@ def _traced(channel: Channel, bodies: list[bytes]) -> int:
             body = bytes(bytearray(bodies[i]))
             bodies[i] = b""
             try:
-                channel.handle(body, 0.0)
+                link.handle(body, 0.0)
             except Exception:  # noqa: BLE001 - a refused body is dropped, as a stack does
                 pass
             del body
@@ -242,13 +242,13 @@ def _pieces(length: int, per_body: int, bodies: int, count: int) -> list[bytes]:
     out = []
     seq = number = 0
     for _ in range(bodies):
-        frames = []
+        chunks = []
         for _ in range(per_body):
-            frames.append(seg(seq, number, count, b"p" * length))
+            chunks.append(seg(seq, number, count, b"p" * length))
             number += 1
             if number >= count - 1:  # the last piece never comes
                 seq, number = seq + 1, 0
-        out.append(b"".join(frames))
+        out.append(b"".join(chunks))
     return out
 
 
@@ -258,22 +258,22 @@ def _pieces(length: int, per_body: int, bodies: int, count: int) -> list[bytes]:
     ("1 kB pieces", lambda: _pieces(1000, 50, 200, 1024)),
     ("pieces just under their datagram (views)", lambda: _pieces(59_000, 1, 150, 1000)),
     ("pieces just over half their datagram (copies)", lambda: [
-        seg(s, 0, 2, b"h" * 30_001) + MSG.pack(FrameKind.MSG, 0, 1, 0, 29_000) + b"f" * 29_000 for s in range(1, 200)]),
+        seg(s, 0, 2, b"h" * 30_001) + MSG.pack(ChunkKind.MSG, 0, 1, 0, 29_000) + b"f" * 29_000 for s in range(1, 200)]),
     ("one-byte last pieces of many messages", lambda: [
         b"".join(seg(s, 9, 10, b"t") for s in range(k * 2000 + 1, (k + 1) * 2000 + 1)) for k in range(30)]),
     ("whole messages held behind a gap", lambda: [
-        b"".join(MSG.pack(FrameKind.MSG, 0, 0, s, 100) + b"m" * 100 for s in range(k * 300 + 1, (k + 1) * 300 + 1)) for k in range(100)]),
+        b"".join(MSG.pack(ChunkKind.MSG, 0, 0, s, 100) + b"m" * 100 for s in range(k * 300 + 1, (k + 1) * 300 + 1)) for k in range(100)]),
     ("empty messages held behind a gap", lambda: [
-        b"".join(MSG.pack(FrameKind.MSG, 0, 0, s, 0) for s in range(k * 1000 + 1, (k + 1) * 1000 + 1)) for k in range(50)]),
+        b"".join(MSG.pack(ChunkKind.MSG, 0, 0, s, 0) for s in range(k * 1000 + 1, (k + 1) * 1000 + 1)) for k in range(50)]),
     ("SKIPs held behind a gap", lambda: [
-        b"".join(SKIP.pack(FrameKind.SKIP, 0, 0, s) for s in range(k * 1000 + 1, (k + 1) * 1000 + 1)) for k in range(50)]),
+        b"".join(SKIP.pack(ChunkKind.SKIP, 0, 0, s) for s in range(k * 1000 + 1, (k + 1) * 1000 + 1)) for k in range(50)]),
 ])
 def test_what_is_accounted_is_what_is_held_within_ten_percent(name, bodies):
     """Was a finding (issue 10): a piece at least half its datagram was kept as a view of the
     whole datagram and counted as the piece (RSS twice the accounting); every held thing
     counted 320 B beyond its bytes whatever it cost (a third to four times too much)."""
-    channel = Channel(60_000, lambda *a: None)
-    channel._hold_limit = 1 << 40
-    grown = _traced(channel, bodies())
-    assert channel.buffered > 1 << 20, channel.buffered
-    assert abs(grown - channel.buffered) <= 0.1 * channel.buffered, (name, grown, channel.buffered)
+    link = Link(60_000, lambda *a: None)
+    link._hold_limit = 1 << 40
+    grown = _traced(link, bodies())
+    assert link.buffered > 1 << 20, link.buffered
+    assert abs(grown - link.buffered) <= 0.1 * link.buffered, (name, grown, link.buffered)

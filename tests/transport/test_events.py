@@ -53,7 +53,7 @@ def test_lossy_exchange_records_every_message_on_both_sides() -> None:
     alpha, beta = _pair(world, sent_side, recv_side, datagram_size=1200)
     world.net.link("alpha", "beta", loss=0.2)  # after the handshake: resends follow
     sizes = [5000 if i % 5 == 0 else 200 for i in range(COUNT)]  # some messages span segments
-    outs = [alpha.send_bytes(bytes(size), "beta", flow=i % 2, timeout=None) for i, size in enumerate(sizes)]
+    outs = [alpha.send_bytes(bytes(size), "beta", stream=i % 2, timeout=None) for i, size in enumerate(sizes)]
     assert world.run_until(lambda: all(o.delivered for o in outs), 60)
     assert len(beta.receive_many()) == COUNT
 
@@ -64,13 +64,13 @@ def test_lossy_exchange_records_every_message_on_both_sides() -> None:
     assert recv_side.kinds()["buffered"] >= 1 and recv_side.kinds()["segment-missed"] >= 1
     assert "denied" not in kinds and "denied" not in recv_side.kinds()
 
-    # ids agree on both sides, in each flow's order, and are unique
+    # ids agree on both sides, in each stream's order, and are unique
     sent_ids = sent_side.ids("sent")
     assert len(set(sent_ids)) == COUNT
     assert set(recv_side.ids("delivered")) == set(sent_ids) == set(sent_side.ids("acknowledged"))
-    for flow in (0, 1):
-        in_flow = [i for i in recv_side.ids("delivered") if i.split(":")[2] == str(flow)]
-        assert [int(i.split(":")[3]) for i in in_flow] == list(range(COUNT // 2))
+    for stream in (0, 1):
+        in_stream = [i for i in recv_side.ids("delivered") if i.split(":")[2] == str(stream)]
+        assert [int(i.split(":")[3]) for i in in_stream] == list(range(COUNT // 2))
     # every missed or resent id belongs to a message that was sent
     assert set(recv_side.ids("segment-missed")) <= set(sent_ids)
     assert set(sent_side.ids("resent")) <= set(sent_ids)
@@ -92,7 +92,7 @@ def test_no_sink_records_nothing_and_a_sink_can_come_and_go() -> None:
     world = World(seed=6, delay=DELAY)
     alpha, beta = _pair(world, None, None)
     assert alpha.event_sink is None
-    assert alpha.remote("beta").session.channel.watch is None
+    assert alpha.remote("beta").session.link.watch is None
     assert all(alpha.hooks.listeners(name) == () for name in alpha.hooks.names)  # nothing installed, nothing paid
     assert "_submit" not in vars(alpha) and "_completed" not in vars(alpha)  # no method swapped in either
 
@@ -105,7 +105,7 @@ def test_no_sink_records_nothing_and_a_sink_can_come_and_go() -> None:
 
     alpha.set_events(None)
     beta.set_events(None)
-    assert alpha.remote("beta").session.channel.watch is None and "_submit" not in vars(alpha)
+    assert alpha.remote("beta").session.link.watch is None and "_submit" not in vars(alpha)
     assert all(alpha.hooks.listeners(name) == () for name in alpha.hooks.names)
     out = alpha.send({"n": 2}, "beta")
     assert world.run_until(lambda: out.delivered, 5)
@@ -144,7 +144,7 @@ def test_unreliable_messages_match_too() -> None:
     a, b = ListSink(), ListSink()
     alpha, beta = _pair(world, a, b)
     for i in range(5):
-        alpha.send({"n": i}, "beta", flow=3, reliable=False)
+        alpha.send({"n": i}, "beta", stream=3, reliable=False)
     assert world.run_until(lambda: len(beta.inbox) == 5, 5)
     assert a.ids("sent") == b.ids("delivered") == [f"{i.rsplit(':', 1)[0]}:u{n}" for n, i in enumerate(a.ids("sent"))]
     assert "acknowledged" not in a.kinds()
@@ -161,8 +161,8 @@ def test_a_lane_records_sent_and_delivered_under_matching_ids(tmp_path) -> None:
     a = LaneStack(a_port, "house1", {"house2": b_port.address}, events=a_sink)
     b = LaneStack(b_port, "house2", {"house1": a_port.address}, events=b_sink)
     try:
-        outs = [a.send({"n": i}, "house2", flow=i % 2) for i in range(50)]
-        outs.append(a.send_bytes(bytes(300_000), "house2", flow=2))  # paged
+        outs = [a.send({"n": i}, "house2", stream=i % 2) for i in range(50)]
+        outs.append(a.send_bytes(bytes(300_000), "house2", stream=2))  # paged
         got: list = []
         assert serve([a, b], until=lambda: got.extend(b.receive_many()) or len(got) == len(outs), timeout=10)
         assert all(o.state == "sent" for o in outs)

@@ -55,7 +55,7 @@ def test_handlers_and_the_session_are_reached(fuzzed) -> None:
         assert report.reach[handler] >= per_target // 20, (handler, report.reach)
     # Hostile plaintext sealed with the live keys opens: it reaches the reliable layer.
     assert report.reach["_authentic"] >= per_target * 0.7  # 80% of session inputs go this way
-    assert world.road.counts["bad_frames"] > 0 and world.road.counts["undecodable"] > 0
+    assert world.road.counts["bad_chunks"] > 0 and world.road.counts["undecodable"] > 0
 
 
 def test_a_frozen_clock_starves_the_handlers() -> None:
@@ -72,14 +72,14 @@ def test_a_frozen_clock_starves_the_handlers() -> None:
 
 def test_keyed_lanes_hear_sealed_hostile_datagrams_and_drop_every_impostor(fuzzed) -> None:
     """The fuzz world's lanes are keyed, as an estate's: hostile datagrams sealed with the
-    real pair key reach the channel; impostors (no trailer, a wrong or reflected key, a
+    real pair key reach the link; impostors (no trailer, a wrong or reflected key, a
     replay, a flipped bit) are each exactly one counted drop."""
     world, report = fuzzed
     lanes = [world.beta[yard].lane for yard in ("manor", "worker")]
     assert all(lane.authenticated for lane in lanes)
     lane, per_target = report.lane, INPUTS // len(fuzzkit.TARGETS)
     assert lane["sealed"] >= per_target // 2 and lane["sealed_authentic"] == lane["sealed"], lane
-    assert sum(stack.counts["bad_frames"] for stack in lanes) > per_target // 10  # the frames got past the tag
+    assert sum(stack.counts["bad_chunks"] for stack in lanes) > per_target // 10  # the chunks got past the tag
     assert lane["impostor"] >= per_target // 10 and lane["impostor_heard"] == 0, lane
     for kind in fuzzkit.IMPOSTOR_KINDS:
         assert lane[f"impostor.{kind}"] > 0, (kind, lane)

@@ -3,9 +3,9 @@
 The hold accounting is kept inline on the receive path, once per piece, and a
 dict of pieces is counted from sizes measured once (tablesize.py) instead of
 asking ``sys.getsizeof`` per piece.  These check that the shortcuts count
-exactly what the plain way would: each channel's ``buffered`` is what it
+exactly what the plain way would: each link's ``buffered`` is what it
 holds (``held_cost`` of every entry), the budget's ``used`` and ``holders``
-are the sum and the set of its channels holding anything, and a message
+are the sum and the set of its links holding anything, and a message
 arriving in order is never charged as a whole message.
 """
 
@@ -16,76 +16,76 @@ import sys
 
 from flowcast.transport.budget import HoldBudget
 from flowcast.transport.holding import Partial, held_cost
-from flowcast.transport.reliable import MIN_PIECE, Channel
+from flowcast.transport.reliable import MIN_PIECE, Link
 from flowcast.transport.tablesize import MEASURED
-from flowcast.transport.wire import F_UNRELIABLE, MSG, SEG, SKIP, FrameKind, WireError
+from flowcast.transport.wire import F_UNRELIABLE, MSG, SEG, SKIP, ChunkKind, WireError
 from tests.transport.attacks import seg
 
 
-def _held(channel: Channel) -> int:
-    """What ``channel`` holds, entry by entry, as the plain way counts it."""
-    total = sum(held_cost(entry) for entry in channel.partials_unreliable.values())
-    for state in channel.flows_in.values():
+def _held(link: Link) -> int:
+    """What ``link`` holds, entry by entry, as the plain way counts it."""
+    total = sum(held_cost(entry) for entry in link.partials_unreliable.values())
+    for state in link.streams_in.values():
         total += sum(held_cost(item) for item in state.pending.values())
     return total
 
 
 def _useg(seq: int, number: int, count: int, piece: bytes) -> bytes:
-    return SEG.pack(FrameKind.SEG, F_UNRELIABLE, 1, seq, number, count, len(piece)) + piece
+    return SEG.pack(ChunkKind.SEG, F_UNRELIABLE, 1, seq, number, count, len(piece)) + piece
 
 
 def test_a_dict_of_pieces_is_counted_as_getsizeof_sees_it_in_any_order_and_past_the_measured_lengths():
     count = MEASURED * 4 // 3 + 300  # past the measured lengths and a growth beyond: there sys.getsizeof is asked
-    channel = Channel(60_000, lambda *a: None)
-    channel._hold_limit = 1 << 40
+    link = Link(60_000, lambda *a: None)
+    link._hold_limit = 1 << 40
     order = list(range(count - 1))  # the last piece never comes
     random.Random(7).shuffle(order)
     piece = b"p" * MIN_PIECE
     for n, number in enumerate(order):
-        channel.handle(seg(0, number, count, piece), 0.0)
-        entry = channel.flows_in[0].pending[0]
+        link.handle(seg(0, number, count, piece), 0.0)
+        entry = link.streams_in[0].pending[0]
         assert entry.table == sys.getsizeof(entry.parts), (n, entry.table)
-        assert channel.buffered == held_cost(entry)
-    entry = channel.flows_in[0].pending[0]
+        assert link.buffered == held_cost(entry)
+    entry = link.streams_in[0].pending[0]
     assert entry.table == sys.getsizeof(entry.parts)
-    assert channel.buffered == _held(channel) > count * MIN_PIECE
+    assert link.buffered == _held(link) > count * MIN_PIECE
 
 
 def test_messages_arriving_in_order_are_never_held_whole():
     budget = HoldBudget(1 << 20)
     delivered: list[int] = []
-    channel = Channel(60_000, lambda flow, flags, data: delivered.append(len(data)), budget=budget)
+    link = Link(60_000, lambda stream, flags, data: delivered.append(len(data)), budget=budget)
     first, last = b"a" * 50_000, b"z" * 700
     for seq in range(20):
-        channel.handle(seg(seq, 0, 2, first), 0.0)
-        entry = channel.flows_in[0].pending[seq]
-        assert channel.buffered == budget.used == held_cost(entry) < len(first) + 2_000
-        assert list(budget.holders) == [channel]
-        channel.handle(seg(seq, 1, 2, last), 0.0)
+        link.handle(seg(seq, 0, 2, first), 0.0)
+        entry = link.streams_in[0].pending[seq]
+        assert link.buffered == budget.used == held_cost(entry) < len(first) + 2_000
+        assert list(budget.holders) == [link]
+        link.handle(seg(seq, 1, 2, last), 0.0)
         # delivered at once: nothing held, nothing left in the books
-        assert channel.buffered == budget.used == 0 and not budget.holders
-        assert not channel.flows_in[0].pending
+        assert link.buffered == budget.used == 0 and not budget.holders
+        assert not link.streams_in[0].pending
     assert delivered == [50_700] * 20
 
 
 def test_the_books_stay_exact_under_mixed_traffic_refusals_and_evictions():
-    """Seeded random frames from two peers into one small budget: in-order and
+    """Seeded random chunks from two peers into one small budget: in-order and
     out-of-order messages and pieces, duplicates, SKIPs, unreliable pieces,
-    refusals and evictions.  After every body each channel's ``buffered`` is
-    what it holds, and the budget's books are its channels' sum and set."""
+    refusals and evictions.  After every body each link's ``buffered`` is
+    what it holds, and the budget's books are its links' sum and set."""
     rng = random.Random(2024)
     budget = HoldBudget(1 << 18)
-    channels = [Channel(60_000, lambda *a: None, budget=budget) for _ in range(2)]
+    links = [Link(60_000, lambda *a: None, budget=budget) for _ in range(2)]
     refused = partials = 0
     for _ in range(3000):
-        channel = rng.choice(channels)
-        expected = channel.flows_in[0].expected if 0 in channel.flows_in else 0
+        link = rng.choice(links)
+        expected = link.streams_in[0].expected if 0 in link.streams_in else 0
         seq = expected + rng.choice([0, 0, 0, 1, 2, 3, 5, 8])
         kind = rng.random()
         if kind < 0.25:
-            body = MSG.pack(FrameKind.MSG, 0, 0, seq, 300) + b"m" * 300
+            body = MSG.pack(ChunkKind.MSG, 0, 0, seq, 300) + b"m" * 300
         elif kind < 0.3:
-            body = SKIP.pack(FrameKind.SKIP, 0, 0, seq)
+            body = SKIP.pack(ChunkKind.SKIP, 0, 0, seq)
         elif kind < 0.4:
             body = _useg(rng.randrange(100), rng.randrange(3), 3, b"u" * 5_000)
         else:
@@ -95,12 +95,12 @@ def test_the_books_stay_exact_under_mixed_traffic_refusals_and_evictions():
             size = (50_000 if view else 9_000) if number < count - 1 else rng.randrange(1, 9_000)
             body = seg(seq, number, count, b"s" * size)
         try:
-            channel.handle(body, 0.0)
+            link.handle(body, 0.0)
         except WireError:
             refused += 1  # refused for room, or a piece length this message cannot have
-        for each in channels:
+        for each in links:
             assert each.buffered == _held(each) >= 0
-        assert budget.used == sum(each.buffered for each in channels) <= budget.limit
-        assert set(budget.holders) == {each for each in channels if each.buffered > 0}
-        partials += any(type(item) is Partial for each in channels for state in each.flows_in.values() for item in state.pending.values())
+        assert budget.used == sum(each.buffered for each in links) <= budget.limit
+        assert set(budget.holders) == {each for each in links if each.buffered > 0}
+        partials += any(type(item) is Partial for each in links for state in each.streams_in.values() for item in state.pending.values())
     assert refused > 0 and budget.counts["evicted"] > 0 and partials > 100

@@ -24,15 +24,15 @@ def test_messages_pages_and_order_between_two_yards(tmp_path):
     a, b = _pair(tmp_path)
     try:
         big = os.urandom(3 * 1024 * 1024 + 17)
-        outs = [a.send({"n": i}, "house2", flow=i % 2) for i in range(5000)]
-        outs.append(a.send_bytes(big, "house2", flow=5))
-        outs.append(a.send({"j": 1}, "house2", flow=3, codec="json"))
+        outs = [a.send({"n": i}, "house2", stream=i % 2) for i in range(5000)]
+        outs.append(a.send_bytes(big, "house2", stream=5))
+        outs.append(a.send({"j": 1}, "house2", stream=3, codec="json"))
         got = []
         assert serve([a, b], until=lambda: got.extend(b.receive_many()) or len(got) == len(outs), timeout=20)
         assert all(o.state == "sent" for o in outs)
-        for flow in (0, 1):
-            assert [m.data["n"] for m in got if m.flow == flow] == list(range(flow, 5000, 2))
-        assert [m.data for m in got if m.flow == 5] == [big]
+        for stream in (0, 1):
+            assert [m.data["n"] for m in got if m.stream == stream] == list(range(stream, 5000, 2))
+        assert [m.data for m in got if m.stream == 5] == [big]
         assert got[-1].remote == "house1"
         mode = stat.S_IMODE(os.stat(a.address).st_mode)
         assert mode == 0o600
@@ -54,7 +54,7 @@ def test_only_known_yards_are_heard(tmp_path):
         # garbage from a known yard's address is counted, not raised
         a.port.send(b"\xf1\x09garbage-garbage-garbage", b.address)
         a.port.send(b"\x00", b.address)
-        serve([b], until=lambda: b.counts["malformed"] + b.counts["bad_frames"] >= 2, timeout=5)
+        serve([b], until=lambda: b.counts["malformed"] + b.counts["bad_chunks"] >= 2, timeout=5)
         assert b.counts["internal_errors"] == 0
     finally:
         for s in (a, b, stranger):

@@ -30,14 +30,14 @@ def _lane(run, name: str, peer: str, **options) -> LaneStack:
     return LaneStack(UxdPort(run, name), name, {peer: os.path.join(run, peer)}, acks=True, **options)
 
 
-def _check_restart(outs, delivered_by, first_got, second_got, old_boot, new_boot, flow_of=lambda n: 0) -> None:
+def _check_restart(outs, delivered_by, first_got, second_got, old_boot, new_boot, stream_of=lambda n: 0) -> None:
     """The contract across a receiver restart, for messages numbered 0..len(outs)-1.
 
     * every message ends delivered;
     * one the first incarnation acknowledged was handed to its application
       and is never sent to the second;
     * one the second acknowledged was handed to the second's application;
-    * the second got what it got in order per flow.
+    * the second got what it got in order per stream.
     """
     assert all(o.state == "delivered" for o in outs), {o.state for o in outs}
     first, second = set(first_got), set(second_got)
@@ -48,10 +48,10 @@ def _check_restart(outs, delivered_by, first_got, second_got, old_boot, new_boot
     assert by_new <= second
     assert not by_old & second, "a message the old incarnation acknowledged was sent again"
     assert by_new, "nothing was left for the new incarnation: the crash was not mid-stream"
-    flows: dict[int, list[int]] = {}
+    streams: dict[int, list[int]] = {}
     for n in second_got:
-        flows.setdefault(flow_of(n), []).append(n)
-    for got in flows.values():
+        streams.setdefault(stream_of(n), []).append(n)
+    for got in streams.values():
         assert got == sorted(got)
         assert len(got) == len(set(got))
 
@@ -63,8 +63,8 @@ def test_delivered_only_once_the_receiving_application_has_it(tmp_path):
     try:
         assert a.default_timeout is None  # a message waits for its yard unless told otherwise
         assert serve([a, b], until=lambda: a.peer_boot("house2") and b.peer_boot("house1"), timeout=5)
-        outs = [a.send({"n": i}, "house2", flow=i % 3) for i in range(3000)]
-        big = a.send_bytes(os.urandom(2_000_003), "house2", flow=7)
+        outs = [a.send({"n": i}, "house2", stream=i % 3) for i in range(3000)]
+        big = a.send_bytes(os.urandom(2_000_003), "house2", stream=7)
         loose = a.send({"loose": 1}, "house2", reliable=False)
         # The sender alone: its data waits in the receiver's socket, unacknowledged.
         sent_before = a.port.counts["sent"]
@@ -128,7 +128,7 @@ def test_a_receiver_that_dies_mid_stream_gets_the_rest_from_its_next_incarnation
         def produce(limit: int) -> None:
             while len(outs) < min(limit, total):
                 n = len(outs)
-                out = a.send_bytes(n.to_bytes(4, "big") + bytes(200), "house2", flow=n % 4)
+                out = a.send_bytes(n.to_bytes(4, "big") + bytes(200), "house2", stream=n % 4)
                 number[out] = n
                 outs.append(out)
             a.flush()  # serve() waits in select next: what until() queued must be out first
@@ -146,7 +146,7 @@ def test_a_receiver_that_dies_mid_stream_gets_the_rest_from_its_next_incarnation
         b = _lane(run, "house2", "house1")
         b.hooks.add("message", lambda m: second_got.append(int.from_bytes(m.data[:4], "big")))
         assert serve([a, b], until=lambda: produce(len(outs) + 500) or (len(outs) == total and all(o.done for o in outs)), timeout=30)
-        _check_restart(outs, delivered_by, first_got, second_got, old_boot, b.boot, flow_of=lambda n: n % 4)
+        _check_restart(outs, delivered_by, first_got, second_got, old_boot, b.boot, stream_of=lambda n: n % 4)
         assert a.counts["yard_restarts"] == 1 and a.counts["carried_to_new_boot"] > 0
     finally:
         a.close()
@@ -180,7 +180,7 @@ def test_a_yard_absent_at_first_is_probed_with_back_off_then_served(tmp_path):
             b.close()
 
 
-def test_a_restarted_sender_starts_a_fresh_channel(tmp_path):
+def test_a_restarted_sender_starts_a_fresh_link(tmp_path):
     run = tmp_path / "run"
     a = _lane(run, "house1", "house2")
     b = _lane(run, "house2", "house1")
@@ -222,8 +222,8 @@ def test_events_of_an_acknowledged_lane_match_across_a_restart(tmp_path):
     a = _lane(run, "house1", "house2", events=a_sink)
     b = _lane(run, "house2", "house1", events=b_sink)
     try:
-        outs = [a.send({"n": i}, "house2", flow=i % 2) for i in range(40)]
-        outs.append(a.send_bytes(bytes(300_000), "house2", flow=2))  # paged
+        outs = [a.send({"n": i}, "house2", stream=i % 2) for i in range(40)]
+        outs.append(a.send_bytes(bytes(300_000), "house2", stream=2))  # paged
         assert serve([a, b], until=lambda: all(o.done for o in outs), timeout=10)
         b.receive_many()
         assert a_sink.kinds() == {"sent": 41, "acknowledged": 41}
@@ -263,7 +263,7 @@ def test_acknowledged_lane_runs_as_scheduler_micro_threads(tmp_path):
                 yield
 
     def stopper():
-        while not (len(outs) == 2000 and outs[-1].done) and scheduler.clock.now() < 10:  # one flow: done in order
+        while not (len(outs) == 2000 and outs[-1].done) and scheduler.clock.now() < 10:  # one stream: done in order
             yield
         scheduler.stop()
 
@@ -383,7 +383,7 @@ def test_simulated_lane_survives_a_receiver_restart(conditions):
     def produce(count: int) -> None:
         for _ in range(count):
             n = len(outs)
-            out = a.send({"n": n, "pad": "x" * 100}, "house2", flow=n % 2)
+            out = a.send({"n": n, "pad": "x" * 100}, "house2", stream=n % 2)
             number[out] = n
             outs.append(out)
 
@@ -399,7 +399,7 @@ def test_simulated_lane_survives_a_receiver_restart(conditions):
     b = lane("house2", "house1")
     b.hooks.add("message", lambda m: second_got.append(m.data["n"]))
     assert world.run_until(lambda: all(o.done for o in outs), 60)
-    _check_restart(outs, delivered_by, first_got, second_got, old_boot, b.boot, flow_of=lambda n: n % 2)
+    _check_restart(outs, delivered_by, first_got, second_got, old_boot, b.boot, stream_of=lambda n: n % 2)
     a.close()
     b.close()
 

@@ -16,7 +16,7 @@ from nacl.bindings import crypto_aead_chacha20poly1305_ietf_encrypt
 
 from flowcast.transport.lanekeys import FORGED, POLY_FROM, REPLAYED, SEQ_SIZE, TAG_SIZE, TRAILER_SIZE, YardMac, check, new_secret, pair_key, seal
 
-HEAD = 9  # a raw lane header's length; seal takes header and frames apart
+HEAD = 9  # a raw lane header's length; seal takes header and chunks apart
 
 
 def _pair():
@@ -26,7 +26,7 @@ def _pair():
 
 
 def _datagram(mac: YardMac, signed: int, seq: int) -> bytes:
-    """A sealed datagram whose authenticated part (frames and seq) is ``signed`` bytes."""
+    """A sealed datagram whose authenticated part (chunks and seq) is ``signed`` bytes."""
     body = os.urandom(signed - HEAD - SEQ_SIZE)
     return seal(mac, os.urandom(HEAD), body, seq)
 

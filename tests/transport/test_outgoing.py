@@ -6,7 +6,7 @@ import pytest
 
 import flowcast
 from flowcast.transport.outgoing import Outgoing, OutgoingStateError
-from flowcast.transport.reliable import Channel
+from flowcast.transport.reliable import Link
 
 
 def test_a_new_message_is_pending():
@@ -44,15 +44,15 @@ def test_state_and_reason_are_read_only():
 
 
 def _pair():
-    """Two acknowledging channels wired body to body, and what each delivered."""
+    """Two acknowledging links wired body to body, and what each delivered."""
     done: list[Outgoing] = []
     got: list[bytes] = []
-    a = Channel(1200, lambda *x: None, done.append)
-    b = Channel(1200, lambda flow, flags, data: got.append(bytes(data)))
+    a = Link(1200, lambda *x: None, done.append)
+    b = Link(1200, lambda stream, flags, data: got.append(bytes(data)))
     return a, b, done, got
 
 
-def _exchange(a: Channel, b: Channel, counter: list[int], now: float) -> None:
+def _exchange(a: Link, b: Link, counter: list[int], now: float) -> None:
     """Every body a builds goes to b, and b's ACK back to a."""
     while (built := a.build()) is not None:
         counter[0] += 1

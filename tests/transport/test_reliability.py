@@ -1,4 +1,4 @@
-"""Reliability: exactly once, in order per flow, through loss, duplication,
+"""Reliability: exactly once, in order per stream, through loss, duplication,
 reordering and corruption; honest outcomes across a receiver restart."""
 
 from __future__ import annotations
@@ -16,35 +16,35 @@ from .roadkit import World
 SIZES = [100] * 97 + [10_000, 100_000, 1 << 20]
 
 
-def _workload(seed: int, count: int, flows: int = 4) -> list[tuple[int, bytes]]:
+def _workload(seed: int, count: int, streams: int = 4) -> list[tuple[int, bytes]]:
     rng = random.Random(seed)
     work = []
     for i in range(count):
         size = rng.choice(SIZES) if i % 1000 else 1 << 20  # at least one 1 MiB per thousand
         size = max(100, size)
         head = i.to_bytes(4, "big")
-        work.append((i % flows, head + bytes([i % 251]) * (size - 4)))
+        work.append((i % streams, head + bytes([i % 251]) * (size - 4)))
     return work
 
 
 def _check_exactly_once_in_order(work, received) -> None:
     expected: dict[int, list[bytes]] = {}
-    for flow, payload in work:
-        expected.setdefault(flow, []).append(payload)
+    for stream, payload in work:
+        expected.setdefault(stream, []).append(payload)
     got: dict[int, list[bytes]] = {}
     for message in received:
-        got.setdefault(message.flow, []).append(message.data)
+        got.setdefault(message.stream, []).append(message.data)
     assert got.keys() == expected.keys()
-    for flow in expected:
-        assert len(got[flow]) == len(expected[flow]), f"flow {flow}: {len(got[flow])} of {len(expected[flow])}"
-        assert got[flow] == expected[flow], f"flow {flow} differs"
+    for stream in expected:
+        assert len(got[stream]) == len(expected[stream]), f"stream {stream}: {len(got[stream])} of {len(expected[stream])}"
+        assert got[stream] == expected[stream], f"stream {stream} differs"
 
 
 def test_ten_thousand_mixed_messages_through_a_hostile_simulated_network():
     world = World(seed=31, delay=(0.001, 0.004), loss=0.10, duplicate=0.02, reorder=0.05, corrupt=0.01)
     alpha, beta = world.pair()
     work = _workload(1, 10_000)
-    outs = [alpha.send_bytes(payload, "beta", flow=flow, timeout=None) for flow, payload in work]
+    outs = [alpha.send_bytes(payload, "beta", stream=stream, timeout=None) for stream, payload in work]
     received = []
 
     def done():
@@ -102,7 +102,7 @@ def test_ten_thousand_mixed_messages_through_the_chaos_relay():
         alpha.join(relay.address)
         assert serve([alpha, beta], until=lambda: alpha.is_allowed("beta") and beta.is_allowed("alpha"), timeout=10)
         work = _workload(2, 10_000)
-        outs = [alpha.send_bytes(payload, "beta", flow=flow, timeout=None) for flow, payload in work]
+        outs = [alpha.send_bytes(payload, "beta", stream=stream, timeout=None) for stream, payload in work]
         received = []
 
         def done():
@@ -123,18 +123,18 @@ def test_ten_thousand_mixed_messages_through_the_chaos_relay():
 def test_a_delayed_ack_is_due_within_ack_delay_even_with_data_in_flight():
     """next_deadline() must not hide the delayed ACK behind the (much later)
     retransmission timeout of this side's own packets in flight."""
-    from flowcast.transport.reliable import ACK_DELAY, Channel, Outgoing
+    from flowcast.transport.reliable import ACK_DELAY, Link, Outgoing
 
-    sender = Channel(1200, lambda *a: None)
-    receiver = Channel(1200, lambda *a: None)
+    sender = Link(1200, lambda *a: None)
+    receiver = Link(1200, lambda *a: None)
     # receiver has a packet of its own in flight...
     receiver.submit(Outgoing(b"mine", 0, 4), 1.0)
-    body, frames = receiver.build()
-    receiver.sent(0, len(body), frames, 1.0)
+    body, chunks = receiver.build()
+    receiver.sent(0, len(body), chunks, 1.0)
     # ...when one ack-eliciting packet arrives
     sender.submit(Outgoing(b"theirs", 0, 4), 0.0)
-    body, frames = sender.build()
-    sender.sent(0, len(body), frames, 0.0)
+    body, chunks = sender.build()
+    sender.sent(0, len(body), chunks, 0.0)
     receiver.handle(body, 1.0)
     receiver.received(0)
     assert receiver.next_deadline() <= 1.0 + ACK_DELAY

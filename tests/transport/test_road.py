@@ -30,12 +30,12 @@ def test_messages_both_ways_msgpack_and_json_and_bytes():
     alpha, beta = world.pair()
     sent = [alpha.send({"n": i, "text": "x" * i}, "beta") for i in range(50)]
     j = alpha.send({"json": [1, 2, 3]}, "beta", codec="json")
-    raw = alpha.send_bytes(b"\x00\x01raw", "beta", flow=7)
+    raw = alpha.send_bytes(b"\x00\x01raw", "beta", stream=7)
     back = beta.send({"reply": True}, "alpha")
     assert world.run_until(lambda: all(m.delivered for m in sent + [j, raw, back]), 5)
     got = beta.receive_many()
-    assert [m.data for m in got if m.flow == 0] == [{"n": i, "text": "x" * i} for i in range(50)] + [{"json": [1, 2, 3]}]
-    assert [m.data for m in got if m.flow == 7] == [b"\x00\x01raw"]
+    assert [m.data for m in got if m.stream == 0] == [{"n": i, "text": "x" * i} for i in range(50)] + [{"json": [1, 2, 3]}]
+    assert [m.data for m in got if m.stream == 7] == [b"\x00\x01raw"]
     assert all(m.remote == "alpha" for m in got)
     assert alpha.receive().data == {"reply": True}
 
@@ -58,10 +58,10 @@ def test_fire_and_forget_is_sent_once_and_never_resent():
     world.run_for(2.0)
     assert out.state == "sent"
     assert beta.receive() is None
-    assert alpha.remote("beta").session.channel.counts["resent"] == 0
+    assert alpha.remote("beta").session.link.counts["resent"] == 0
 
 
-def test_reliable_message_times_out_when_peer_unreachable_and_flow_moves_on():
+def test_reliable_message_times_out_when_peer_unreachable_and_stream_moves_on():
     world = World(seed=5, delay=0.001)
     alpha, beta = world.pair()
     world.net.link("alpha", "beta", both=False, loss=1.0)

@@ -128,36 +128,36 @@ def test_idle_work_per_wake_does_not_grow_with_the_remotes(count, monkeypatch):
     assert calls["deadline"] / (count * seconds) < 8
 
 
-def test_idle_remote_state_is_small_flow_queues_go_once_delivered_and_sequence_numbers_go_on():
+def test_idle_remote_state_is_small_stream_queues_go_once_delivered_and_sequence_numbers_go_on():
     world = World(seed=5)
     alpha, beta = world.pair()
-    channel = alpha.remote("beta").session.channel
-    assert not hasattr(channel, "__dict__")  # slots: no instance dict per remote
+    link = alpha.remote("beta").session.link
+    assert not hasattr(link, "__dict__")  # slots: no instance dict per remote
     assert len(alpha.remote("beta").session.window.seen) == 512  # a bit per counter
     assert alpha.remote("beta").session.scratch is alpha._scratch  # one buffer per stack
-    first = alpha.send({"n": 1}, "beta", flow=7, timeout=5.0)
+    first = alpha.send({"n": 1}, "beta", stream=7, timeout=5.0)
     assert world.run_until(lambda: first.delivered, 5)
-    assert channel.unfinished == {} and channel._latest_deadline == {}
-    second = alpha.send({"n": 2}, "beta", flow=7, timeout=5.0)
-    assert second.seq == first.seq + 1  # the flow's numbering is kept, its queue is not
+    assert link.unfinished == {} and link._latest_deadline == {}
+    second = alpha.send({"n": 2}, "beta", stream=7, timeout=5.0)
+    assert second.seq == first.seq + 1  # the stream's numbering is kept, its queue is not
     assert world.run_until(lambda: second.delivered, 5)
     got = [m.data["n"] for m in beta.receive_many()]
     assert got == [1, 2]
-    assert channel.unfinished == {}
+    assert link.unfinished == {}
 
 
 def test_send_queues_are_made_when_needed_and_let_go_when_quiet():
     world = World(seed=6)
     alpha, beta = world.pair()
-    channel = alpha.remote("beta").session.channel
+    link = alpha.remote("beta").session.link
     world.run_for(1.5)
-    assert not channel.fresh and not channel.resend
-    assert channel.fresh == () and channel.resend == ()  # no deque held while idle
+    assert not link.fresh and not link.resend
+    assert link.fresh == () and link.resend == ()  # no deque held while idle
     msg = alpha.send({"n": 1}, "beta")
-    assert len(channel.fresh) == 1
+    assert len(link.fresh) == 1
     assert world.run_until(lambda: msg.delivered, 5)
     world.run_for(2.5)  # a heartbeat or two with nothing to send
-    assert channel.fresh == () and channel.resend == ()
+    assert link.fresh == () and link.resend == ()
     # losses and failures make the resend queue again when they need it
     world.net.partition(["alpha"], ["beta"])
     lost = alpha.send({"n": 2}, "beta", timeout=0.5, retries=1)

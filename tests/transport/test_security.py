@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from flowcast.transport import handshake as hs
 from flowcast.transport.crypto import LongTermKeys
 from flowcast.transport.keep import Keep, RemoteRecord, Status
-from flowcast.transport.wire import HEADER_SIZE, PacketKind, decode_frames, WireError, pack_header
+from flowcast.transport.wire import HEADER_SIZE, PacketKind, decode_chunks, WireError, pack_header
 
 from .roadkit import World
 
@@ -255,7 +255,7 @@ def test_fuzzed_datagrams_never_raise(data):
     for stack in (_ALPHA, _BETA):
         stack._receive(data, "fuzzer", _WORLD.scheduler.clock.now())
     try:
-        decode_frames(data)
+        decode_chunks(data)
     except WireError:
         pass
     assert _ALPHA.counts["internal_errors"] == 0 and _BETA.counts["internal_errors"] == 0

@@ -1,19 +1,19 @@
-"""The reference frame decoder and the receive hot path read bodies alike.
+"""The reference chunk decoder and the receive hot path read bodies alike.
 
-``wire.decode_frames`` is the plain decoder (docs, fuzzer, tools);
-``Channel.handle`` decodes inline for speed.  Two decoders of one format
+``wire.decode_chunks`` is the plain decoder (docs, fuzzer, tools);
+``Link.handle`` decodes inline for speed.  Two decoders of one format
 drift apart unless something compares them: this test feeds both the same
 sealed-plaintext bodies -- well formed, at the limits, and hostile
 (reversed, overlapping and empty ACK ranges, counts at and past 64,
 truncated or garbage bytes) -- and checks they accept and reject the same
-bodies and read the same frames from the accepted ones.
+bodies and read the same chunks from the accepted ones.
 
-To see what the hot path decoded, its receiver forgets each flow between
-frames (every frame meets a fresh flow state), so ordering and duplicate
-rules fall away and each frame shows up once in what it calls: deliver or
+To see what the hot path decoded, its receiver forgets each stream between
+chunks (every chunk meets a fresh stream state), so ordering and duplicate
+rules fall away and each chunk shows up once in what it calls: deliver or
 the held table for a MSG, the reassembly entry for a SEG, the sender's ACK
 handler, the SKIP drain, the PATH and EVICTED handlers.  What the road does
-before the channel (a leading ALLOW_ACK is the stack's) is done here too.
+before the link (a leading ALLOW_ACK is the stack's) is done here too.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from hypothesis import strategies as st
 from flowcast.transport import evicted, receiver, reliable
 from flowcast.transport.wire import (
     ACK,
-    ACK_FLOW,
+    ACK_STREAM,
     ACK_RANGE,
     ALLOW_ACK,
     EVICT,
-    MAX_ACK_FLOWS,
+    MAX_ACK_STREAMS,
     MAX_ACK_RANGES,
     MSG,
     PATH,
@@ -38,110 +38,110 @@ from flowcast.transport.wire import (
     SEG,
     SKIP,
     F_UNRELIABLE,
-    FrameKind,
+    ChunkKind,
     WireError,
-    decode_frames,
+    decode_chunks,
 )
 
-_ELICITING = {FrameKind.MSG, FrameKind.SEG, FrameKind.SKIP, FrameKind.PING, FrameKind.PATH_CHALLENGE, FrameKind.PATH_RESPONSE}
+_ELICITING = {ChunkKind.MSG, ChunkKind.SEG, ChunkKind.SKIP, ChunkKind.PING, ChunkKind.PATH_CHALLENGE, ChunkKind.PATH_RESPONSE}
 
 
 class _Forgetful(dict):
-    """A flow table that keeps nothing: every frame meets a fresh flow."""
+    """A stream table that keeps nothing: every chunk meets a fresh stream."""
 
     def __setitem__(self, key, value) -> None:
         pass
 
 
 class _Recorder:
-    """What the hot path decoded, one entry per frame, in order."""
+    """What the hot path decoded, one entry per chunk, in order."""
 
     def __init__(self) -> None:
         self.seen: list[tuple] = []
-        self._open: tuple | None = None  # a MSG's (flow, seq) waiting for its deliver call
+        self._open: tuple | None = None  # a MSG's (stream, seq) waiting for its deliver call
 
-    # the channel's watch (stack.ChannelEvents' receive half)
-    def loose(self, flow, seq, length):
-        self._open = (flow, seq)
+    # the link's watch (stack.LinkEvents' receive half)
+    def loose(self, stream, seq, length):
+        self._open = (stream, seq)
 
-    def in_order(self, flow, seq, length):
-        self._open = (flow, seq)
+    def in_order(self, stream, seq, length):
+        self._open = (stream, seq)
 
-    def arrived(self, flow, seq, length, expected, pending):
+    def arrived(self, stream, seq, length, expected, pending):
         flags, payload = pending[seq]
-        self.seen.append(("MSG", flags, flow, seq, bytes(payload)))
+        self.seen.append(("MSG", flags, stream, seq, bytes(payload)))
 
-    def deliver(self, flow, flags, payload):
-        assert self._open is not None and self._open[0] == flow
-        self.seen.append(("MSG", flags, flow, self._open[1], bytes(payload)))
+    def deliver(self, stream, flags, payload):
+        assert self._open is not None and self._open[0] == stream
+        self.seen.append(("MSG", flags, stream, self._open[1], bytes(payload)))
         self._open = None
 
 
-class _Watched(reliable.Channel):
-    """A Channel whose receive sinks record what ``handle`` decoded."""
+class _Watched(reliable.Link):
+    """A Link whose receive sinks record what ``handle`` decoded."""
 
     def __init__(self, rec: _Recorder) -> None:
         super().__init__(4096, rec.deliver, receive_window=1 << 40)
         self.rec = rec
         self.watch = rec
-        self.flows_in = _Forgetful()
+        self.streams_in = _Forgetful()
         self.last_counter = 2**64 - 1  # every counter was "sent": only the decoding filters ranges
         self.on_path = lambda kind, token: rec.seen.append(("PATH", kind, token))
 
-    def _on_ack(self, window, ranges, flows, now):
-        self.rec.seen.append(("ACK", window, tuple(tuple(r) for r in ranges), tuple(tuple(f) for f in flows)))
+    def _on_ack(self, window, ranges, streams, now):
+        self.rec.seen.append(("ACK", window, tuple(tuple(r) for r in ranges), tuple(tuple(f) for f in streams)))
 
-    def _segment_in(self, flags, flow, seq, number, count, piece, held, now):
-        self.rec.seen.append(("SEG", flags, flow, seq, number, count, bytes(piece)))
+    def _segment_in(self, flags, stream, seq, number, count, piece, held, now):
+        self.rec.seen.append(("SEG", flags, stream, seq, number, count, bytes(piece)))
 
-    def _drain(self, flow, state):  # only SKIPs drain here: flows are fresh, segments recorded above
+    def _drain(self, stream, state):  # only SKIPs drain here: streams are fresh, segments recorded above
         (seq,) = state.pending
-        self.rec.seen.append(("SKIP", flow, seq))
+        self.rec.seen.append(("SKIP", stream, seq))
 
 
 def _hot(body: bytes) -> tuple[bool, list[tuple], bool]:
-    """(accepted, frames decoded, ack-eliciting) as a road session reads ``body``."""
+    """(accepted, chunks decoded, ack-eliciting) as a road session reads ``body``."""
     rec = _Recorder()
-    channel = _Watched(rec)
+    link = _Watched(rec)
     offset = 0
-    if body and body[0] == FrameKind.ALLOW_ACK and len(body) >= ALLOW_ACK.size:  # road.py strips it
+    if body and body[0] == ChunkKind.ALLOW_ACK and len(body) >= ALLOW_ACK.size:  # road.py strips it
         rec.seen.append(("ALLOW_ACK", ALLOW_ACK.unpack_from(body)[2]))
         offset = ALLOW_ACK.size
     with mock.patch.object(receiver, "MAX_AHEAD", 2**65), mock.patch.object(
-        evicted, "heard", lambda ch, flow, seq: rec.seen.append(("EVICTED", flow, seq))
+        evicted, "heard", lambda ch, stream, seq: rec.seen.append(("EVICTED", stream, seq))
     ):
         try:
-            channel.handle(body[offset:], 0.0)
+            link.handle(body[offset:], 0.0)
         except WireError:
             return False, rec.seen, False
-    return True, rec.seen, channel.ack_pending > 0 or offset > 0
+    return True, rec.seen, link.ack_pending > 0 or offset > 0
 
 
 def _reference(body: bytes) -> tuple[bool, list[tuple], bool]:
     try:
-        frames = decode_frames(body)
+        chunks = decode_chunks(body)
     except WireError:
         return False, [], False
     seen: list[tuple] = []
-    for f in frames:
-        if f.kind == FrameKind.MSG:
+    for f in chunks:
+        if f.kind == ChunkKind.MSG:
             seen.append(("MSG", f.flags, *f.fields, f.payload))
-        elif f.kind == FrameKind.SEG:
+        elif f.kind == ChunkKind.SEG:
             seen.append(("SEG", f.flags, *f.fields, f.payload))
-        elif f.kind == FrameKind.ACK:
-            window, ranges, flows = f.fields
-            seen.append(("ACK", window, ranges, flows))
-        elif f.kind == FrameKind.SKIP:
+        elif f.kind == ChunkKind.ACK:
+            window, ranges, streams = f.fields
+            seen.append(("ACK", window, ranges, streams))
+        elif f.kind == ChunkKind.SKIP:
             seen.append(("SKIP", *f.fields))
-        elif f.kind == FrameKind.EVICTED:
+        elif f.kind == ChunkKind.EVICTED:
             seen.append(("EVICTED", *f.fields))
-        elif f.kind in (FrameKind.PATH_CHALLENGE, FrameKind.PATH_RESPONSE):
+        elif f.kind in (ChunkKind.PATH_CHALLENGE, ChunkKind.PATH_RESPONSE):
             seen.append(("PATH", f.kind, *f.fields))
-        elif f.kind == FrameKind.ALLOW_ACK:
+        elif f.kind == ChunkKind.ALLOW_ACK:
             seen.append(("ALLOW_ACK", *f.fields))
-        elif f.kind != FrameKind.PING:
-            raise AssertionError(f"reference decoded a frame of kind {f.kind} the channel has no sink for")
-    eliciting = any(f.kind in _ELICITING or f.kind == FrameKind.ALLOW_ACK for f in frames)
+        elif f.kind != ChunkKind.PING:
+            raise AssertionError(f"reference decoded a chunk of kind {f.kind} the link has no sink for")
+    eliciting = any(f.kind in _ELICITING or f.kind == ChunkKind.ALLOW_ACK for f in chunks)
     return True, seen, eliciting
 
 
@@ -162,45 +162,45 @@ _range = st.tuples(_counter, _counter)  # as often reversed as not; overlapping 
 @st.composite
 def _ack(draw) -> bytes:
     ranges = draw(st.lists(_range, max_size=MAX_ACK_RANGES + 1))
-    flows = draw(st.lists(st.tuples(_u16, _u64), max_size=3))
+    streams = draw(st.lists(st.tuples(_u16, _u64), max_size=3))
     # the counts usually say the truth, sometimes not (at, past or short of the limit)
     nranges = draw(st.one_of(st.just(len(ranges)), st.sampled_from([0, MAX_ACK_RANGES, MAX_ACK_RANGES + 1, 0xFFFF])))
-    nflows = draw(st.one_of(st.just(len(flows)), st.sampled_from([0, MAX_ACK_FLOWS, MAX_ACK_FLOWS + 1])))
-    head = ACK.pack(FrameKind.ACK, draw(_u8), nranges, nflows, draw(_u32))
-    return head + b"".join(ACK_RANGE.pack(*r) for r in ranges) + b"".join(ACK_FLOW.pack(*f) for f in flows)
+    nstreams = draw(st.one_of(st.just(len(streams)), st.sampled_from([0, MAX_ACK_STREAMS, MAX_ACK_STREAMS + 1])))
+    head = ACK.pack(ChunkKind.ACK, draw(_u8), nranges, nstreams, draw(_u32))
+    return head + b"".join(ACK_RANGE.pack(*r) for r in ranges) + b"".join(ACK_STREAM.pack(*f) for f in streams)
 
 
 @st.composite
 def _msg(draw) -> bytes:
     data = draw(_payload)
     length = draw(st.one_of(st.just(len(data)), _u32))
-    return MSG.pack(FrameKind.MSG, draw(st.sampled_from([0, F_UNRELIABLE, 2, 4, 0xFF])), draw(_u16), draw(_u64), length) + data
+    return MSG.pack(ChunkKind.MSG, draw(st.sampled_from([0, F_UNRELIABLE, 2, 4, 0xFF])), draw(_u16), draw(_u64), length) + data
 
 
 @st.composite
 def _seg(draw) -> bytes:
     data = draw(_payload)
     length = draw(st.one_of(st.just(len(data)), _u32))
-    flags, flow, seq, number, count = draw(st.sampled_from([0, F_UNRELIABLE])), draw(_u16), draw(_u64), draw(_u32), draw(_u32)
-    return SEG.pack(FrameKind.SEG, flags, flow, seq, number, count, length) + data
+    flags, stream, seq, number, count = draw(st.sampled_from([0, F_UNRELIABLE])), draw(_u16), draw(_u64), draw(_u32), draw(_u32)
+    return SEG.pack(ChunkKind.SEG, flags, stream, seq, number, count, length) + data
 
 
-_frame = st.one_of(
+_chunk = st.one_of(
     _ack(),
     _msg(),
     _seg(),
-    st.builds(lambda f, fl, s: SKIP.pack(FrameKind.SKIP, f, fl, s), _u8, _u16, _u64),
-    st.builds(lambda f, fl, s: EVICT.pack(FrameKind.EVICTED, f, fl, s), _u8, _u16, _u64),
-    st.builds(lambda k, f, t: PATH.pack(k, f, t), st.sampled_from([FrameKind.PATH_CHALLENGE, FrameKind.PATH_RESPONSE]), _u8, _u64),
-    st.builds(lambda f: PING.pack(FrameKind.PING, f), _u8),
-    st.builds(lambda f, s: ALLOW_ACK.pack(FrameKind.ALLOW_ACK, f, s), _u8, _u32),
-    st.builds(lambda k, f: bytes([k, f]), st.sampled_from([0, FrameKind.CLOSE, 11, 0xFF]), _u8),
+    st.builds(lambda f, fl, s: SKIP.pack(ChunkKind.SKIP, f, fl, s), _u8, _u16, _u64),
+    st.builds(lambda f, fl, s: EVICT.pack(ChunkKind.EVICTED, f, fl, s), _u8, _u16, _u64),
+    st.builds(lambda k, f, t: PATH.pack(k, f, t), st.sampled_from([ChunkKind.PATH_CHALLENGE, ChunkKind.PATH_RESPONSE]), _u8, _u64),
+    st.builds(lambda f: PING.pack(ChunkKind.PING, f), _u8),
+    st.builds(lambda f, s: ALLOW_ACK.pack(ChunkKind.ALLOW_ACK, f, s), _u8, _u32),
+    st.builds(lambda k, f: bytes([k, f]), st.sampled_from([0, ChunkKind.CLOSE, 11, 0xFF]), _u8),
 )
 
 
 @st.composite
 def _body(draw) -> bytes:
-    body = b"".join(draw(st.lists(_frame, max_size=6)))
+    body = b"".join(draw(st.lists(_chunk, max_size=6)))
     cut = draw(st.one_of(st.none(), st.integers(0, len(body))))  # truncated anywhere
     if cut is not None:
         body = body[:cut]
@@ -231,29 +231,29 @@ def test_agree_on_garbage(body):
 def test_reversed_ack_range_acknowledges_nothing_and_the_rest_counts():
     """A reversed range is the peer's mistake, not a reason to drop its data."""
     body = (
-        ACK.pack(FrameKind.ACK, 0, 3, 1, 9)
+        ACK.pack(ChunkKind.ACK, 0, 3, 1, 9)
         + ACK_RANGE.pack(5, 1)
         + ACK_RANGE.pack(7, 9)
         + ACK_RANGE.pack(2**64 - 1, 0)
-        + ACK_FLOW.pack(3, 4)
-        + MSG.pack(FrameKind.MSG, 0, 0, 0, 2)
+        + ACK_STREAM.pack(3, 4)
+        + MSG.pack(ChunkKind.MSG, 0, 0, 0, 2)
         + b"hi"
     )
     expected = [("ACK", 9, ((7, 9),), ((3, 4),)), ("MSG", 0, 0, 0, b"hi")]
     assert _reference(body) == (True, expected, True)
     assert _hot(body) == (True, expected, True)
-    one = ACK.pack(FrameKind.ACK, 0, 1, 1, 9) + ACK_RANGE.pack(5, 1) + ACK_FLOW.pack(3, 4)  # the one-range fast path
+    one = ACK.pack(ChunkKind.ACK, 0, 1, 1, 9) + ACK_RANGE.pack(5, 1) + ACK_STREAM.pack(3, 4)  # the one-range fast path
     assert _reference(one) == _hot(one) == (True, [("ACK", 9, (), ((3, 4),))], False)
 
 
 def test_a_reversed_range_never_frees_a_packet_in_flight():
     """The sender side: packets 1..5 in flight, an ACK (5, 1) leaves them all in flight."""
-    ch = reliable.Channel(4096, lambda *a: None)
+    ch = reliable.Link(4096, lambda *a: None)
     for counter in range(6):
         ch.sent(counter, 100, [], 0.0)
     for body in (
-        ACK.pack(FrameKind.ACK, 0, 1, 0, 1 << 20) + ACK_RANGE.pack(5, 1),
-        ACK.pack(FrameKind.ACK, 0, 1, 1, 1 << 20) + ACK_RANGE.pack(5, 1) + ACK_FLOW.pack(0, 0),
+        ACK.pack(ChunkKind.ACK, 0, 1, 0, 1 << 20) + ACK_RANGE.pack(5, 1),
+        ACK.pack(ChunkKind.ACK, 0, 1, 1, 1 << 20) + ACK_RANGE.pack(5, 1) + ACK_STREAM.pack(0, 0),
     ):
         ch.handle(body, 0.01)
         assert sorted(ch.inflight) == list(range(6))
@@ -261,14 +261,14 @@ def test_a_reversed_range_never_frees_a_packet_in_flight():
 
 
 def test_truncated_ping_is_rejected_by_both():
-    body = MSG.pack(FrameKind.MSG, F_UNRELIABLE, 0, 0, 0) + bytes([FrameKind.PING])
+    body = MSG.pack(ChunkKind.MSG, F_UNRELIABLE, 0, 0, 0) + bytes([ChunkKind.PING])
     assert _reference(body)[0] is False
     assert _hot(body)[0] is False
 
 
-def test_limits_on_range_and_flow_counts():
-    at = ACK.pack(FrameKind.ACK, 0, MAX_ACK_RANGES, MAX_ACK_FLOWS, 0) + ACK_RANGE.pack(0, 0) * MAX_ACK_RANGES + ACK_FLOW.pack(0, 0) * MAX_ACK_FLOWS
-    past = ACK.pack(FrameKind.ACK, 0, MAX_ACK_RANGES + 1, 0, 0) + ACK_RANGE.pack(0, 0) * (MAX_ACK_RANGES + 1)
+def test_limits_on_range_and_stream_counts():
+    at = ACK.pack(ChunkKind.ACK, 0, MAX_ACK_RANGES, MAX_ACK_STREAMS, 0) + ACK_RANGE.pack(0, 0) * MAX_ACK_RANGES + ACK_STREAM.pack(0, 0) * MAX_ACK_STREAMS
+    past = ACK.pack(ChunkKind.ACK, 0, MAX_ACK_RANGES + 1, 0, 0) + ACK_RANGE.pack(0, 0) * (MAX_ACK_RANGES + 1)
     assert _reference(at)[0] and _hot(at)[0]
     assert not _reference(past)[0] and not _hot(past)[0]
     _agree(at)
@@ -276,4 +276,4 @@ def test_limits_on_range_and_flow_counts():
 
 
 def test_struct_sizes_the_hot_path_hard_codes():
-    assert ACK_RANGE.size == 16 and ACK_FLOW.size == 10 and PING.size == 2
+    assert ACK_RANGE.size == 16 and ACK_STREAM.size == 10 and PING.size == 2

@@ -1,7 +1,7 @@
 """How a routed message travels inside a lane or road message.
 
 The message a flow sees is ``{"route": {"src", "dst"}, "tag", "stamp",
-"data"}`` (docs/routing.md).  On the wire it is a *frame*, so that the
+"data"}`` (docs/routing.md).  On the wire it is a *parcel*, so that the
 routers in between read only the small header and pass the rest on as it
 came::
 
@@ -28,7 +28,7 @@ import msgpack
 from flowcast.errors import Error
 
 __all__ = [
-    "FrameError", "MAX_HEADER", "MAX_EXT", "encode", "open_header", "open_data", "open_ext",
+    "ParcelError", "MAX_HEADER", "MAX_EXT", "encode", "open_header", "open_data", "open_ext",
     "pack_ext", "pack_message", "route_bytes",
 ]
 
@@ -49,8 +49,8 @@ _ARRAY5 = b"\x95"
 _SCALARS = (str, bytes, int, float, bool, type(None))
 
 
-class FrameError(ValueError, Error):
-    """A frame that cannot be read; the message says what is wrong."""
+class ParcelError(ValueError, Error):
+    """A parcel that cannot be read; the message says what is wrong."""
 
 
 def route_bytes(route: Any) -> bytes:
@@ -59,34 +59,34 @@ def route_bytes(route: Any) -> bytes:
 
 
 def encode(pack: Any, src_dst: bytes, tag: str, stamp: float, data: bytes, ext: bytes = b"") -> bytes:
-    """A frame from the packed routes (``route_bytes(src) + route_bytes(dst)``) and packed data;
+    """A parcel from the packed routes (``route_bytes(src) + route_bytes(dst)``) and packed data;
     ``ext`` is a packed extension map (:func:`pack_ext`), or empty for a four-element header."""
     head = b"".join((_ARRAY5 if ext else _ARRAY4, src_dst, pack(tag), pack(stamp), ext))
     return b"".join((len(head).to_bytes(4, "big"), head, data))
 
 
 def check_ext(ext: Any) -> dict[str, Any]:
-    """``ext`` as a header extension map, or FrameError saying what is wrong with it."""
+    """``ext`` as a header extension map, or ParcelError saying what is wrong with it."""
     if type(ext) is not dict:
-        raise FrameError(f"header extensions are a map, not {type(ext).__name__}")
+        raise ParcelError(f"header extensions are a map, not {type(ext).__name__}")
     for key, value in ext.items():
         if type(key) is not str or not 0 < len(key) <= MAX_EXT_KEY:
-            raise FrameError(f"header extension key {str(key)[:40]!r} is not a name of 1 to {MAX_EXT_KEY} characters")
+            raise ParcelError(f"header extension key {str(key)[:40]!r} is not a name of 1 to {MAX_EXT_KEY} characters")
         if isinstance(value, (list, tuple)):
             if len(value) > MAX_EXT_LIST or not all(isinstance(item, _SCALARS) for item in value):
-                raise FrameError(f"header extension {key!r}: a list of at most {MAX_EXT_LIST} scalars")
+                raise ParcelError(f"header extension {key!r}: a list of at most {MAX_EXT_LIST} scalars")
         elif not isinstance(value, _SCALARS):
-            raise FrameError(f"header extension {key!r}: a scalar, bytes or a short list, not {type(value).__name__}")
+            raise ParcelError(f"header extension {key!r}: a scalar, bytes or a short list, not {type(value).__name__}")
     return ext
 
 
 def pack_ext(ext: Any) -> bytes:
-    """The packed extension map for :func:`encode`; FrameError if it is not one or is over MAX_EXT."""
+    """The packed extension map for :func:`encode`; ParcelError if it is not one or is over MAX_EXT."""
     if not ext:
         return b""
     packed = msgpack.packb(check_ext(ext), use_bin_type=True)
     if len(packed) > MAX_EXT:
-        raise FrameError(f"header extensions of {len(packed)} bytes exceed the {MAX_EXT}-byte limit")
+        raise ParcelError(f"header extensions of {len(packed)} bytes exceed the {MAX_EXT}-byte limit")
     return packed
 
 
@@ -100,67 +100,67 @@ def split_ext(head: Any) -> tuple[tuple, bytes]:
     unpacker.feed(head)
     try:
         if unpacker.read_array_header() != 5:
-            raise FrameError("frame header is not [src, dst, tag, stamp, ext]")
+            raise ParcelError("parcel header is not [src, dst, tag, stamp, ext]")
         first = (unpacker.unpack(), unpacker.unpack(), unpacker.unpack(), unpacker.unpack())
         start = unpacker.tell()
-    except FrameError:
+    except ParcelError:
         raise
-    except Exception as error:  # noqa: BLE001 - any decoding failure is the frame's fault
-        raise FrameError(f"frame header does not decode ({type(error).__name__})") from None
+    except Exception as error:  # noqa: BLE001 - any decoding failure is the parcel's fault
+        raise ParcelError(f"parcel header does not decode ({type(error).__name__})") from None
     ext = bytes(head[start:])
     if len(ext) > MAX_EXT:
-        raise FrameError(f"header extensions of {len(ext)} bytes exceed the {MAX_EXT}-byte limit")
+        raise ParcelError(f"header extensions of {len(ext)} bytes exceed the {MAX_EXT}-byte limit")
     try:
         check_ext(msgpack.unpackb(ext, raw=False, use_list=False, strict_map_key=True))
-    except FrameError:
+    except ParcelError:
         raise
     except Exception as error:  # noqa: BLE001
-        raise FrameError(f"header extensions do not decode ({type(error).__name__})") from None
+        raise ParcelError(f"header extensions do not decode ({type(error).__name__})") from None
     return first, ext
 
 
-def open_ext(frame: Any) -> dict[str, Any]:
-    """The extension map of a frame (empty for a four-element header); FrameError if malformed."""
-    if len(frame) < 5 or frame[4] != 0x95:
+def open_ext(parcel: Any) -> dict[str, Any]:
+    """The extension map of a parcel (empty for a four-element header); ParcelError if malformed."""
+    if len(parcel) < 5 or parcel[4] != 0x95:
         return {}
-    n = int.from_bytes(frame[:4], "big")
-    if n > MAX_HEADER or 4 + n > len(frame):
-        raise FrameError("frame header length out of range")
-    ext = split_ext(memoryview(frame)[4 : 4 + n])[1]
+    n = int.from_bytes(parcel[:4], "big")
+    if n > MAX_HEADER or 4 + n > len(parcel):
+        raise ParcelError("parcel header length out of range")
+    ext = split_ext(memoryview(parcel)[4 : 4 + n])[1]
     return msgpack.unpackb(ext, raw=False, use_list=False)
 
 
-def open_header(frame: Any) -> tuple[Any, Any, Any, Any, int]:
+def open_header(parcel: Any) -> tuple[Any, Any, Any, Any, int]:
     """``(src, dst, tag, stamp, data_offset)`` with src/dst as tuples, unchecked beyond shape."""
-    if not isinstance(frame, (bytes, bytearray, memoryview)):
-        raise FrameError(f"a routed message is a frame of bytes, not {type(frame).__name__}")
-    size = len(frame)
+    if not isinstance(parcel, (bytes, bytearray, memoryview)):
+        raise ParcelError(f"a routed message is a parcel of bytes, not {type(parcel).__name__}")
+    size = len(parcel)
     if size < 5:
-        raise FrameError("frame too short")
-    n = int.from_bytes(frame[:4], "big")
+        raise ParcelError("parcel too short")
+    n = int.from_bytes(parcel[:4], "big")
     if n > MAX_HEADER or 4 + n > size:
-        raise FrameError("frame header length out of range")
-    if frame[4] == 0x95:
-        src, dst, tag, stamp = split_ext(memoryview(frame)[4 : 4 + n])[0]
+        raise ParcelError("parcel header length out of range")
+    if parcel[4] == 0x95:
+        src, dst, tag, stamp = split_ext(memoryview(parcel)[4 : 4 + n])[0]
         return src, dst, tag, stamp, 4 + n
     try:
-        head = msgpack.unpackb(frame[4 : 4 + n], use_list=False, raw=False)
-    except Exception as error:  # noqa: BLE001 - any decoding failure is the frame's fault
-        raise FrameError(f"frame header does not decode ({type(error).__name__})") from None
+        head = msgpack.unpackb(parcel[4 : 4 + n], use_list=False, raw=False)
+    except Exception as error:  # noqa: BLE001 - any decoding failure is the parcel's fault
+        raise ParcelError(f"parcel header does not decode ({type(error).__name__})") from None
     if type(head) is not tuple or len(head) != 4:
-        raise FrameError("frame header is not [src, dst, tag, stamp] nor [src, dst, tag, stamp, ext]")
+        raise ParcelError("parcel header is not [src, dst, tag, stamp] nor [src, dst, tag, stamp, ext]")
     src, dst, tag, stamp = head
     return src, dst, tag, stamp, 4 + n
 
 
-def open_data(frame: Any, offset: int) -> Any:
+def open_data(parcel: Any, offset: int) -> Any:
     try:
-        return msgpack.unpackb(memoryview(frame)[offset:], raw=False)
+        return msgpack.unpackb(memoryview(parcel)[offset:], raw=False)
     except Exception as error:  # noqa: BLE001
-        raise FrameError(f"frame data does not decode ({type(error).__name__})") from None
+        raise ParcelError(f"parcel data does not decode ({type(error).__name__})") from None
 
 
 def pack_message(src: Any, dst: Any, tag: str, stamp: float, data: Any, ext: Any = None) -> bytes:
-    """A whole frame at once: for tools and tests that speak to routers from outside one."""
+    """A whole parcel at once: for tools and tests that speak to routers from outside one."""
     pack = msgpack.Packer(use_bin_type=True).pack
     return encode(pack, route_bytes(src) + route_bytes(dst), tag, stamp, pack(data), pack_ext(ext))
