@@ -401,7 +401,10 @@ class Sender:
                 if expected > sent_limit:
                     expected = sent_limit
                 if queue[0].seq < expected:  # queued here means reliable: each one pending counted
-                    self.pending_count -= deliver_through(queue, expected, completed)
+                    # Two statements: ``completed`` runs listeners that may send on
+                    # this link (pending_count += 1); ``-=`` would write back a stale value.
+                    settled = deliver_through(queue, expected, completed)
+                    self.pending_count -= settled
                 if not queue:  # all delivered: an idle stream keeps no queue (760 B) per remote
                     del unfinished[stream]
                     self._latest_deadline.pop(stream, None)
