@@ -171,9 +171,14 @@ class Router:
         presence = self.store.share(presence_share(channel))
 
         def on_presence(name: str, old: Any, new: Any) -> None:
-            presence.update({name: getattr(new, "value", str(new))})
-            if (channel, name) in self._held:
-                self._release(channel, name)
+            # Held messages go first: the presence share runs the flows' watchers,
+            # and their bugs must not keep a joined estate's messages waiting.
+            try:
+                if (channel, name) in self._held:
+                    self._release(channel, name)
+                presence.update({name: getattr(new, "value", str(new))})
+            except Exception:  # noqa: BLE001 - see _broke
+                self._broke("presence", name)
 
         road.hooks.add("presence", on_presence)
 
@@ -335,7 +340,10 @@ class Router:
             self._refuse_raw(parcel, refused)
             return
         self.counts["from_lane"] += 1
-        self._dispatch(pair, tag, stamp, parcel, offset, _UNSET, message.reliable)
+        try:
+            self._dispatch(pair, tag, stamp, parcel, offset, _UNSET, message.reliable)
+        except Exception:  # noqa: BLE001 - see _broke
+            self._broke("lane", message.remote)
 
     def _from_road(self, channel: str, road: Any, message: Any) -> None:
         parcel = message.data
@@ -373,7 +381,10 @@ class Router:
             self._refuse_raw(parcel, refused, channel)
             return
         self.counts["from_road"] += 1
-        self._dispatch(pair, tag, stamp, parcel, offset, _UNSET, message.reliable)
+        try:
+            self._dispatch(pair, tag, stamp, parcel, offset, _UNSET, message.reliable)
+        except Exception:  # noqa: BLE001 - see _broke
+            self._broke("road", message.remote)
 
     # -- the one path every message takes --------------------------------------
 
@@ -564,7 +575,21 @@ class Router:
         # A full backlog (the estate is down and enough waits for it) is its own kind:
         # the sender may slow down or drop, where "undelivered" may be worth a retry.
         kind = "backlog_full" if outgoing.reason == BACKLOG_FULL else "undelivered"
-        self._refuse_raw(outgoing.data, _Refused(f"transport: {outgoing.reason or 'failed'}", kind))
+        try:
+            self._refuse_raw(outgoing.data, _Refused(f"transport: {outgoing.reason or 'failed'}", kind))
+        except Exception:  # noqa: BLE001 - see _broke
+            self._broke("done", outgoing.remote)
+
+    def _broke(self, where: str, who: Any) -> None:
+        """Code the router calls (a share's watchers, a flow's error queue) raised.
+
+        The router listens on its stacks' hooks, and a hook removes a listener
+        that raises: one bad watcher would leave the house deaf to every later
+        message.  So the router's own listeners end here instead -- logged,
+        counted as ``failed`` -- and the next message is served.
+        """
+        self.counts["failed"] += 1
+        log.exception("%s: handling a message (%s, from %s) raised", self.yard or self.estate, where, who)
 
     # -- control -------------------------------------------------------------------
 

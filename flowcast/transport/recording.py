@@ -11,6 +11,9 @@ installed and pays nothing.
 
 from __future__ import annotations
 
+import itertools
+import logging
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["MessageRecorder"]
@@ -22,11 +25,33 @@ class MessageRecorder:
     def __init__(self, stack: Any, sink: Any) -> None:
         self.stack = stack
         self.sink = sink
-        self._installed = [("submitted", self.submitted), ("done", self.done)]
+        self._unnamed = itertools.count(1)  # names of messages no link numbered: a seed decides them, not id()
+        self._installed = [("submitted", self._guard(self.submitted)), ("done", self._guard(self.done))]
         if "presence" in stack.hooks.names:
-            self._installed.append(("presence", self.presence))
+            self._installed.append(("presence", self._guard(self.presence)))
         for name, listener in self._installed:
             stack.hooks.add(name, listener)
+
+    def _guard(self, record: Callable[..., None]) -> Callable[..., None]:
+        """``record``, stopping all of this recording when it raises (a sink's disk full...).
+
+        A hook removes only the listener that raised: the others would go on
+        recording half the story (``submitted`` filling ``_born`` that
+        nothing empties any more).  So the whole recorder goes, and says so.
+        """
+
+        def listener(*args: Any) -> None:
+            try:
+                record(*args)
+            except Exception:  # noqa: BLE001 - the sink's failure, not the stack's
+                logging.getLogger("flowcast.hooks").exception("%s: recording events failed; recording stopped", self.stack.name)
+                self.stack.counts["recording_failed"] += 1
+                if self.stack._recorder is self:
+                    self.stack.set_events(None)
+                else:
+                    self.detach()
+
+        return listener
 
     def detach(self) -> None:
         for name, listener in self._installed:
@@ -59,7 +84,7 @@ class MessageRecorder:
             entry = [None, None, None, None]
         first, msg_id, src, dst = entry
         if msg_id is None:  # never got into a link: no sequence number, no session
-            msg_id = f"{stack.name}:-:{msg.stream}:{id(msg):x}"
+            msg_id = f"{stack.name}:-:{msg.stream}:{next(self._unnamed)}"
             src, dst = stack._route_of(msg)
         if state == "delivered":
             self.sink.message("acknowledged", msg_id, src, dst, len(msg.data), stack.clock.now() - first)

@@ -259,12 +259,16 @@ class Stack:
         listeners = self.hooks.message
         if listeners is not None:
             data = self._decode(flags, payload)
-            if data is not _UNDECODABLE:
-                try:
-                    listeners(Message(remote, stream, data, not flags & F_UNRELIABLE))
-                except Exception:  # noqa: BLE001 - a listener's bug: logged and removed (hooks.py)
-                    self.hooks.failed("message", listeners)
-            return
+            if data is _UNDECODABLE:
+                return
+            try:
+                listeners(Message(remote, stream, data, not flags & F_UNRELIABLE))
+                return
+            except Exception:  # noqa: BLE001 - a listener's bug: logged and removed (hooks.py)
+                self.hooks.failed("message", listeners)
+                self.counts["listener_failed"] += 1
+            # Its only listener failed on it: the message waits in the inbox like
+            # every later one, rather than being acknowledged and lost.
         self.inbox.append((remote, stream, flags, payload))
         self.inbox_bytes += len(payload)
 

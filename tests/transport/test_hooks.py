@@ -106,6 +106,8 @@ def test_a_raising_message_listener_does_not_break_the_stack(caplog):
         first = alpha.send({"n": 1}, "beta")
         assert world.run_until(lambda: first.delivered, 5)
     assert beta.hooks.message is None and "bad listener" in caplog.text
+    # The message its only listener failed on is not lost: it waits in the inbox.
+    assert beta.counts["listener_failed"] == 1 and [m.data for m in beta.receive_many()] == [{"n": 1}]
     beta.hooks.add("message", got.append)
     second = alpha.send({"n": 2}, "beta")
     assert world.run_until(lambda: second.delivered and got, 5)
