@@ -21,6 +21,7 @@ it ignores, so a layer can add one without every estate upgrading first.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgpack
@@ -65,13 +66,20 @@ def encode(pack: Any, src_dst: bytes, tag: str, stamp: float, data: bytes, ext: 
     return b"".join((len(head).to_bytes(4, "big"), head, data))
 
 
+_EXT_KEY = re.compile(r"[A-Za-z0-9_.-]{1,%d}" % MAX_EXT_KEY)
+
+
+class _Pairs(list):
+    """A decoded map as its pairs, so that a repeated key is seen."""
+
+
 def check_ext(ext: Any) -> dict[str, Any]:
     """``ext`` as a header extension map, or ParcelError saying what is wrong with it."""
     if type(ext) is not dict:
         raise ParcelError(f"header extensions are a map, not {type(ext).__name__}")
     for key, value in ext.items():
-        if type(key) is not str or not 0 < len(key) <= MAX_EXT_KEY:
-            raise ParcelError(f"header extension key {str(key)[:40]!r} is not a name of 1 to {MAX_EXT_KEY} characters")
+        if type(key) is not str or not _EXT_KEY.fullmatch(key):
+            raise ParcelError(f"header extension key {str(key)[:40]!r} is not a name of 1 to {MAX_EXT_KEY} letters, digits, '_', '.' or '-'")
         if isinstance(value, (list, tuple)):
             if len(value) > MAX_EXT_LIST or not all(isinstance(item, _SCALARS) for item in value):
                 raise ParcelError(f"header extension {key!r}: a list of at most {MAX_EXT_LIST} scalars")
@@ -111,7 +119,14 @@ def split_ext(head: Any) -> tuple[tuple, bytes]:
     if len(ext) > MAX_EXT:
         raise ParcelError(f"header extensions of {len(ext)} bytes exceed the {MAX_EXT}-byte limit")
     try:
-        check_ext(msgpack.unpackb(ext, raw=False, use_list=False, strict_map_key=True))
+        pairs = msgpack.unpackb(ext, raw=False, use_list=False, strict_map_key=True, object_pairs_hook=_Pairs)
+        if type(pairs) is not _Pairs:
+            raise ParcelError("header extensions are not a map")
+        if len({key for key, _ in pairs}) != len(pairs):
+            # Decoders disagree on which of two equal keys counts (Python keeps the
+            # last): a signature over the map would not say what a reader sees.
+            raise ParcelError("header extensions repeat a key")
+        check_ext(dict(pairs))
     except ParcelError:
         raise
     except Exception as error:  # noqa: BLE001

@@ -52,6 +52,9 @@ def declare_access(name: str) -> str:
     return name
 
 
+_PLAIN = ("write", "read")
+
+
 def is_access(name: Any) -> bool:
     """Is ``name`` something a request may ask for: write, read or a declared permission?"""
     return name in ("write", "read") or name in _DECLARED
@@ -147,7 +150,10 @@ class Policy:
     def _decide(self, key: tuple) -> Decision:
         access, *values = key
         for index, (allow, rule_access, matchers) in enumerate(self._compiled):
-            if rule_access != "any" and rule_access != access:
+            if rule_access != access and (rule_access != "any" or (allow and access not in _PLAIN)):
+                # ``allow: any`` grants write and read only: a permission a layer
+                # declares later (subscribe...) must be granted by name, so an
+                # upgrade never widens an old policy.  ``deny: any`` denies all.
                 continue
             for match, value in zip(matchers, values):
                 if match is not None and match(value) is None:

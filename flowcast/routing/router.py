@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -47,14 +47,14 @@ from flowcast.routing.parcel import MAX_HEADER, ParcelError, encode, open_header
 from flowcast.routing.handlers import ERROR_QUEUE_BOUND, envelope  # noqa: F401 - re-exported
 from flowcast.routing.handlers import UNSET as _UNSET
 from flowcast.routing.handlers import ACCESS_REPLY, Handler, Landing, Refused, builtin_handlers, check_access, check_tag, land
+from flowcast.routing.denials import Denials
 from flowcast.routing.hold import Hold
 from flowcast.routing.pair import Pair as _Pair
 from flowcast.routing.snapshot import snapshot
 from flowcast.routing.replies import MAX_ERROR_PARCEL, REPLY_WINDOW, ReplyBook  # noqa: F401 - re-exported
 from flowcast.routing.policy import Policy, PolicyError
-from flowcast.routing.route import Route, RouteError
+from flowcast.routing.route import Route
 from flowcast.runtime.clock import RealClock
-from flowcast.runtime.tokenbucket import TokenBucket
 from flowcast.transport.hooks import Hooks
 from flowcast.transport.road import BACKLOG_FULL
 
@@ -72,7 +72,6 @@ REPLY_TAGS = ("error", "value")
 HOLD_BYTES = 32 << 20
 _PAIRS = 4096  # route pairs cached (and counted) per router; full: the cache starts again
 _SILENT = ("spoofed", "malformed")  # never answered: the source they name is not who sent them
-_LOG_PER_SECOND = 10.0
 _u32 = struct.Struct(">I").unpack_from
 _unpackb = msgpack.unpackb
 
@@ -133,17 +132,16 @@ class Router:
         self.roads: dict[str, Any] = {}
         self.keeps: dict[Any, Any] = {}  # keep directory -> Keep, shared by the roads
         self.counts: Counter[str] = Counter()
-        self.denials: deque[dict[str, Any]] = deque(maxlen=100)
         self._pack = msgpack.Packer(use_bin_type=True).pack  # one per router: a house is one thread
         self._pairs: dict[tuple, _Pair] = {}  # (src, dst) as tuples -> pair
         self._sends: dict[tuple[Any, str], _Pair] = {}  # (dst as given, src share) -> pair
         # The scheduler's clock, so a simulated run is a trace of its seed; a
         # router with no scheduler (no simulated run has none) keeps a real one.
         self._clock = scheduler.clock.now if scheduler is not None else RealClock().now
+        self.denials = Denials(self._clock, self.counts, log)
         self._held = Hold()
         self._replies = ReplyBook(self._clock, self.manor, self.counts, _PAIRS)
         self._hold_timer: Any = None
-        self._log_budget = TokenBucket(_LOG_PER_SECOND, at=self._clock())
         self._handlers: dict[str, Handler] = builtin_handlers()
         #: Where others hear of messages: ``routed`` (made here) and ``settled`` (its dispatch
         #: ended), ``landing``/``landed`` around a landing, ``refused``.  See flowcast.routing.events.
@@ -199,6 +197,8 @@ class Router:
         """
         check_tag(tag)
         check_access(access)
+        if access == ACCESS_REPLY:  # an answer passes with no rule: only error and value may
+            raise ValueError("reply access is the router's own (error, value); a new tag is checked as write, read or a declared permission")
         if not callable(handler):
             raise ValueError(f"handler for tag {tag!r} is not callable")
         if tag in self._handlers:
@@ -534,7 +534,7 @@ class Router:
             tag = tag if tag.__class__ is str and len(tag) <= 64 else ""
         except Exception:  # noqa: BLE001 - malformed beyond an answer
             self.counts[refused.counter] += 1
-            self._note(refused, None, None, "")
+            self.denials.note(refused.counter, refused.reason, None, None, "")
             return
         self._refuse(pair, tag, refused)
 
@@ -544,7 +544,7 @@ class Router:
         if heard is not None:
             heard(pair, tag, refused)
         self.counts[refused.counter] += 1
-        self._note(refused, src, dst, tag)
+        self.denials.note(refused.counter, refused.reason, src, dst, tag)
         if tag == "error" or not src.share or refused.counter in _SILENT:
             self.counts["errors_dropped"] += 1
             return
@@ -552,21 +552,6 @@ class Router:
         report = {"reason": refused.reason, "tag": tag, "dst": str(dst), "kind": refused.counter}
         self.counts["errors_sent"] += 1
         self._send_pair(self._pair(here, src), "error", report, True, None)
-
-    def _note(self, refused: _Refused, src: Route | None, dst: Route | None, tag: str) -> None:
-        entry = {
-            "at": self._clock(),  # router clock seconds; the status writer turns it into wall time
-            "kind": refused.counter,
-            "reason": refused.reason,
-            "src": "" if src is None else str(src),
-            "dst": "" if dst is None else str(dst),
-            "tag": tag,
-        }
-        self.denials.append(entry)
-        if self._log_budget.take(self._clock()):
-            log.warning("%s: %s (src %s, dst %s, tag %r)", refused.counter, refused.reason, entry["src"], entry["dst"], tag)
-        else:
-            self.counts["notes_unlogged"] += 1
 
     def _done(self, outgoing: Any) -> None:
         """A stack finished a message: only a failure matters (it came from a parcel)."""
@@ -581,13 +566,8 @@ class Router:
             self._broke("done", outgoing.remote)
 
     def _broke(self, where: str, who: Any) -> None:
-        """Code the router calls (a share's watchers, a flow's error queue) raised.
-
-        The router listens on its stacks' hooks, and a hook removes a listener
-        that raises: one bad watcher would leave the house deaf to every later
-        message.  So the router's own listeners end here instead -- logged,
-        counted as ``failed`` -- and the next message is served.
-        """
+        """Code the router called (a flow's watchers) raised: logged, counted ``failed``, and the
+        next message served -- a hook removes a listener that raises, leaving the house deaf."""
         self.counts["failed"] += 1
         log.exception("%s: handling a message (%s, from %s) raised", self.yard or self.estate, where, who)
 

@@ -12,6 +12,8 @@ simulated run.
 
 from __future__ import annotations
 
+import math
+
 __all__ = ["TokenBucket"]
 
 
@@ -30,12 +32,12 @@ class TokenBucket:
     __slots__ = ("rate", "capacity", "tokens", "at")
 
     def __init__(self, rate: float, capacity: float | None = None, *, tokens: float | None = None, at: float | None = None) -> None:
-        if rate < 0:
-            raise ValueError(f"token bucket: rate must not be negative, not {rate!r}")
+        if not 0 <= rate < math.inf:  # also refuses NaN, which would never limit
+            raise ValueError(f"token bucket: rate must be finite and not negative, not {rate!r}")
         self.rate = float(rate)
         self.capacity = self.rate if capacity is None else float(capacity)
-        if self.capacity < 0:
-            raise ValueError(f"token bucket: capacity must not be negative, not {capacity!r}")
+        if not 0 <= self.capacity < math.inf:
+            raise ValueError(f"token bucket: capacity must be finite and not negative, not {capacity!r}")
         self.tokens = self.capacity if tokens is None else min(float(tokens), self.capacity)
         self.at = at
 
@@ -53,7 +55,12 @@ class TokenBucket:
         return self.tokens
 
     def take(self, now: float, cost: float = 1.0) -> bool:
-        """Spend ``cost`` tokens if the bucket holds them now; False (nothing spent) if not."""
+        """Spend ``cost`` tokens if the bucket holds them now; False (nothing spent) if not.
+
+        A capacity below ``cost`` never grants it: size the bucket for the cost.
+        """
+        if not 0 <= cost < math.inf:  # a negative cost would fill the bucket past its capacity
+            raise ValueError(f"token bucket: cost must be finite and not negative, not {cost!r}")
         if self.refill(now) < cost:
             return False
         self.tokens -= cost

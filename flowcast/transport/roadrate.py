@@ -28,7 +28,7 @@ class HandshakeRate:
 
     def __init__(self, rate: float, now: float, places: dict[Address, int], counts: Counter[str]) -> None:
         self.rate = float(rate)
-        self.bucket = TokenBucket(self.rate, at=now)
+        self.bucket = TokenBucket(self.rate, max(1.0, self.rate), at=now)
         self._per_source: dict[Address, TokenBucket] = {}  # least recently heard first
         self._places = places  # the stack's: address -> how many remotes are there
         self._counts = counts
@@ -44,7 +44,7 @@ class HandshakeRate:
         mine = per.pop(address, None)
         if mine is None:
             share = self.rate / 10
-            mine = TokenBucket(share, at=now)
+            mine = TokenBucket(share, max(1.0, share), at=now)  # below 1 it would never grant one
         if len(per) >= SOURCES:
             per.pop(next(iter(per)))  # the least recently heard source is forgotten
         per[address] = mine

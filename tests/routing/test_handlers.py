@@ -196,3 +196,37 @@ def test_oversized_extensions_from_a_road_are_a_counted_drop_with_the_reason(wor
     assert world.run_until(lambda: beta["manor"].counts["malformed"] == 1, 5)
     assert "512-byte limit" in beta["manor"].denials[-1]["reason"] and seen == []
     assert beta["manor"].counts["errors_sent"] == 0  # a malformed parcel's source is not answered
+
+
+def test_allow_any_grants_write_and_read_but_not_a_declared_permission():
+    """Was (found in review): ``allow: any`` silently granted every permission a layer declared later."""
+    from flowcast.routing.policy import Policy
+
+    policy = Policy([{"allow": "any", "estate": "beta"}])
+    assert policy.allows("write", "beta", "", "s", "", "main") and policy.allows("read", "beta", "", "s", "", "main")
+    assert not policy.allows(SUBSCRIBE, "beta", "", "s", "", "main")
+    named = Policy([{"allow": SUBSCRIBE, "estate": "beta"}])
+    assert named.allows(SUBSCRIBE, "beta", "", "s", "", "main")
+    denied = Policy([{"deny": "any", "estate": "beta"}, {"allow": SUBSCRIBE}])
+    assert not denied.allows(SUBSCRIBE, "beta", "", "s", "", "main")
+
+
+def test_a_new_tag_cannot_take_reply_access():
+    """Was (found in review): a tag registered with access="reply" let any number of messages past the policy."""
+    world = World(seed=12)
+    alpha = world.routed_estate("alpha", ["manor"], policy=[])
+    with pytest.raises(ValueError, match="reply"):
+        alpha["manor"].handle("ack", lambda landing: None, access="reply")
+
+
+def test_extensions_with_a_repeated_key_or_a_key_that_is_not_a_name_are_malformed():
+    """Was (found in review): ``{sig: A, sig: B}`` decoded to B here and may decode to A elsewhere."""
+    head = msgpack.packb([["out", "", "alpha", "main"], ["board", "", "beta", "main"], "t", 1.0])[1:]
+    twice = b"\x82" + msgpack.packb("sig") + msgpack.packb(b"A") + msgpack.packb("sig") + msgpack.packb(b"B")
+    for ext, reason in ((twice, "repeat a key"), (msgpack.packb({"s\nig": 1}), "not a name"), (msgpack.packb([1]), "not a map")):
+        whole = b"\x95" + head + ext
+        parcel = len(whole).to_bytes(4, "big") + whole + msgpack.packb(1)
+        with pytest.raises(ParcelError, match=reason):
+            open_ext(parcel)
+    with pytest.raises(ParcelError, match="not a name"):
+        pack_message(("out", "", "alpha", "main"), ("b", "", "beta", "main"), "t", 1.0, 1, {"a b": 1})

@@ -73,7 +73,17 @@ def test_a_changed_rate_applies_from_the_last_refill() -> None:
     assert bucket.refill(3.0) == 2.0
 
 
-@pytest.mark.parametrize("args", [(-1.0,), (1.0, -2.0)])
-def test_negative_rate_or_capacity_is_refused(args: tuple) -> None:
+@pytest.mark.parametrize("args", [(-1.0,), (1.0, -2.0), (float("nan"),), (float("inf"),), (1.0, float("nan"))])
+def test_negative_or_non_finite_rate_or_capacity_is_refused(args: tuple) -> None:
+    """NaN passed ``rate < 0`` and then never limited (found in review)."""
     with pytest.raises(ValueError, match="token bucket"):
         TokenBucket(*args)
+
+
+@pytest.mark.parametrize("cost", [-1.0, float("nan")])
+def test_a_negative_or_nan_cost_is_refused_and_fills_nothing(cost: float) -> None:
+    """A negative cost pushed the tokens past the capacity (found in review)."""
+    bucket = TokenBucket(5.0, at=0.0)
+    with pytest.raises(ValueError, match="cost"):
+        bucket.take(0.0, cost)
+    assert bucket.tokens == 5.0

@@ -39,3 +39,13 @@ def test_the_sources_remembered_are_bounded() -> None:
     for n in range(SOURCES + 100):
         rate.afford(0.0, n)
     assert len(rate._per_source) == SOURCES
+
+
+def test_a_rate_below_ten_still_grants_each_source_one_at_a_time() -> None:
+    """A per-source share under one token never granted one: handshake_rate < 10 locked everyone out (found in review)."""
+    from collections import Counter
+
+    rate = HandshakeRate(2.0, 0.0, {}, Counter())
+    assert rate.afford(0.0, ("127.0.0.1", 1))
+    assert not rate.afford(0.0, ("127.0.0.1", 1))
+    assert rate.afford(5.0, ("127.0.0.1", 1))
