@@ -19,15 +19,13 @@ Run: ``.venv/bin/python bench/receive.py [--json] [--quick] [--repeats N]``.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import Figures, parser  # noqa: E402
+from _common import Figures, cpu_per_message, parser  # noqa: E402
 
 from flowcast.transport.reliable import Link, Outgoing  # noqa: E402
 
@@ -98,23 +96,6 @@ def handle(batch: list[bytes], max_body: int) -> int:
     return got[0]
 
 
-def per_message(run, batch: list[bytes], count: int, repeats: int) -> float:
-    """Smallest CPU seconds per message over ``repeats`` runs (GC off, as the stacks' benches)."""
-    best = float("inf")
-    for _ in range(repeats):
-        gc.disable()
-        try:
-            start = time.process_time()
-            got = run(batch)
-            spent = time.process_time() - start
-        finally:
-            gc.enable()
-        if got != count:
-            raise RuntimeError(f"{got} messages of {count}")
-        best = min(best, spent)
-    return best / count
-
-
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0])
     p.set_defaults(repeats=40)
@@ -130,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name, size, count, max_body, reverse, scale, unit in cases:
         batch = bodies(size, count, max_body, reverse)
-        spent = per_message(lambda b, m=max_body: handle(b, m), batch, count, repeats)
-        bare = per_message(floor, batch, count, repeats)
+        spent = cpu_per_message(lambda: handle(batch, max_body), count, repeats)
+        bare = cpu_per_message(lambda: floor(batch), count, repeats)
         figures.add(
             name,
             spent * scale,

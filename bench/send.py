@@ -20,16 +20,14 @@ Run: ``.venv/bin/python bench/send.py [--json] [--quick] [--repeats N]``.
 
 from __future__ import annotations
 
-import gc
 import os
 import struct
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import Figures, parser  # noqa: E402
+from _common import Figures, cpu_per_message, parser  # noqa: E402
 
 from flowcast.transport.reliable import Link, Outgoing  # noqa: E402
 from flowcast.transport.wire import ACK, ACK_STREAM, ACK_RANGE, MSG, SEG, ChunkKind  # noqa: E402
@@ -97,23 +95,6 @@ def floor(size: int, count: int, max_body: int, batch: int) -> int:
     return seq
 
 
-def per_message(run, count: int, repeats: int) -> float:
-    """Smallest CPU seconds per message over ``repeats`` runs (GC off, as the stacks' benches)."""
-    best = float("inf")
-    for _ in range(repeats):
-        gc.disable()
-        try:
-            start = time.process_time()
-            got = run()
-            spent = time.process_time() - start
-        finally:
-            gc.enable()
-        if got != count:
-            raise RuntimeError(f"{got} messages of {count}")
-        best = min(best, spent)
-    return best / count
-
-
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0])
     p.set_defaults(repeats=20)
@@ -127,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         ("send_64KiB_1200", 65536, 5 if quick else 100, SMALL_BODY, 1, 1e6, "us"),
     )
     for name, size, count, max_body, batch, scale, unit in cases:
-        spent = per_message(lambda: send(size, count, max_body, batch), count, repeats)
-        bare = per_message(lambda: floor(size, count, max_body, batch), count, repeats)
+        spent = cpu_per_message(lambda: send(size, count, max_body, batch), count, repeats)
+        bare = cpu_per_message(lambda: floor(size, count, max_body, batch), count, repeats)
         figures.add(
             name,
             spent * scale,
