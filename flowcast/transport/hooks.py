@@ -16,7 +16,9 @@ instruments its run loop:
   did.  So the owner calls it inside ``try`` and hands what it raised to
   :meth:`Hooks.failed` (free in CPython 3.11+ until something raises).
 * **Listeners add up.**  ``add`` and ``remove`` leave the other listeners
-  alone; they run in the order they were added.
+  alone; they run in the order they were added.  An event goes to the
+  listeners installed when it began: one removed by an earlier listener of
+  the same event still hears that event, and none after it.
 * **A listener that raises is logged and removed.**  A stack serves many
   parties; one party's bug must not stop the stack nor the other
   listeners.  (A listener that must survive its own errors catches them.)
