@@ -47,6 +47,9 @@ __all__ = ["Cache", "CacheCorrupt", "CacheError", "CacheFull", "Read", "Stored",
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 256 << 10
+#: Publishes queued for the disk before ``publish`` refuses (``reason`` busy):
+#: memory stays bounded when a flow publishes faster than the disk commits.
+MAX_PENDING = 100_000
 _PUBLISHER_MAX = 128
 
 
@@ -129,6 +132,7 @@ class Cache:
         threaded: bool | None = None,
         expire_every: float | None = 60.0,
         check: bool = True,
+        max_pending: int = MAX_PENDING,
     ) -> "Cache":
         """Open (or create, if missing) the cache of ``estate`` at ``path``.
 
@@ -153,6 +157,7 @@ class Cache:
         self.retention = float(retention)
         self.max_bytes = int(max_bytes)
         self.max_message = int(max_message)
+        self.max_pending = int(max_pending)
         self.readonly = readonly
         self.scheduler = scheduler
         self._listeners: list[Callable[[list[Ticket]], Any]] = []
@@ -218,10 +223,15 @@ class Cache:
 
         Bad input raises at once (:class:`~flowcast.cast.names.CastNameError`
         with ``reason`` bad_name or foreign_prefix, :class:`CacheError`
-        too_large); what the disk says (:class:`CacheFull`, an I/O error)
-        arrives on the ticket.  A retry must pass the same ``id``.
+        too_large, or busy when ``max_pending`` publishes wait for the disk:
+        back-pressure, retry later); what the disk says (:class:`CacheFull`,
+        an I/O error) arrives on the ticket.  A retry must pass the same ``id``.
         """
         self._writable()
+        if self._writer.pending >= self.max_pending:  # type: ignore[union-attr]
+            raise CacheError(
+                f"the CAST cache {self.path} has {self.max_pending} publishes waiting for the disk; retry later", "busy"
+            )
         check_name(name)
         if estate_of(name) != self.estate:
             raise CastNameError(

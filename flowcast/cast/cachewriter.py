@@ -211,6 +211,17 @@ def _take(queue: deque, rows: int = BATCH_ROWS, size: int = BATCH_BYTES) -> list
 
 
 def _run(writes: Writes, taken: list) -> list[Result]:
+    """Run one transaction's jobs; whatever goes wrong, every ticket in it gets an answer."""
+    try:
+        return _run_jobs(writes, taken)
+    except Exception as error:  # noqa: BLE001 - a bug must refuse the batch, not strand its tickets
+        log.exception("CAST cache writer failed on a batch of %d", len(taken))
+        _rollback(writes.conn)
+        refusal = CacheError(f"the CAST cache {writes.path} failed: {error!r}")
+        return [(job.ticket, 0, False, refusal) for job in taken]
+
+
+def _run_jobs(writes: Writes, taken: list) -> list[Result]:
     if isinstance(taken[0], Expire):
         try:
             count = writes.expire(taken[0].now)

@@ -240,3 +240,27 @@ def test_a_failing_callback_does_not_strand_other_tickets(tmp_path):
     cache.flush()
     assert first.ok and second.ok
     cache.close()
+
+
+def test_too_many_publishes_waiting_for_the_disk_get_back_pressure(tmp_path):
+    cache, _ = virtual_cache(tmp_path, max_pending=3)  # inline writer: nothing commits until flushed
+    taken = [cache.publish(f"abc/m/{i}", b"x") for i in range(3)]
+    with pytest.raises(CacheError) as caught:
+        cache.publish("abc/m/3", b"x")
+    assert caught.value.reason == "busy" and "retry" in str(caught.value)
+    cache.flush()
+    assert all(t.ok for t in taken) and cache.publish("abc/m/3", b"x") is not None
+    cache.flush()
+    assert len(read_all(cache)) == 4
+    cache.close()
+
+
+def test_a_writer_bug_refuses_the_batch_instead_of_stranding_it(tmp_path, monkeypatch):
+    cache, _ = virtual_cache(tmp_path)
+    monkeypatch.setattr(cache._writes, "publish", lambda jobs: 1 / 0)
+    ticket = cache.publish("abc/m/1", b"x")
+    cache.flush()
+    assert ticket.done and isinstance(ticket.error, CacheError) and "ZeroDivisionError" in str(ticket.error)
+    monkeypatch.undo()
+    assert publish_now(cache, "abc/m/2", b"y").ok
+    cache.close()
