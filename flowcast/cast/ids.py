@@ -18,6 +18,7 @@ millisecond).  Ids from different processes are ordered only by time.
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 import uuid
@@ -38,6 +39,16 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: The random part needs to be unpredictable across processes, not secret
+#: (ids travel in the clear with the routing metadata): a generator seeded
+#: from the OS, reseeded in a forked child so two houses never share a
+#: stream.  ``os.urandom`` per id would release the GIL on every call, and
+#: measured, hand it to the cache's writer thread each time.
+_rng = random.Random(os.urandom(32))
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _rng.seed(os.urandom(32)))
+
+
 class IdMaker:
     """Makes strictly increasing ids; safe to share between threads.
 
@@ -52,7 +63,7 @@ class IdMaker:
         random_bits: Callable[[int], int] | None = None,
     ) -> None:
         self._now_ms = now_ms
-        self._random_bits = random_bits or (lambda n: int.from_bytes(os.urandom((n + 7) // 8), "big") >> (-n % 8))
+        self._random_bits = random_bits or _rng.getrandbits
         self._lock = threading.Lock()
         self._ms = -1
         self._counter = 0

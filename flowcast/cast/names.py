@@ -54,6 +54,9 @@ SplitKey = Literal["id", "publisher", "name"]
 Split = tuple[str, int, int]
 
 _SEGMENT = re.compile(r"[A-Za-z0-9._@+-]{1,64}")
+#: A whole well-formed name in one match: the fast path of check_name (the
+#: per-segment checks run only to say what is wrong).
+_NAME = re.compile(r"(?:[A-Za-z0-9._@+-]{1,64}/){1,15}[A-Za-z0-9._@+-]{1,64}")
 _USER = re.compile(r"[A-Za-z0-9._+-]{1,64}")
 
 
@@ -85,6 +88,8 @@ def _segments(text: object, what: str) -> list[str]:
 
 def check_name(name: object) -> str:
     """``name`` if it is a well-formed message name, else CastNameError."""
+    if type(name) is str and len(name) <= MAX_NAME_BYTES and _NAME.fullmatch(name):
+        return name  # ASCII only, so characters are bytes
     for segment in _segments(name, "name"):
         if not _SEGMENT.fullmatch(segment):
             raise CastNameError(

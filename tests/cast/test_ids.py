@@ -71,3 +71,24 @@ def test_check_id_refuses_what_is_not_16_bytes(bad):
 
 def test_check_id_takes_bytearray():
     assert check_id(bytearray(16)) == bytes(16)
+
+
+def test_a_forked_child_never_repeats_its_parents_ids():
+    # Two houses forked from one process make ids in the same millisecond:
+    # the child's random stream is reseeded at fork, or both would make the same id.
+    import os
+
+    make = IdMaker(now_ms=lambda: 1_234)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one id, to the parent, and out
+        try:
+            os.write(write, make())
+        finally:
+            os._exit(0)
+    os.close(write)
+    mine = make()
+    theirs = os.read(read, 64)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert len(theirs) == 16 and theirs != mine
