@@ -264,3 +264,43 @@ def test_a_writer_bug_refuses_the_batch_instead_of_stranding_it(tmp_path, monkey
     monkeypatch.undo()
     assert publish_now(cache, "abc/m/2", b"y").ok
     cache.close()
+
+
+def test_the_writer_never_sleeps_through_a_publish(tmp_path):
+    # Each publish finds the writer asleep or about to sleep: the hand-off
+    # without a lock must wake it every time (a lost wake-up is a flush timeout).
+    cache = Cache.open(tmp_path / "c.sqlite3", estate="abc")
+    try:
+        for i in range(2000):
+            ticket = cache.publish(f"abc/m/{i}", b"x")
+            cache.flush(10.0)
+            assert ticket.ok
+    finally:
+        cache.close()
+
+
+def test_a_house_publishing_many_gets_every_ticket_from_its_loop(tmp_path):
+    clock = RealClock()
+    scheduler = Scheduler(clock)
+    cache = Cache.open(tmp_path / "c.sqlite3", estate="abc", clock=clock, scheduler=scheduler)
+    tickets = []
+    done = []
+
+    def publisher():
+        for i in range(5000):
+            tickets.append(cache.publish(f"abc/m/{i}", b"x" * 100))
+            if i % 100 == 0:
+                yield  # a flow publishes across rounds
+
+    def finished(tickets_done):
+        done.extend(tickets_done)
+        if len(done) == 5000:
+            scheduler.stop()
+
+    cache.listen(finished)
+    scheduler.spawn(publisher())
+    scheduler.run(until=clock.now() + 60)
+    assert len(done) == 5000 and all(t.ok for t in tickets)
+    assert [t.seq for t in tickets] == sorted(t.seq for t in tickets)  # one publisher, seq order
+    cache.close()
+    scheduler.close()
