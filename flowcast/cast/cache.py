@@ -348,6 +348,10 @@ class Cache:
         """
         if self._closed:
             raise CacheError("the CAST cache is closed", "closed")
+        if type(after) is not int or after < 0:
+            raise CacheError(f"a read starts after a seq, an integer >= 0, got {after!r}", "bad_cursor")
+        if type(limit) is not int or limit < 1 or type(max_bytes) is not int or max_bytes < 1:
+            raise CacheError(f"a read's limit and max_bytes are integers >= 1, got {limit!r}, {max_bytes!r}", "bad_read")
         match = compiled(pattern).matches if pattern is not None else None
         split = check_split(split)
         suffix = "@" + to if to is not None else None

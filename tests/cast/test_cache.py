@@ -304,3 +304,18 @@ def test_a_house_publishing_many_gets_every_ticket_from_its_loop(tmp_path):
     assert [t.seq for t in tickets] == sorted(t.seq for t in tickets)  # one publisher, seq order
     cache.close()
     scheduler.close()
+
+
+def test_a_bad_read_is_refused_with_a_reason(tmp_path):
+    cache, _ = virtual_cache(tmp_path)
+    publish_now(cache, "abc/m/1", b"x")
+    for kwargs, reason in (({"after": -1}, "bad_cursor"), ({"after": "5"}, "bad_cursor"), ({"after": 1.5}, "bad_cursor"),
+                           ({"after": 0, "limit": 0}, "bad_read"), ({"after": 0, "max_bytes": -5}, "bad_read")):
+        with pytest.raises(CacheError) as caught:
+            cache.read(**kwargs)
+        assert caught.value.reason == reason
+    for bad in ({"after": 0, "pattern": "abc/**/x"}, {"after": 0, "split": ("id", 0, 0)}):
+        with pytest.raises(CastNameError):
+            cache.read(**bad)
+    assert len(cache.read(0)) == 1  # and it still reads
+    cache.close()
