@@ -9,7 +9,9 @@ Figures (``--json`` names):
 * ``cast_publish_100B`` -- msgs/s acknowledged as durable by the cache,
   driven from Python as a flow would: ``Cache.publish`` and wait for the
   tickets, ``--window`` in flight (4,000, as nats-py's async publish
-  allows).  Each acknowledgement means committed with ``synchronous=FULL``
+  allows), ``--publish-count`` messages (200,000) into a fresh cache; best
+  of ``--repeats`` rounds that alternate with JetStream's, so a machine
+  shared with other work loads both alike.  Each acknowledgement means committed with ``synchronous=FULL``
   (fsync); JetStream's means received (it fsyncs every 2 min by default).
   Ratio ``x jetstream`` against ``peer.jetstream_publish_100B`` (nats-py
   ``publish_async``, 4,000 in flight, no message-id header: JetStream's
@@ -182,73 +184,98 @@ class NatsServer:
                 self.proc.wait(10)
 
 
-async def _jetstream(port: int, count: int, repeats: int, deadline: float) -> dict[str, float]:
-    import nats
-    from nats.js.api import AckPolicy, ConsumerConfig, StorageType
+class JetStream:
+    """A nats-py client of one JetStream server, driven on one event loop, every wait bounded."""
 
-    nc = await nats.connect(f"nats://127.0.0.1:{port}", max_reconnect_attempts=0)
-    try:
-        js = nc.jetstream(publish_async_max_pending=4000, timeout=30)
-        await js.add_stream(name="CAST", subjects=["cast.>"], storage=StorageType.FILE, max_age=86400)
+    def __init__(self, port: int, budget: float) -> None:
+        import nats
+
+        self.deadline = time.monotonic() + budget
+        self.loop = asyncio.new_event_loop()
+        self.nc = self._run(nats.connect(f"nats://127.0.0.1:{port}", max_reconnect_attempts=0))
+        self.js = self.nc.jetstream(publish_async_max_pending=4000, timeout=30)
+
+    def _run(self, coroutine: Any) -> Any:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            coroutine.close()
+            raise RuntimeError("JetStream overran the bench's time budget")
+        return self.loop.run_until_complete(asyncio.wait_for(coroutine, left))
+
+    def publish(self, stream: str, count: int) -> float:
+        """Acknowledged publishes per second into a new file-stored stream, 4,000 in flight."""
+        return self._run(self._publish(stream, count))
+
+    async def _publish(self, stream: str, count: int) -> float:
+        from nats.js.api import StorageType
+
+        subject = f"{stream.lower()}.messages.alice"
+        await self.js.add_stream(name=stream, subjects=[f"{stream.lower()}.>"], storage=StorageType.FILE, max_age=86400)
+        publish_async = self.js.publish_async
         start = time.perf_counter()
         futures = []
-        for i in range(count):
-            futures.append(await js.publish_async("cast.messages.alice", PAYLOAD))
+        for _ in range(count):
+            futures.append(await publish_async(subject, PAYLOAD))
             if len(futures) >= 8000:
                 for f in futures:
                     await f
                 futures.clear()
-                if time.monotonic() > deadline:
-                    raise RuntimeError("JetStream publish overran the bench's deadline")
-        await asyncio.wait_for(js.publish_async_completed(), 120)
+        await self.js.publish_async_completed()
         for f in futures:
             await f
-        publish = count / (time.perf_counter() - start)
+        return count / (time.perf_counter() - start)
 
-        best = 0.0
-        for attempt in range(max(1, repeats)):
-            sub = await js.pull_subscribe(
-                "cast.>", durable=f"replay{attempt}", stream="CAST",
-                config=ConsumerConfig(ack_policy=AckPolicy.ALL, max_ack_pending=-1),
-            )
-            got = 0
-            start = time.perf_counter()
-            while got < count:
-                msgs = await sub.fetch(1000, timeout=10)
-                got += len(msgs)
-                await msgs[-1].ack()
-                if time.monotonic() > deadline:
-                    raise RuntimeError("JetStream replay overran the bench's deadline")
-            best = max(best, count / (time.perf_counter() - start))
-            await sub.unsubscribe()
-        return {"publish": publish, "replay": best}
-    finally:
-        await nc.close()
+    def replay(self, stream: str, count: int, durable: str) -> float:
+        """A new durable pull consumer reads the stream: batches of 1,000, one AckAll per batch."""
+        return self._run(self._replay(stream, count, durable))
+
+    async def _replay(self, stream: str, count: int, durable: str) -> float:
+        from nats.js.api import AckPolicy, ConsumerConfig
+
+        sub = await self.js.pull_subscribe(
+            f"{stream.lower()}.>", durable=durable, stream=stream,
+            config=ConsumerConfig(ack_policy=AckPolicy.ALL, max_ack_pending=-1),
+        )
+        got = 0
+        start = time.perf_counter()
+        while got < count:
+            msgs = await sub.fetch(1000, timeout=10)
+            got += len(msgs)
+            await msgs[-1].ack()
+        seconds = time.perf_counter() - start
+        await sub.unsubscribe()
+        return count / seconds
+
+    def delete(self, stream: str) -> None:
+        self._run(self.js.delete_stream(stream))
+
+    def close(self) -> None:
+        try:
+            self.loop.run_until_complete(asyncio.wait_for(self.nc.close(), 10))
+        except Exception:  # noqa: BLE001 - closing a client that failed
+            pass
+        self.loop.close()
 
 
-def jetstream(count: int, repeats: int, budget: float) -> tuple[dict[str, float], str]:
-    """JetStream's figures, or ({}, why not)."""
+def _start_peer(budget: float) -> tuple[Any, str]:
+    """(server, client) of JetStream, or (None, why not)."""
     try:
         import nats  # noqa: F401
     except ImportError:
-        return {}, "nats-py is missing: pip install -e .[bench]"
+        return None, "nats-py is missing: pip install -e .[bench]"
     binary, why = _nats_server()
     if binary is None:
-        return {}, why
+        return None, why
     store = Path(tempfile.mkdtemp(prefix="flowcast-bench-nats-"))
     server = None
     try:
         server = NatsServer(binary, store)
-        figures = asyncio.run(_jetstream(server.port, count, repeats, time.monotonic() + budget))
-        size = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
-        figures["bytes"] = size / count
-        return figures, ""
+        return (server, JetStream(server.port, budget)), ""
     except Exception as error:  # noqa: BLE001 - a peer that fails is reported, not fatal
-        return {}, f"JetStream failed: {error!r}"[:300]
-    finally:
         if server is not None:
             server.stop()
         shutil.rmtree(store, ignore_errors=True)
+        return None, f"JetStream failed to start: {error!r}"[:300]
 
 
 # -- the run -------------------------------------------------------------------------
@@ -256,46 +283,75 @@ def jetstream(count: int, repeats: int, budget: float) -> tuple[dict[str, float]
 
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--count", type=int, default=None, help="messages published and replayed (default 1,000,000; --quick 5,000)")
+    p.add_argument("--count", type=int, default=None,
+                   help="messages cached and replayed (default 1,000,000; --quick 5,000)")
+    p.add_argument("--publish-count", type=int, default=None,
+                   help="messages per publish round (default 200,000; --quick: --count)")
     p.add_argument("--window", type=int, default=4000, help="publishes in flight (default 4,000)")
     p.add_argument("--no-peer", action="store_true", help="flowcast's figures only")
     args = p.parse_args(argv)
     count = args.count or (5_000 if args.quick else 1_000_000)
+    per_round = args.publish_count or (count if args.quick else 200_000)
     repeats = 1 if args.quick else args.repeats
-    figures = Figures("cast", count=count, window=args.window, size=SIZE, repeats=repeats)
+    figures = Figures("cast", count=count, publish_count=per_round, window=args.window, size=SIZE, repeats=repeats)
 
+    peer, why = (None, "left out (--no-peer)") if args.no_peer else _start_peer(60.0 if args.quick else 900.0)
+    server, client = peer if peer is not None else (None, None)
+    ours: dict[str, float] = {}
+    theirs: dict[str, float] = {}
     work = Path(tempfile.mkdtemp(prefix="flowcast-bench-cast-"))
     try:
-        publish, cache = cast_publish(work / "cache.sqlite3", count, args.window)
+        # Publish: rounds alternate between flowcast and JetStream, each into a
+        # fresh store, so both see the same load on a shared machine; best of each.
+        for round_ in range(repeats):
+            rate, cache = cast_publish(work / f"publish{round_}.sqlite3", per_round, args.window)
+            cache.close()
+            ours["publish"] = max(ours.get("publish", 0.0), rate)
+            if client is not None:
+                try:
+                    rate = client.publish(f"P{round_}", per_round)
+                    client.delete(f"P{round_}")
+                    theirs["publish"] = max(theirs.get("publish", 0.0), rate)
+                except Exception as error:  # noqa: BLE001 - reported, not fatal
+                    why, client = f"JetStream failed: {error!r}"[:300], None
+        # Replay: ``count`` messages cached, then read back from the start.
+        _, cache = cast_publish(work / "replay.sqlite3", count, args.window)
         try:
-            replay = 1.0 / best_of(repeats, lambda: 1.0 / cast_replay(cache, count))
-            per_message = cast_bytes(cache, count)
+            ours["replay"] = 1.0 / best_of(repeats, lambda: 1.0 / cast_replay(cache, count))
+            ours["bytes"] = cast_bytes(cache, count)
         finally:
             cache.close()
+        if client is not None:
+            try:
+                client.publish("REPLAY", count)
+                theirs["replay"] = max(client.replay("REPLAY", count, f"replay{r}") for r in range(repeats))
+                theirs["bytes"] = sum(f.stat().st_size for f in server.store.rglob("*") if f.is_file()) / count
+            except Exception as error:  # noqa: BLE001 - reported, not fatal
+                why = f"JetStream failed: {error!r}"[:300]
     finally:
+        if client is not None:
+            client.close()
+        if server is not None:
+            server.stop()
+            shutil.rmtree(server.store, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
 
-    peer: dict[str, float] = {}
-    why = "left out (--no-peer)"
-    if not args.no_peer:
-        peer, why = jetstream(count, repeats, budget=60.0 if args.quick else 900.0)
+    def ratio(key: str) -> dict[str, float]:
+        return {"x jetstream": ours[key] / theirs[key]} if key in theirs else {}
 
-    def ratio(ours: float, key: str) -> dict[str, float]:
-        return {"x jetstream": ours / peer[key]} if key in peer else {}
+    def note(key: str) -> str:
+        return "" if key in theirs else f"peer n/a: {why}"
 
-    note = "" if peer else f"peer n/a: {why}"
-    figures.add("cast_publish_100B", publish, "msgs/s", ratios=ratio(publish, "publish"), note=note,
+    figures.add("cast_publish_100B", ours["publish"], "msgs/s", ratios=ratio("publish"), note=note("publish"),
                 extra={"acknowledged": "committed, synchronous=FULL"})
-    figures.add("cast_replay_100B", replay, "msgs/s", ratios=ratio(replay, "replay"), note=note,
+    figures.add("cast_replay_100B", ours["replay"], "msgs/s", ratios=ratio("replay"), note=note("replay"),
                 extra={"path": "Cache.read in process; the road figure comes from the subscriber path"})
-    figures.add("cast_bytes_per_message", per_message, "B", ratios=ratio(per_message, "bytes"))
-    if peer:
-        figures.add("peer.jetstream_publish_100B", peer["publish"], "msgs/s", note="nats-py publish_async, 4,000 in flight")
-        figures.add("peer.jetstream_replay_100B", peer["replay"], "msgs/s", note="new durable pull consumer, fetch 1,000")
-        figures.add("peer.jetstream_bytes_per_message", peer["bytes"], "B")
-    else:
-        figures.add("peer.jetstream_publish_100B", None, "msgs/s", note=why)
-        figures.add("peer.jetstream_replay_100B", None, "msgs/s", note=why)
+    figures.add("cast_bytes_per_message", ours["bytes"], "B", ratios=ratio("bytes"))
+    figures.add("peer.jetstream_publish_100B", theirs.get("publish"), "msgs/s",
+                note="nats-py publish_async, 4,000 in flight" if "publish" in theirs else why)
+    figures.add("peer.jetstream_replay_100B", theirs.get("replay"), "msgs/s",
+                note="new durable pull consumer, fetch 1,000" if "replay" in theirs else why)
+    figures.add("peer.jetstream_bytes_per_message", theirs.get("bytes"), "B", note="" if "bytes" in theirs else why)
     figures.emit(args.json)
     return 0
 
