@@ -15,7 +15,7 @@ import pytest
 
 from flowcast.cast import Cache, CacheCorrupt, CacheError
 
-from .cachekit import publish_now, read_all, virtual_cache
+from .cachekit import publish_now, read_all
 
 HERE = Path(__file__).resolve().parent
 
