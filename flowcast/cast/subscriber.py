@@ -1,0 +1,264 @@
+"""The receiving estate's half of CAST: hold leases, take batches, deliver each message once.
+
+The publisher keeps the messages, so this side keeps only a position: a
+cursor per subscription and the ids it delivered (flowcast.cast.inbox).
+Everything the network does wrong comes back to that position: a batch
+that starts past the cursor means one was lost, and the answer is to
+subscribe again from the cursor; a batch that starts before it is a
+resend, and what it holds below the cursor or already seen is dropped.
+A queue share that is full is back-pressure, never a loss: the cursor
+stops at the last message that fit, and the subscription asks again from
+there once there is room.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any
+
+from flowcast.cast.inbox import Inbox
+from flowcast.cast.wire import BATCH, CURSOR, GAP, SUB, SUBOK, UNSUB, check_pattern, estate_of, read_batch, read_gap, read_subok
+from flowcast.routing import Landing, Route, envelope
+from flowcast.store.sizes import estimate
+
+__all__ = ["Subscriber", "Subscription", "TRANSIENT"]
+
+#: Error kinds a subscription outlives: the network's, not the publisher's word.
+TRANSIENT = frozenset({"undelivered", "backlog_full", "no_remote", "closed", "no_road", "too_large"})
+_MARGIN = 600.0  # ids outlive retention by this, as the cache's dedupe does
+
+
+class Subscription:
+    """One subscription of this house: where it stands, and ``close()`` to end it."""
+
+    def __init__(self, owner: "Subscriber", sid: bytes, estate: str, pattern: str, split: Any, into: str, lease: float, cursor: int, at: Route) -> None:
+        self.owner = owner
+        self.sid = sid
+        self.estate = estate
+        self.pattern = pattern
+        self.split = split
+        self.into = into
+        self.lease = lease
+        self.cursor = cursor
+        self.at = at  # the publisher's cast share
+        self.share = f"cast.s{sid.hex()}"
+        #: pending (sent, no answer yet), active, refused (``error`` says why) or closed.
+        self.state = "pending"
+        self.error: str | None = None
+        self.delivered = 0
+        self.duplicates = 0
+        self.gaps: list[tuple[int, int]] = []
+        self.blocked = False
+        self.reported = cursor
+        self.renew_at = 0.0
+        self.resync_at = 0.0
+
+    def close(self) -> None:
+        """End the lease at the publisher now; the cursor stays, so a later subscribe resumes."""
+        self.owner.close_subscription(self)
+
+    def __repr__(self) -> str:
+        return f"<Subscription {self.pattern!r} at {self.estate!r} {self.state} cursor {self.cursor}>"
+
+
+class Subscriber:
+    """Subscriptions of the house of ``router``, their inbox at ``inbox``."""
+
+    def __init__(self, router: Any, inbox: str | os.PathLike[str] | Inbox, *, retention: float = 86400.0,
+                 report_every: int = 500, period: float = 1.0) -> None:
+        self.router = router
+        self.inbox = inbox if isinstance(inbox, Inbox) else Inbox(inbox)
+        self.retention = retention
+        self.report_every = report_every
+        self.period = period
+        self.scheduler = router.scheduler
+        self.clock = self.scheduler.clock.now
+        self.counts: Counter[str] = Counter()
+        self.subs: dict[bytes, Subscription] = {}
+        self._closed = False
+        router.handle(SUBOK, self._on_subok)
+        router.handle(BATCH, self._on_batch)
+        router.handle(GAP, self._on_gap)
+        self._tick = self.scheduler.call_later(period, self._on_tick)
+        self._forget_at = self.clock() + 3600.0
+
+    # -- the API ------------------------------------------------------------------------
+
+    def subscribe(self, pattern: str, *, estate: str | None = None, into: str, split: tuple[str, int, int] | None = None,
+                  lease: float = 60.0, yard: str = "", channel: str = "") -> Subscription:
+        """Subscribe (or resume: the same estate, pattern, split and queue keep their cursor)."""
+        check_pattern(pattern)
+        estate = estate or estate_of(pattern)
+        split = tuple(split) if split is not None else None
+        key = repr((estate, pattern, split, into))
+        found = self.inbox.find(key)
+        if found is not None and found[0] in self.subs:
+            raise ValueError(f"already subscribed to {pattern!r} at {estate!r} into {into!r}")
+        sid, cursor = found if found is not None else (os.urandom(16), 0)
+        if found is None:
+            self.inbox.add(sid, key)
+        sub = Subscription(self, sid, estate, pattern, split, into, lease, cursor, Route("cast", yard, estate, channel))
+        store = self.router.store
+        store.share(sub.share)
+        store.queue(into)
+        errors = store.queue(sub.share + ".error", 100)
+        errors.watchers.append(lambda share, sub=sub: self._on_error(sub, share))
+        self.subs[sid] = sub
+        self._send_sub(sub)
+        return sub
+
+    def close_subscription(self, sub: Subscription) -> None:
+        if self.subs.pop(sub.sid, None) is None:
+            return
+        sub.state = "closed"
+        self.router.send(sub.at, {"sid": sub.sid}, src=sub.share, tag=UNSUB)
+
+    def close(self) -> None:
+        for sub in list(self.subs.values()):
+            self.close_subscription(sub)
+        self._closed = True
+        self._tick.cancel()
+        self.inbox.close()
+
+    # -- sending ------------------------------------------------------------------------
+
+    def _send_sub(self, sub: Subscription) -> None:
+        """Subscribe, renew and resync are one message: the lease, from the cursor."""
+        now = self.clock()
+        sub.renew_at = now + sub.lease / 3
+        sub.resync_at = now + self.period  # one resync in flight at a time
+        data: dict[str, Any] = {"sid": sub.sid, "pattern": sub.pattern, "cursor": sub.cursor, "lease": sub.lease}
+        if sub.split is not None:
+            data["split"] = list(sub.split)
+        sub.reported = sub.cursor
+        self.counts["subs_sent"] += 1
+        self.router.send(sub.at, data, src=sub.share, tag=SUB)
+
+    def _report(self, sub: Subscription) -> None:
+        sub.reported = sub.cursor
+        self.counts["cursors_sent"] += 1
+        self.router.send(sub.at, {"sid": sub.sid, "cursor": sub.cursor}, src=sub.share, tag=CURSOR)
+
+    def _resync(self, sub: Subscription) -> None:
+        if not sub.blocked and self.clock() >= sub.resync_at:  # blocked: the tick resyncs once there is room
+            self.counts["resyncs"] += 1
+            self._send_sub(sub)
+
+    # -- arrivals -------------------------------------------------------------------------
+
+    def _mine(self, landing: Landing, sid: bytes) -> Subscription:
+        sub = self.subs.get(sid)
+        if sub is None or landing.src.estate != sub.estate or landing.dst.share != sub.share:
+            landing.refuse("no such subscription here", "no_subscription")
+        return sub
+
+    def _on_subok(self, landing: Landing) -> None:
+        sid, lease, _low, _high = read_subok(landing.data)
+        sub = self._mine(landing, sid)
+        sub.state = "active"
+        sub.error = None
+        if lease < sub.lease:  # renew within what was granted
+            sub.renew_at = min(sub.renew_at, self.clock() + lease / 3)
+
+    def _on_batch(self, landing: Landing) -> None:
+        batch = read_batch(landing.data)
+        sub = self._mine(landing, batch.sid)
+        if batch.upto <= sub.cursor:
+            self.counts["stale_batches"] += 1  # a resend of what is delivered
+            return
+        if batch.after > sub.cursor:
+            self.counts["holes"] += 1  # a batch went missing: ask again from the cursor
+            self._resync(sub)
+            return
+        self._deliver(sub, landing, batch)
+
+    def _deliver(self, sub: Subscription, landing: Landing, batch: Any) -> None:
+        queue = self.router.store.queue(sub.into)
+        room = queue.bound - len(queue.queue) if queue.bound else len(batch.msgs) + 1
+        budget = queue.budget - queue.held_bytes if queue.budget else -1
+        msgs = [msg for msg in batch.msgs if msg[0] > sub.cursor]
+        seen = self.inbox.seen(sub.sid, [msg[1] for msg in msgs])
+        cursor = batch.upto
+        take, ids = [], []
+        for msg in msgs:
+            if msg[1] in seen:
+                sub.duplicates += 1
+                self.counts["duplicates"] += 1
+                continue
+            size = estimate(msg[5]) if budget >= 0 else 0
+            if room <= 0 or (budget >= 0 and size > budget):
+                cursor = msg[0] - 1  # back-pressure: the rest comes again once there is room
+                sub.blocked = True
+                self.counts["blocked"] += 1
+                break
+            room -= 1
+            budget -= size
+            seen.add(msg[1])
+            take.append((msg, size))
+            ids.append(msg[1])
+        until = self.clock() + self.retention + _MARGIN
+        self.inbox.commit(sub.sid, cursor, [(id, until) for id in ids])
+        sub.cursor = cursor
+        src, dst = landing.src, Route(sub.into, self.router.yard, self.router.estate, "")
+        for (seq, id, name, publisher, stamp, data), size in take:
+            item = envelope(src, dst, "cast", stamp, data)
+            item.update(name=name, id=id, publisher=publisher, seq=seq)
+            queue.push(item, size)  # room was checked: this fits
+        sub.delivered += len(take)
+        self.counts["delivered"] += len(take)
+        if sub.cursor - sub.reported >= self.report_every or sub.blocked:
+            self._report(sub)
+
+    def _on_gap(self, landing: Landing) -> None:
+        sid, start, upto = read_gap(landing.data)
+        sub = self._mine(landing, sid)
+        if start > sub.cursor + 1:
+            self.counts["holes"] += 1
+            self._resync(sub)
+            return
+        if upto <= sub.cursor:
+            return
+        sub.gaps.append((sub.cursor + 1, upto))
+        self.counts["gaps"] += 1
+        self.inbox.commit(sub.sid, upto, ())
+        # The application hears of it in its queue: explicit, never a silent skip.
+        queue = self.router.store.queue(sub.into)
+        item = envelope(landing.src, Route(sub.into, self.router.yard, self.router.estate, ""), GAP, self.clock(), {"from": sub.cursor + 1, "upto": upto})
+        sub.cursor = upto
+        if not queue.push(item):
+            queue.queue.append(item)  # past any bound: a gap notice is never the one dropped
+
+    def _on_error(self, sub: Subscription, share: Any) -> None:
+        while share.queue:
+            report = share.queue.popleft().get("data") or {}
+            kind = report.get("kind", "")
+            self.counts[f"error_{kind}"] += 1
+            if kind in TRANSIENT or sub.state == "closed":
+                continue  # the renew tries again
+            sub.state = "refused"
+            sub.error = f"{kind}: {report.get('reason', '')}"
+            self.subs.pop(sub.sid, None)
+
+    # -- time -------------------------------------------------------------------------------
+
+    def _on_tick(self) -> None:
+        if self._closed:
+            return
+        now = self.clock()
+        for sub in list(self.subs.values()):
+            if sub.blocked:
+                queue = self.router.store.queue(sub.into)
+                if not queue.bound or len(queue.queue) < queue.bound:
+                    sub.blocked = False
+                    self.counts["unblocked"] += 1
+                    self._send_sub(sub)
+                    continue
+            if now >= sub.renew_at:
+                self._send_sub(sub)
+            elif sub.cursor != sub.reported:
+                self._report(sub)
+        if now >= self._forget_at:
+            self.inbox.forget(now)
+            self._forget_at = now + 3600.0
+        self._tick = self.scheduler.call_later(self.period, self._on_tick)
