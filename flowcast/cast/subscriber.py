@@ -236,6 +236,10 @@ class Subscriber:
             self.counts[f"error_{kind}"] += 1
             if kind in TRANSIENT or sub.state == "closed":
                 continue  # the renew tries again
+            if kind == "no_subscription":  # the lease lapsed there (we were cut off): subscribe again from the cursor
+                sub.resync_at = 0.0
+                self._resync(sub)
+                continue
             sub.state = "refused"
             sub.error = f"{kind}: {report.get('reason', '')}"
             self.subs.pop(sub.sid, None)
