@@ -56,7 +56,7 @@ class CastService:
         self.router = router
         self.config = config if config is not None else CastConfig()
         self.publisher = Publisher(router, cache, self.config) if cache is not None else None
-        self.subscriber = Subscriber(router, inbox, retention=self.config.retention) if inbox is not None else None
+        self.subscriber = Subscriber(router, inbox, retention=self.config.retention, report_every=max(1, self.config.window // 4)) if inbox is not None else None
         self._cache_at = Route(SHARE, cache_yard if cache_yard is not None else router.manor, router.estate, "")
         self._tickets: dict[bytes, RemoteTicket] = {}
         if self.publisher is None:
