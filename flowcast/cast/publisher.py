@@ -288,7 +288,7 @@ def _pub_map(name: str, data: Any, id: bytes | None, publisher: str, recipients:
     if id is not None:
         out["id"] = id
     if recipients is not None:
-        out["recipients"] = list(check_recipients(list(recipients)) or ())
+        out["recipients"] = list(check_recipients(recipients) or ())  # a str is refused, not read as letters
     return out
 
 

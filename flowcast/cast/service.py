@@ -87,7 +87,7 @@ class CastService:
             return self.publisher.publish(name, data, id=id, publisher=publisher, recipients=recipients)
         message: dict[str, Any] = {"id": id, "name": name, "publisher": publisher, "data": data}
         if recipients is not None:
-            message["recipients"] = list(recipients)
+            message["recipients"] = recipients if isinstance(recipients, str) else list(recipients)
         read_pub(message, self.router.estate)  # the same checks, before it leaves the house
         ticket = self._tickets.setdefault(id, RemoteTicket(id))
         if not self.router.send(self._cache_at, message, src=_PUB_SHARE, tag=PUB):
