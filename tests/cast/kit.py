@@ -18,7 +18,7 @@ def subscribe_rule(estate: str) -> dict:
 class Cast:
     """abc (manor + w1) with the cache in its manor; receivers ``others`` (manor + bob + carol)."""
 
-    def __init__(self, tmp_path, *, seed: int = 1, others=("xyz",), grants=None, config: dict | None = None, **conditions) -> None:
+    def __init__(self, tmp_path, *, seed: int = 1, others=("xyz",), grants=None, config: dict | None = None, cache=None, retention: float = 86400.0, **conditions) -> None:
         self.world = World(seed=seed, **conditions)
         grants = grants if grants is not None else {name: ("abc/**",) for name in others}
         self.abc = self.world.routed_estate("abc", ["manor", "w1"], policy=[subscribe_rule(name) for name in others])
@@ -27,7 +27,11 @@ class Cast:
             self.estates[name] = self.world.routed_estate(name, ["manor", "bob", "carol"], policy=[FROM_ABC])
             self.world.connect(self.abc, self.estates[name])
         self.clock = self.world.scheduler.clock.now
-        self.cache = Cache.open(None, estate="abc", clock=self.clock, scheduler=self.world.scheduler)
+        if cache is None:
+            cache = Cache.open(None, estate="abc", clock=self.clock, retention=retention, scheduler=self.world.scheduler)
+        else:  # the cache of an earlier run, as a restarted house reopens its file
+            cache.clock, cache.scheduler = self.clock, self.world.scheduler
+        self.cache = cache
         self.config = CastConfig(subscribers=grants, **(config or {}))
         self.pub = CastService(self.abc["manor"], cache=self.cache, config=self.config)
         self.services = {}
