@@ -15,6 +15,8 @@ from flowcast.errors import ClosedError, Error
 #: that catches ``ValueError`` or ``OSError`` must still catch them.
 BUILTIN_BASES = {
     "flowcast.behaving.registry.BehaviourError": Exception,
+    "flowcast.cast.config.CastConfigError": ValueError,
+    "flowcast.cast.inbox.InboxCorrupt": Exception,
     "flowcast.export.layout.ExportNameError": ValueError,
     "flowcast.export.reader.CorruptSegmentError": ValueError,
     "flowcast.export.schema.SchemaVersionError": ValueError,
