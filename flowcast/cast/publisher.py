@@ -19,11 +19,10 @@ from typing import Any
 
 from flowcast.cast.config import CastConfig
 from flowcast.cast.wire import (
-    BATCH, CURSOR, GAP, MAX_MESSAGE, PUB, PUBACK, SUB, SUBOK, UNSUB,
+    BATCH, CURSOR, GAP, PUB, PUBACK, SUB, SUBOK, UNSUB,
     check_name, check_recipients, estate_of, read_cursor, read_pub, read_sub, read_unsub, recipient_estates,
 )
 from flowcast.routing import Landing, Refused, Route, declare_access
-from flowcast.store.sizes import estimate
 
 __all__ = ["Publisher", "SUBSCRIBE", "SHARE"]
 
@@ -33,8 +32,6 @@ SUBSCRIBE = declare_access("subscribe")
 SHARE = "cast"
 _READ_LIMIT = 1000
 _READ_BYTES = 256 << 10
-_POLL = 0.001  # seconds between looks at tickets still being made durable
-_EXPIRE_EVERY = 60.0
 
 
 class Held:
@@ -67,9 +64,9 @@ class Publisher:
         self.counts: Counter[str] = Counter()
         self.subs: dict[tuple[str, bytes], Held] = {}
         self.per_remote: Counter[str] = Counter()
-        self.high = int(cache.stats().get("high_seq") or 0)
-        self._pending: list[tuple[Any, Any, bytes | None]] = []  # (ticket, pair to answer or None, id)
-        self._poll: Any = None
+        self.high = int(cache.high_seq)
+        self._done: list[tuple[Any, Any, bytes | None]] = []  # (ticket, pair to answer or None, id), completed
+        self._settling: Any = None
         self._sweep: Any = None
         self._closed = False
         router.store.share(SHARE)
@@ -77,7 +74,6 @@ class Publisher:
         router.handle(UNSUB, self._on_unsub, access=SUBSCRIBE)
         router.handle(CURSOR, self._on_cursor, access=SUBSCRIBE)
         router.handle(PUB, self._on_pub)  # lane only: a road's is refused in the handler
-        self._expiry = self.scheduler.call_later(_EXPIRE_EVERY, self._expire)
 
     # -- publishing -----------------------------------------------------------------
 
@@ -101,29 +97,33 @@ class Publisher:
             landing.reply({"reason": refused.reason, "tag": PUB, "dst": str(landing.dst), "kind": refused.kind, "id": id}, tag="error")
 
     def _store(self, pub: Any, pair: Any) -> Any:
-        if not isinstance(pub.data, (bytes, str)) and estimate(pub.data) > MAX_MESSAGE:
-            raise Refused(f"message over the {MAX_MESSAGE}-byte limit", "too_large")
-        ticket = self.cache.publish(pub.name, pub.data, id=pub.id, publisher=pub.publisher, recipients=list(pub.recipients) if pub.recipients else None)
+        try:
+            ticket = self.cache.publish(pub.name, pub.data, id=pub.id, publisher=pub.publisher, recipients=list(pub.recipients) if pub.recipients else None)
+        except Exception as error:  # the cache's own checks (CastNameError, CacheError) carry the word in ``reason``
+            reason = getattr(error, "reason", None)
+            if not isinstance(reason, str):
+                raise
+            raise Refused(str(error), reason) from None
         self.counts["published"] += 1
-        self._pending.append((ticket, pair, pub.id))
-        if self._poll is None:
-            self._poll = self.scheduler.call_later(0.0, self._settle)
+        ticket.add_done(lambda done, pair=pair, id=pub.id: self._completed(done, pair, id))
         return ticket
+
+    def _completed(self, ticket: Any, pair: Any, id: bytes | None) -> None:
+        """Called by the cache on the house thread; many tickets complete at once, so forward once for all."""
+        self._done.append((ticket, pair, id))
+        if self._settling is None and not self._closed:
+            self._settling = self.scheduler.call_later(0.0, self._settle)
 
     def _settle(self) -> None:
         """Tickets that became durable: answer their publishers, then forward."""
-        self._poll = None
-        waiting = []
+        self._settling = None
+        done, self._done = self._done, []
         moved = False
-        for entry in self._pending:
-            ticket, pair, id = entry
-            if not ticket.done:
-                waiting.append(entry)
-                continue
+        for ticket, pair, id in done:
             if ticket.error is not None:
                 self.counts["publish_refused"] += 1
                 if pair is not None:
-                    kind = _error_kind(ticket.error)
+                    kind = getattr(ticket.error, "reason", None) or "io_error"
                     report = {"reason": str(ticket.error)[:300], "tag": PUB, "dst": str(pair.dst), "kind": kind, "id": id}
                     self.router.answer(pair, report, tag="error")
                 continue
@@ -132,9 +132,6 @@ class Publisher:
                 moved = True
             if pair is not None:
                 self.router.answer(pair, {"id": getattr(ticket, "id", None) or id, "seq": ticket.seq, "duplicate": bool(ticket.duplicate)}, tag=PUBACK)
-        self._pending = waiting
-        if waiting and not self._closed:
-            self._poll = self.scheduler.call_later(_POLL, self._settle)
         if moved:
             for held in list(self.subs.values()):
                 self._pump(held)
@@ -165,8 +162,7 @@ class Publisher:
             held.pattern, held.split, held.route, held.expires = sub.pattern, sub.split, landing.src, now + lease
             held.rewind(sub.cursor)
             self.counts["renewed"] += 1
-        stats = self.cache.stats()
-        low = int(stats.get("low_seq") or 0) or self.high + 1
+        low = int(self.cache.low_seq)
         landing.reply({"sid": sub.sid, "lease": lease, "low": low, "high": self.high}, tag=SUBOK)
         if sub.cursor + 1 < low:  # expired before it was sent: said, never skipped silently
             upto = min(low - 1, self.high)
@@ -215,17 +211,21 @@ class Publisher:
         config = self.config
         while held.scanned < self.high and held.n_inflight < config.window and held.b_inflight < config.window_bytes:
             limit = min(_READ_LIMIT, config.window - held.n_inflight)
-            rows = self.cache.read(held.scanned, pattern=held.pattern, split=held.split, limit=limit,
-                                   max_bytes=min(_READ_BYTES, config.window_bytes - held.b_inflight))
-            rows = [row for row in rows if row.seq <= self.high]
-            upto = rows[-1].seq if rows else self.high
+            read = self.cache.read(held.scanned, pattern=held.pattern, split=held.split, limit=limit,
+                                   max_bytes=min(_READ_BYTES, config.window_bytes - held.b_inflight), to=held.estate)
+            # Read.upto: every match up to it was returned (a scan may pass rows that did not match).
+            upto = min(read.upto, self.high)
+            rows = [row for row in read if row.seq <= upto]
+            if upto <= held.scanned:
+                self.counts["stalled_reads"] += 1  # cannot happen with a cache that keeps its contract
+                return
             msgs, size = [], 0
             for row in rows:
                 estates = recipient_estates(row.recipients)
                 if estates is not None and held.estate not in estates:
                     continue  # addressed to others: not even its existence leaves the estate
                 msgs.append([row.seq, row.id, row.name, row.publisher, row.stamp, row.data])
-                size += row.size
+                size += len(row.data) + len(row.name)
             if not msgs:
                 held.scanned = upto
                 continue
@@ -261,12 +261,6 @@ class Publisher:
         if nearest is not None and not self._closed:
             self._arm_sweep(nearest)
 
-    def _expire(self) -> None:
-        if self._closed:
-            return
-        self.cache.expire()
-        self._expiry = self.scheduler.call_later(_EXPIRE_EVERY, self._expire)
-
     def status(self) -> list[dict[str, Any]]:
         """Subscriptions, leases and cursors, for ``flowcast cast ls``."""
         now = self.clock()
@@ -278,7 +272,7 @@ class Publisher:
 
     def close(self) -> None:
         self._closed = True
-        for timer in (self._poll, self._sweep, self._expiry):
+        for timer in (self._settling, self._sweep):
             if timer is not None:
                 timer.cancel()
 
@@ -290,10 +284,3 @@ def _pub_map(name: str, data: Any, id: bytes | None, publisher: str, recipients:
     if recipients is not None:
         out["recipients"] = list(check_recipients(recipients) or ())  # a str is refused, not read as letters
     return out
-
-
-def _error_kind(error: BaseException) -> str:
-    name = type(error).__name__
-    if name == "CacheFull":
-        return "cache_full"
-    return "io_error"

@@ -232,9 +232,10 @@ def read_pub(data: Any, estate: str) -> Pub:
     if publisher.__class__ is not str or len(publisher) > 128:
         raise _bad("cast.pub: publisher is text of at most 128 characters")
     body = d["data"]
-    size = len(body) if isinstance(body, (bytes, str)) else None
-    if size is not None and size > MAX_MESSAGE:
-        raise _bad(f"cast.pub: message of {size} bytes is over the {MAX_MESSAGE}-byte limit", "too_large")
+    if body.__class__ is not bytes:
+        raise _bad(f"cast.pub: data is bytes (end to end encrypted, opaque here), not {type(body).__name__}", "bad_data")
+    if len(body) > MAX_MESSAGE:
+        raise _bad(f"cast.pub: message of {len(body)} bytes is over the {MAX_MESSAGE}-byte limit", "too_large")
     return Pub(id, name, publisher, check_recipients(d.get("recipients")), body)
 
 

@@ -130,7 +130,8 @@ def test_recipients_limit_a_message_to_their_estates_and_a_forged_list_is_refuse
 def test_a_message_over_the_size_limit_another_prefix_or_a_bad_name_is_refused_before_the_cache(cast):
     for name, data, kind in [
         ("abc/messages/big", bytes(MAX_MESSAGE + 1), "too_large"),
-        ("abc/messages/big", ["x" * 1000] * 300, "too_large"),
+        ("abc/messages/list", ["x" * 1000] * 300, "bad_data"),
+        ("abc/messages/text", "text", "bad_data"),
         ("xyz/messages/alice", b"x", "foreign_prefix"),
         ("abc", b"x", "bad_name"),
         ("abc/has space", b"x", "bad_name"),
