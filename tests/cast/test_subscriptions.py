@@ -85,3 +85,13 @@ def test_overlapping_patterns_resyncs_and_retried_publishes_are_each_once_per_su
     assert payloads(cast.queue(name="narrow")) == [b"m%06d" % i for i in range(30)]
     assert payloads(cast.queue(name="wide")) == [b"m%06d" % i for i in range(30)] + [b"m%06d" % i for i in range(5)]
     assert narrow.duplicates >= 30 and wide.duplicates >= 35
+
+
+def test_a_rare_pattern_behind_many_other_names_is_not_skipped_by_a_bounded_scan(tmp_path):
+    cast = Cast(tmp_path, config={"window": 50})  # reads of 50 scan 400 rows at most
+    cast.publish_many(2000, prefix="abc/messages/noise")
+    cast.pub.publish("abc/rare/one", b"the one", publisher="alice")
+    cast.publish_many(10, prefix="abc/messages/noise2")
+    sub = cast.service().subscribe("abc/rare/*", estate="abc", into="inbox")  # a resync from 0 through all of it
+    assert cast.run_until(lambda: sub.delivered == 1, 10)
+    assert payloads(cast.queue()) == [b"the one"]
