@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from flowcast.cast.config import CastConfig
 from flowcast.cast.service import CastService
-from tests.cast.memcache import Cache
+from tests.cast.memcache import Cache as StandIn
 from tests.routing.kit import World
+
+try:  # the SQLite cache once its branch is merged; the in-memory stand-in with its API until then
+    from flowcast.cast.cache import Cache as RealCache
+except ImportError:
+    RealCache = None
 
 #: What a subscribing estate lets in from abc: the CAST deliveries to its subscription shares.
 FROM_ABC = {"allow": "write", "estate": "abc", "share": "cast.*"}
@@ -18,7 +23,7 @@ def subscribe_rule(estate: str) -> dict:
 class Cast:
     """abc (manor + w1) with the cache in its manor; receivers ``others`` (manor + bob + carol)."""
 
-    def __init__(self, tmp_path, *, seed: int = 1, others=("xyz",), grants=None, config: dict | None = None, cache=None, retention: float = 86400.0, **conditions) -> None:
+    def __init__(self, tmp_path, *, seed: int = 1, others=("xyz",), grants=None, config: dict | None = None, cache=None, retention: float = 86400.0, max_bytes: int = 1 << 30, **conditions) -> None:
         self.world = World(seed=seed, **conditions)
         grants = grants if grants is not None else {name: ("abc/**",) for name in others}
         self.abc = self.world.routed_estate("abc", ["manor", "w1"], policy=[subscribe_rule(name) for name in others])
@@ -27,9 +32,16 @@ class Cast:
             self.estates[name] = self.world.routed_estate(name, ["manor", "bob", "carol"], policy=[FROM_ABC])
             self.world.connect(self.abc, self.estates[name])
         self.clock = self.world.scheduler.clock.now
-        if cache is None:
-            cache = Cache.open(None, estate="abc", clock=self.clock, retention=retention, scheduler=self.world.scheduler)
-        else:  # the cache of an earlier run, as a restarted house reopens its file
+        if RealCache is not None:
+            if cache is not None:  # the cache of an earlier run: a restarted house reopens its file
+                cache.close()
+            path = tmp_path / "abc" / "cast" / "cache.sqlite3"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            cache = RealCache.open(path, estate="abc", clock=self.world.scheduler.clock, retention=retention,
+                                   max_bytes=max_bytes, scheduler=self.world.scheduler)
+        elif cache is None:
+            cache = StandIn.open(None, estate="abc", clock=self.clock, retention=retention, max_bytes=max_bytes, scheduler=self.world.scheduler)
+        else:  # the stand-in of an earlier run, on this run's clock
             cache.clock, cache.scheduler = self.clock, self.world.scheduler
         self.cache = cache
         self.config = CastConfig(subscribers=grants, **(config or {}))

@@ -12,7 +12,7 @@ from tests.cast.kit import Cast, payloads
 
 
 def test_a_house_without_the_cache_publishes_down_the_lane_and_hears_durable_or_refused(tmp_path):
-    cast = Cast(tmp_path)
+    cast = Cast(tmp_path, max_bytes=210)  # five of these fit, a sixth does not
     w1 = CastService(cast.abc["w1"])
     sub = cast.service().subscribe("abc/messages/**", estate="abc", into="inbox")
     tickets = [w1.publish(f"abc/messages/w1/{i}", b"w%d" % i, publisher="alice") for i in range(5)]
@@ -22,8 +22,7 @@ def test_a_house_without_the_cache_publishes_down_the_lane_and_hears_durable_or_
     retry = w1.publish("abc/messages/w1/0", b"w0", id=tickets[0].id)
     assert cast.run_until(lambda: retry.done, 5) and retry.duplicate and retry.seq == 1
     assert cast.run_until(lambda: sub.cursor == 5, 10) and payloads(cast.queue()) == [b"w%d" % i for i in range(5)]
-    cast.cache.max_bytes = cast.cache.bytes  # full: the next one is refused, with the reason, to its ticket
-    full = w1.publish("abc/messages/w1/full", b"x" * 10)
+    full = w1.publish("abc/messages/w1/full", b"x" * 10)  # refused, with the reason, to its ticket
     assert cast.run_until(lambda: full.done, 5)
     assert full.error is not None and "cache_full" in str(full.error) and cast.cache.stats()["messages"] == 5
     with pytest.raises(Refused):
