@@ -83,6 +83,18 @@ class Inbox:
             db.execute("ROLLBACK")
             raise
 
+    def commit_many(self, cursors: dict[bytes, int], rows: Iterable[tuple[bytes, bytes, float]]) -> None:
+        """Several subscriptions' cursors and ``(sid, id, until)`` rows in one transaction: one fsync per turn."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany("INSERT OR IGNORE INTO seen VALUES(?, ?, ?)", rows)
+            db.executemany("UPDATE subs SET cursor=? WHERE sid=?", [(cursor, sid) for sid, cursor in cursors.items()])
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
     def cursor(self, sid: bytes) -> int | None:
         row = self.db.execute("SELECT cursor FROM subs WHERE sid=?", (sid,)).fetchone()
         return None if row is None else int(row[0])

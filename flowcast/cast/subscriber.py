@@ -13,12 +13,13 @@ there once there is room.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
 from typing import Any
 
 from flowcast.cast.inbox import Inbox
-from flowcast.cast.wire import BATCH, CURSOR, GAP, SUB, SUBOK, UNSUB, check_pattern, estate_of, read_batch, read_gap, read_subok
+from flowcast.cast.wire import BATCH, Batch, CURSOR, GAP, SUB, SUBOK, UNSUB, check_pattern, estate_of, read_batch, read_gap, read_subok
 from flowcast.routing import Landing, Route, envelope
 from flowcast.store.sizes import estimate
 
@@ -27,6 +28,7 @@ __all__ = ["Subscriber", "Subscription", "TRANSIENT"]
 #: Error kinds a subscription outlives: the network's, not the publisher's word.
 TRANSIENT = frozenset({"undelivered", "backlog_full", "no_remote", "closed", "no_road", "too_large"})
 _MARGIN = 600.0  # ids outlive retention by this, as the cache's dedupe does
+log = logging.getLogger("flowcast.cast")
 
 
 class Subscription:
@@ -53,6 +55,7 @@ class Subscription:
         self.reported = cursor
         self.renew_at = 0.0
         self.resync_at = 0.0
+        self.resync_wanted = False
 
     def close(self) -> None:
         """End the lease at the publisher now; the cursor stays, so a later subscribe resumes."""
@@ -76,6 +79,8 @@ class Subscriber:
         self.clock = self.scheduler.clock.now
         self.counts: Counter[str] = Counter()
         self.subs: dict[bytes, Subscription] = {}
+        self._arrived: list[tuple[Subscription, Route, Any]] = []
+        self._flushing: Any = None
         self._closed = False
         router.handle(SUBOK, self._on_subok)
         router.handle(BATCH, self._on_batch)
@@ -119,6 +124,8 @@ class Subscriber:
             self.close_subscription(sub)
         self._closed = True
         self._tick.cancel()
+        if self._flushing is not None:
+            self._flushing.cancel()
         self.inbox.close()
 
     # -- sending ------------------------------------------------------------------------
@@ -128,6 +135,7 @@ class Subscriber:
         now = self.clock()
         sub.renew_at = now + sub.lease / 3
         sub.resync_at = now + self.period  # one resync in flight at a time
+        sub.resync_wanted = False
         data: dict[str, Any] = {"sid": sub.sid, "pattern": sub.pattern, "cursor": sub.cursor, "lease": sub.lease}
         if sub.split is not None:
             data["split"] = list(sub.split)
@@ -141,9 +149,14 @@ class Subscriber:
         self.router.send(sub.at, {"sid": sub.sid, "cursor": sub.cursor}, src=sub.share, tag=CURSOR)
 
     def _resync(self, sub: Subscription) -> None:
-        if not sub.blocked and self.clock() >= sub.resync_at:  # blocked: the tick resyncs once there is room
+        """Subscribe again from the cursor: now, or at the tick once a period has passed since the last."""
+        if sub.blocked:
+            return  # the tick resyncs once there is room
+        if self.clock() >= sub.resync_at:
             self.counts["resyncs"] += 1
             self._send_sub(sub)
+        else:
+            sub.resync_wanted = True
 
     # -- arrivals -------------------------------------------------------------------------
 
@@ -163,71 +176,50 @@ class Subscriber:
 
     def _on_batch(self, landing: Landing) -> None:
         batch = read_batch(landing.data)
-        sub = self._mine(landing, batch.sid)
-        if batch.upto <= sub.cursor:
-            self.counts["stale_batches"] += 1  # a resend of what is delivered
-            return
-        if batch.after > sub.cursor:
-            self.counts["holes"] += 1  # a batch went missing: ask again from the cursor
-            self._resync(sub)
-            return
-        self._deliver(sub, landing, batch)
-
-    def _deliver(self, sub: Subscription, landing: Landing, batch: Any) -> None:
-        queue = self.router.store.queue(sub.into)
-        room = queue.bound - len(queue.queue) if queue.bound else len(batch.msgs) + 1
-        budget = queue.budget - queue.held_bytes if queue.budget else -1
-        msgs = [msg for msg in batch.msgs if msg[0] > sub.cursor]
-        seen = self.inbox.seen(sub.sid, [msg[1] for msg in msgs])
-        cursor = batch.upto
-        take, ids = [], []
-        for msg in msgs:
-            if msg[1] in seen:
-                sub.duplicates += 1
-                self.counts["duplicates"] += 1
-                continue
-            size = estimate(msg[5]) if budget >= 0 else 0
-            if room <= 0 or (budget >= 0 and size > budget):
-                cursor = msg[0] - 1  # back-pressure: the rest comes again once there is room
-                sub.blocked = True
-                self.counts["blocked"] += 1
-                break
-            room -= 1
-            budget -= size
-            seen.add(msg[1])
-            take.append((msg, size))
-            ids.append(msg[1])
-        until = self.clock() + self.retention + _MARGIN
-        self.inbox.commit(sub.sid, cursor, [(id, until) for id in ids])
-        sub.cursor = cursor
-        src, dst = landing.src, Route(sub.into, self.router.yard, self.router.estate, "")
-        for (seq, id, name, publisher, stamp, data), size in take:
-            item = envelope(src, dst, "cast", stamp, data)
-            item.update(name=name, id=id, publisher=publisher, seq=seq)
-            queue.push(item, size)  # room was checked: this fits
-        sub.delivered += len(take)
-        self.counts["delivered"] += len(take)
-        if sub.cursor - sub.reported >= self.report_every or sub.blocked:
-            self._report(sub)
+        self._arrive(self._mine(landing, batch.sid), landing.src, batch)
 
     def _on_gap(self, landing: Landing) -> None:
         sid, start, upto = read_gap(landing.data)
-        sub = self._mine(landing, sid)
-        if start > sub.cursor + 1:
-            self.counts["holes"] += 1
+        self._arrive(self._mine(landing, sid), landing.src, (start, upto))
+
+    def _arrive(self, sub: Subscription, src: Route, what: Any) -> None:
+        """Checked, and kept for the end of this turn: one inbox commit (one fsync) for all that came."""
+        self._arrived.append((sub, src, what))
+        if self._flushing is None:
+            self._flushing = self.scheduler.call_later(0.0, self._flush)
+
+    def _flush(self) -> None:
+        self._flushing = None
+        arrived, self._arrived = self._arrived, []
+        plan = _Plan(self)
+        for sub, src, what in arrived:
+            if self.subs.get(sub.sid) is sub:
+                plan.add(sub, src, what)
+        try:
+            self.inbox.commit_many(plan.cursors, plan.rows)
+        except Exception:  # noqa: BLE001 - nothing was pushed: asked for again (at most once a period)
+            log.warning("CAST inbox %s: commit failed, %d batches will be sent again", self.inbox.path, len(arrived), exc_info=True)
+            self.counts["inbox_failed"] += 1
+            for sub in dict.fromkeys(sub for sub, _src, _what in arrived):
+                self._resync(sub)
+            return
+        for sid, cursor in plan.cursors.items():
+            self.subs[sid].cursor = cursor
+        for sub, queue, item, size in plan.pushes:
+            if item["tag"] == GAP:
+                sub.gaps.append((item["data"]["from"], item["data"]["upto"]))
+                self.counts["gaps"] += 1
+                if not queue.push(item):
+                    queue.queue.append(item)  # past any bound: a gap notice is never the one dropped
+                continue
+            queue.push(item, size)  # room was checked: this fits
+            sub.delivered += 1
+            self.counts["delivered"] += 1
+        for sub in plan.touched:
+            if sub.blocked or sub.cursor - sub.reported >= self.report_every:
+                self._report(sub)
+        for sub in plan.resync:
             self._resync(sub)
-            return
-        if upto <= sub.cursor:
-            return
-        sub.gaps.append((sub.cursor + 1, upto))
-        self.counts["gaps"] += 1
-        self.inbox.commit(sub.sid, upto, ())
-        # The application hears of it in its queue: explicit, never a silent skip.
-        queue = self.router.store.queue(sub.into)
-        item = envelope(landing.src, Route(sub.into, self.router.yard, self.router.estate, ""), GAP, self.clock(), {"from": sub.cursor + 1, "upto": upto})
-        sub.cursor = upto
-        if not queue.push(item):
-            queue.queue.append(item)  # past any bound: a gap notice is never the one dropped
 
     def _on_error(self, sub: Subscription, share: Any) -> None:
         while share.queue:
@@ -258,7 +250,7 @@ class Subscriber:
                     self.counts["unblocked"] += 1
                     self._send_sub(sub)
                     continue
-            if now >= sub.renew_at:
+            if now >= sub.renew_at or (sub.resync_wanted and now >= sub.resync_at):
                 self._send_sub(sub)
             elif sub.cursor != sub.reported:
                 self._report(sub)
@@ -266,3 +258,86 @@ class Subscriber:
             self.inbox.forget(now)
             self._forget_at = now + 3600.0
         self._tick = self.scheduler.call_later(self.period, self._on_tick)
+
+
+class _Plan:
+    """What one turn's batches and gaps do, worked out before anything is committed or pushed.
+
+    Cursors move here, not on the subscriptions, until the inbox has
+    committed them: a commit that fails leaves every subscription where it
+    was and pushes nothing.
+    """
+
+    def __init__(self, owner: Subscriber) -> None:
+        self.owner = owner
+        self.cursors: dict[bytes, int] = {}
+        self.rows: list[tuple[bytes, bytes, float]] = []
+        self.pushes: list[tuple[Subscription, Any, dict[str, Any], int]] = []
+        self.touched: dict[Subscription, None] = {}
+        self.resync: dict[Subscription, None] = {}
+        self._seen: dict[bytes, set[bytes]] = {}
+        self._room: dict[str, list[int]] = {}  # queue -> [messages, bytes (-1: no budget)] left this turn
+        self._until = owner.clock() + owner.retention + _MARGIN
+
+    def add(self, sub: Subscription, src: Route, what: Any) -> None:
+        owner = self.owner
+        counts = owner.counts
+        cursor = self.cursors.get(sub.sid, sub.cursor)
+        router = owner.router
+        queue = router.store.queue(sub.into)
+        dst = Route(sub.into, router.yard, router.estate, "")
+        if not isinstance(what, Batch):  # a gap: (from, upto)
+            start, upto = what
+            if start > cursor + 1:
+                counts["holes"] += 1
+                self.resync[sub] = None
+            elif upto > cursor:
+                notice = envelope(src, dst, GAP, owner.clock(), {"from": cursor + 1, "upto": upto})
+                self.pushes.append((sub, queue, notice, 0))
+                self.cursors[sub.sid] = upto
+            return
+        batch = what
+        if batch.upto <= cursor:
+            counts["stale_batches"] += 1  # a resend of what is delivered
+            return
+        if batch.after > cursor:
+            counts["holes"] += 1  # a batch went missing: ask again from the cursor
+            self.resync[sub] = None
+            return
+        if sub.blocked:
+            return  # the tick asks again once there is room
+        room = self._room.get(sub.into)
+        if room is None:
+            room = self._room[sub.into] = [
+                queue.bound - len(queue.queue) if queue.bound else 1 << 62,
+                queue.budget - queue.held_bytes if queue.budget else -1,
+            ]
+        msgs = [msg for msg in batch.msgs if msg[0] > cursor]
+        seen = self._seen.get(sub.sid)
+        if seen is None:
+            seen = self._seen[sub.sid] = set()
+        ids = [msg[1] for msg in msgs if msg[1] not in seen]
+        seen.update(owner.inbox.seen(sub.sid, ids))
+        cursor = batch.upto
+        for msg in msgs:
+            seq, id, name, publisher, stamp, data = msg
+            if id in seen:
+                sub.duplicates += 1
+                counts["duplicates"] += 1
+                continue
+            size = estimate(data) if room[1] >= 0 else 0
+            if room[0] <= 0 or (room[1] >= 0 and size > room[1]):
+                cursor = seq - 1  # back-pressure: the rest comes again once there is room
+                sub.blocked = True
+                counts["blocked"] += 1
+                break
+            room[0] -= 1
+            if room[1] >= 0:
+                room[1] -= size
+            seen.add(id)
+            self.rows.append((sub.sid, id, self._until))
+            item = envelope(src, dst, "cast", stamp, data)
+            item.update(name=name, id=id, publisher=publisher, seq=seq)
+            self.pushes.append((sub, queue, item, size))
+        self.cursors[sub.sid] = cursor
+        self.touched[sub] = None

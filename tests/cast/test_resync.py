@@ -60,3 +60,28 @@ def test_a_full_queue_share_is_back_pressure_and_loses_nothing(tmp_path):
             break
     assert inbox.dropped == 0 and got == [b"m%06d" % i for i in range(100)]
     assert cast.service().subscriber.counts["blocked"] > 0
+
+
+def test_an_inbox_that_cannot_commit_pushes_nothing_and_the_messages_come_again(tmp_path):
+    import sqlite3
+
+    cast = Cast(tmp_path)
+    subscriber = cast.service().subscriber
+    sub = cast.service().subscribe("abc/messages/**", estate="abc", into="inbox")
+    assert cast.run_until(lambda: sub.state == "active", 5)
+    real = subscriber.inbox.commit_many
+    failures = []
+
+    def full_disk(cursors, rows):
+        if len(failures) < 3:
+            failures.append(len(rows))
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(cursors, rows)
+
+    subscriber.inbox.commit_many = full_disk
+    cast.publish_many(25)
+    assert cast.run_until(lambda: len(failures) == 3, 10)
+    assert sub.cursor == 0 or len(cast.queue().queue) == sub.cursor  # nothing pushed past what is committed
+    assert cast.run_until(lambda: sub.cursor == 25, 60)  # the renew sends it all again
+    assert payloads(cast.queue()) == [b"m%06d" % i for i in range(25)]
+    assert subscriber.counts["inbox_failed"] == 3
