@@ -31,17 +31,20 @@ SUBSCRIBE = declare_access("subscribe")
 #: The share CAST messages are addressed to at the publishing house.
 SHARE = "cast"
 _READ_LIMIT = 1000
+_READS = 32
 _READ_BYTES = 256 << 10
 
 
 class Held:
     """One remote subscription as the publisher holds it."""
 
-    __slots__ = ("estate", "sid", "pattern", "split", "route", "expires", "sent", "scanned", "heard", "inflight", "n_inflight", "b_inflight")
+    __slots__ = ("estate", "sid", "pattern", "split", "route", "expires", "sent", "scanned", "heard", "inflight", "n_inflight",
+                 "b_inflight", "pumping")
 
     def __init__(self, estate: str, sid: bytes, pattern: str, split: Any, route: Route, expires: float, cursor: int) -> None:
         self.estate, self.sid, self.pattern, self.split, self.route = estate, sid, pattern, split, route
         self.expires = expires
+        self.pumping: Any = None  # the next slice of a long read, when one is due
         self.rewind(cursor)
 
     def rewind(self, cursor: int) -> None:
@@ -162,13 +165,7 @@ class Publisher:
             held.pattern, held.split, held.route, held.expires = sub.pattern, sub.split, landing.src, now + lease
             held.rewind(sub.cursor)
             self.counts["renewed"] += 1
-        low = int(self.cache.low_seq)
-        landing.reply({"sid": sub.sid, "lease": lease, "low": low, "high": self.high}, tag=SUBOK)
-        if sub.cursor + 1 < low:  # expired before it was sent: said, never skipped silently
-            upto = min(low - 1, self.high)
-            self.counts["gaps"] += 1
-            self.router.send(held.route, {"sid": sub.sid, "from": sub.cursor + 1, "upto": upto}, src=SHARE, tag=GAP)
-            held.rewind(upto)
+        landing.reply({"sid": sub.sid, "lease": lease, "low": int(self.cache.low_seq), "high": self.high}, tag=SUBOK)
         self._arm_sweep(held.expires)
         self._pump(held)
 
@@ -205,11 +202,24 @@ class Publisher:
     # -- forwarding -------------------------------------------------------------------
 
     def _pump(self, held: Held) -> None:
-        """Send what the window allows, in seq order, from the read position on."""
-        if held.expires <= self.clock() or self._closed:
+        """Send what the window allows, in seq order, from the read position on.
+
+        At most ``_READS`` reads a call: a rare pattern behind many other
+        names is read in slices, the rest on the next turn, so the house
+        keeps answering in between.
+        """
+        held.pumping = None
+        if held.expires <= self.clock() or self._closed or self.subs.get((held.estate, held.sid)) is not held:
             return
         config = self.config
+        if held.sent < self.high and held.sent + 1 < self.cache.low_seq:
+            self._gap(held)
+        reads = 0
         while held.scanned < self.high and held.n_inflight < config.window and held.b_inflight < config.window_bytes:
+            if reads >= _READS:
+                held.pumping = self.scheduler.call_later(0.0, self._pump, held)
+                return
+            reads += 1
             limit = min(_READ_LIMIT, config.window - held.n_inflight)
             read = self.cache.read(held.scanned, pattern=held.pattern, split=held.split, limit=limit,
                                    max_bytes=min(_READ_BYTES, config.window_bytes - held.b_inflight), to=held.estate)
@@ -217,7 +227,7 @@ class Publisher:
             upto = min(read.upto, self.high)
             rows = [row for row in read if row.seq <= upto]
             if upto <= held.scanned:
-                self.counts["stalled_reads"] += 1  # cannot happen with a cache that keeps its contract
+                self.counts["stalled_reads"] += 1  # nothing readable past it: expired since the gap check
                 return
             msgs, size = [], 0
             for row in rows:
@@ -239,6 +249,15 @@ class Publisher:
             held.b_inflight += size
             self.counts["forwarded"] += len(msgs)
             self.counts["batches"] += 1
+
+    def _gap(self, held: Held) -> None:
+        """What expired before it was sent is said (cast.gap), never skipped silently."""
+        upto = min(int(self.cache.low_seq) - 1, self.high)
+        if not self.router.send(held.route, {"sid": held.sid, "from": held.sent + 1, "upto": upto}, src=SHARE, tag=GAP):
+            return  # the renew asks again, and gets the gap again
+        self.counts["gaps"] += 1
+        held.sent = upto
+        held.scanned = max(held.scanned, upto)
 
     # -- time ---------------------------------------------------------------------------
 

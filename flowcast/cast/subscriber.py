@@ -209,8 +209,12 @@ class Subscriber:
             if item["tag"] == GAP:
                 sub.gaps.append((item["data"]["from"], item["data"]["upto"]))
                 self.counts["gaps"] += 1
-                if not queue.push(item):
-                    queue.queue.append(item)  # past any bound: a gap notice is never the one dropped
+                if queue.bound and len(queue.queue) >= queue.bound:
+                    queue.queue.append(item)  # past the bound: a gap notice is never the one dropped
+                    for watcher in queue.watchers:
+                        watcher(queue)
+                else:
+                    queue.push(item)
                 continue
             queue.push(item, size)  # room was checked: this fits
             sub.delivered += 1

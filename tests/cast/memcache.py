@@ -142,7 +142,7 @@ class Cache:
 
     @property
     def low_seq(self) -> int:
-        return min(self.rows) if self.rows else self.high + 1
+        return next(iter(self.rows), self.high + 1)  # rows are kept in seq order; expiry takes the oldest
 
     def stats(self) -> dict[str, Any]:
         oldest = min((r[0].stamp for r in self.rows.values()), default=None)

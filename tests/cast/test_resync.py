@@ -85,3 +85,21 @@ def test_an_inbox_that_cannot_commit_pushes_nothing_and_the_messages_come_again(
     assert cast.run_until(lambda: sub.cursor == 25, 60)  # the renew sends it all again
     assert payloads(cast.queue()) == [b"m%06d" % i for i in range(25)]
     assert subscriber.counts["inbox_failed"] == 3
+
+
+def test_a_subscriber_too_slow_for_retention_gets_an_explicit_gap_not_a_silent_loss(tmp_path):
+    cast = Cast(tmp_path, retention=HOUR)
+    inbox = cast.estates["xyz"].store("bob").queue("inbox", bound=5)
+    sub = cast.service().subscribe("abc/messages/**", estate="abc", into="inbox")
+    cast.publish_many(50)
+    assert cast.run_until(lambda: len(inbox.queue) == 5 and sub.blocked, 10)
+    cast.world.run_for(1.1 * HOUR)  # the application does not read; the other 45 expire meanwhile
+    # The renews kept the lease; once the 45 expired, the gap came, behind the five (past the bound).
+    assert sub.cursor == 50 and sub.gaps == [(6, 50)]
+    assert [item["tag"] for item in inbox.queue] == ["cast"] * 5 + ["cast.gap"]
+    assert inbox.queue[-1]["data"] == {"from": 6, "upto": 50} and inbox.dropped == 0
+    first = payloads(inbox)
+    inbox.queue.clear()
+    cast.publish_many(3, prefix="abc/messages/new")
+    assert cast.run_until(lambda: sub.cursor == 53, 10)
+    assert first == [b"m%06d" % i for i in range(5)] and payloads(inbox) == [b"m%06d" % i for i in range(3)]
