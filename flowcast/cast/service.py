@@ -68,9 +68,7 @@ class CastService:
     def attach(self, house: Any) -> "CastService":
         """Put this service in ``house.cast`` and close it with the house."""
         house.cast = self
-        closers = getattr(house, "_closers", None)
-        if closers is not None:
-            closers.append(self.close)
+        house.on_close(self.close)
         return self
 
     def publish(self, name: str, data: Any, *, id: bytes | None = None, publisher: str = "",

@@ -84,3 +84,24 @@ def test_closing_a_subscription_ends_the_lease_at_once_and_keeps_the_cursor(tmp_
     assert len(cast.queue().queue) == 4
     again = svc.subscribe("abc/messages/**", estate="abc", into="inbox")
     assert again.cursor == 4 and cast.run_until(lambda: again.cursor == 7, 5) and len(cast.queue().queue) == 7
+
+
+def test_attach_puts_the_service_in_the_houses_cast_slot_and_closes_it_with_the_house(tmp_path):
+    cast = Cast(tmp_path)
+
+    class House:  # the HouseLike parts attach uses
+        cast = None
+
+        def __init__(self):
+            self.closers = []
+
+        def on_close(self, fn):
+            self.closers.append(fn)
+
+    house = House()
+    svc = cast.service().attach(house)
+    sub = svc.subscribe("abc/messages/**", estate="abc", into="inbox")
+    assert house.cast is svc and cast.run_until(lambda: sub.state == "active", 5)
+    for close in house.closers:
+        close()
+    assert sub.state == "closed" and cast.run_until(lambda: cast.pub.publisher.subs == {}, 5)
