@@ -80,6 +80,7 @@ class Subscriber:
         self.counts: Counter[str] = Counter()
         self.subs: dict[bytes, Subscription] = {}
         self._arrived: list[tuple[Subscription, Route, Any]] = []
+        self._watched: set[bytes] = set()
         self._flushing: Any = None
         self._closed = False
         router.handle(SUBOK, self._on_subok)
@@ -107,8 +108,9 @@ class Subscriber:
         store = self.router.store
         store.share(sub.share)
         store.queue(into)
-        errors = store.queue(sub.share + ".error", 100)
-        errors.watchers.append(lambda share, sub=sub: self._on_error(sub, share))
+        if sid not in self._watched:  # once per share: a resumed subscription is found by its sid
+            self._watched.add(sid)
+            store.queue(sub.share + ".error", 100).watchers.append(lambda share, sid=sid: self._on_error(sid, share))
         self.subs[sid] = sub
         self._send_sub(sub)
         return sub
@@ -225,12 +227,13 @@ class Subscriber:
         for sub in plan.resync:
             self._resync(sub)
 
-    def _on_error(self, sub: Subscription, share: Any) -> None:
+    def _on_error(self, sid: bytes, share: Any) -> None:
         while share.queue:
             report = share.queue.popleft().get("data") or {}
             kind = report.get("kind", "")
             self.counts[f"error_{kind}"] += 1
-            if kind in TRANSIENT or sub.state == "closed":
+            sub = self.subs.get(sid)
+            if sub is None or kind in TRANSIENT:
                 continue  # the renew tries again
             if kind == "no_subscription":  # the lease lapsed there (we were cut off): subscribe again from the cursor
                 sub.resync_at = 0.0

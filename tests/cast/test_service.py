@@ -105,3 +105,12 @@ def test_attach_puts_the_service_in_the_houses_cast_slot_and_closes_it_with_the_
     for close in house.closers:
         close()
     assert sub.state == "closed" and cast.run_until(lambda: cast.pub.publisher.subs == {}, 5)
+
+
+def test_subscribing_again_after_a_refusal_hears_its_own_refusal(tmp_path):
+    cast = Cast(tmp_path, grants={"xyz": ("abc/public/**",)})
+    first = cast.service().subscribe("abc/messages/**", estate="abc", into="inbox")
+    assert cast.run_until(lambda: first.state == "refused", 5)
+    again = cast.service().subscribe("abc/messages/**", estate="abc", into="inbox")
+    assert again.sid == first.sid  # the same subscription, resumed
+    assert cast.run_until(lambda: again.state == "refused", 5) and "sub_denied" in again.error
