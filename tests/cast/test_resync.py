@@ -103,3 +103,18 @@ def test_a_subscriber_too_slow_for_retention_gets_an_explicit_gap_not_a_silent_l
     cast.publish_many(3, prefix="abc/messages/new")
     assert cast.run_until(lambda: sub.cursor == 53, 10)
     assert first == [b"m%06d" % i for i in range(5)] and payloads(inbox) == [b"m%06d" % i for i in range(3)]
+
+
+def test_both_houses_restarted_mid_stream_deliver_every_acknowledged_message_once_in_order(tmp_path):
+    first = Cast(tmp_path, config={"window": 20}, delay=0.01)
+    sub = first.service().subscribe("abc/messages/**", estate="abc", into="inbox")
+    acked = first.publish_many(300)
+    assert first.run_until(lambda: sub.cursor >= 100, 10)
+    assert sub.cursor < 300  # batches still in flight when both houses stop: nothing closed, nothing flushed
+    again = Cast(tmp_path, cache=first.cache, config={"window": 20})
+    resumed = again.service().subscribe("abc/messages/**", estate="abc", into="inbox")
+    more = again.publish_many(20, prefix="abc/messages/after")
+    assert again.run_until(lambda: resumed.cursor == 320, 20)
+    again.world.run_for(5)
+    got = first.queue().queue + again.queue().queue
+    assert [item["id"] for item in got] == [t.id for t in acked + more]
