@@ -15,7 +15,11 @@ Figures (``--json``: one object):
   figure is messages / (last arrival in xyz's queue share - the subscribe).
   Each arrival went through the inbox's exactly-once commit.  Reference in
   the same run: ``x cache read`` (the same messages read in-process from
-  the cache, the bound a road cannot beat).
+  the cache, the bound a road cannot beat) and ``x jetstream``: the same
+  count replayed by JetStream to a new durable consumer in the same run
+  (``peer.jetstream_replay_100B``, the peer of ``bench/cast.py``, used
+  from there; left out with the reason when that script or nats-server is
+  not there, or with ``--no-peer``).
 * ``cast_live_100B``  msgs/s: xyz subscribed, abc publishes ``--live``
   messages as fast as its tickets come back (at most 4,096 in flight);
   messages / (last arrival - first publish).
@@ -338,8 +342,30 @@ def bytes_per_subscription(n: int = 500) -> float:
     return grown / n
 
 
+def jetstream_replay(count: int) -> tuple[float | None, str]:
+    """JetStream's replay of ``count`` 100 B messages to a new durable consumer, through bench/cast.py's peer."""
+    try:
+        import cast as castbench  # bench/cast.py: the JetStream peer lives there
+        start_peer = castbench._start_peer
+    except (ImportError, AttributeError) as error:
+        return None, f"no JetStream peer (bench/cast.py: {error})"
+    peer, why = start_peer(900.0)
+    if peer is None:
+        return None, why
+    server, client = peer
+    try:
+        client.publish("ROAD", count)
+        return client.replay("ROAD", count, "road"), ""
+    except Exception as error:  # noqa: BLE001 - a peer that fails is reported, not fatal
+        return None, f"JetStream failed: {error!r}"[:300]
+    finally:
+        client.close()
+        server.stop()
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
+    p.add_argument("--no-peer", action="store_true", help="flowcast's figures only")
     p.add_argument("--replay", type=int, default=1_000_000)
     p.add_argument("--live", type=int, default=100_000)
     p.add_argument("--rate", type=float, default=10_000.0)
@@ -356,8 +382,14 @@ def main() -> None:
         run = road_run(args.replay, args.live, args.rate, args.seconds)
     note = run.get("note", "")
     replay = run.get("replay")
-    figures.add("cast_replay_100B", replay, "msgs/s", ratios={"x cache read": replay / run["read"]} if replay else {},
+    theirs, why = (None, "left out (--no-peer)") if args.no_peer else jetstream_replay(args.replay)
+    ratios = {"x cache read": replay / run["read"]} if replay else {}
+    if replay and theirs:
+        ratios["x jetstream"] = replay / theirs
+    figures.add("cast_replay_100B", replay, "msgs/s", ratios=ratios,
                 note=note or f"{args.replay:,} cached messages to a returning subscriber over a loopback road; in-process cache read {run['read']:,.0f} msgs/s")
+    figures.add("peer.jetstream_replay_100B", theirs, "msgs/s",
+                note=why or f"{args.replay:,} messages to a new durable pull consumer, batches of 1,000, one AckAll each")
     figures.add("cast_live_100B", run.get("live"), "msgs/s", note=note or f"{args.live:,} published while subscribed, publish to arrival")
     figures.add("cast_live_p50_us", run.get("p50"), "us", note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered")
     figures.add("cast_live_p99_us", run.get("p99"), "us", note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered")
