@@ -11,11 +11,11 @@ calls the same ``publish`` wherever it runs.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from flowcast.cast.config import CastConfig
+from flowcast.cast.ids import new_id
 from flowcast.cast.publisher import SHARE, Publisher
 from flowcast.cast.subscriber import Subscriber, Subscription
 from flowcast.cast.wire import PUB, PUBACK, read_pub, read_puback
@@ -24,11 +24,6 @@ from flowcast.routing import Landing, Refused, Route
 __all__ = ["CastService", "RemoteTicket", "new_id"]
 
 _PUB_SHARE = "cast.publish"
-
-
-def new_id() -> bytes:
-    """A time-ordered id (48-bit ms, 80 random bits); the integrator points this at flowcast.cast.ids."""
-    return (int(time.time() * 1000) & ((1 << 48) - 1)).to_bytes(6, "big") + os.urandom(10)
 
 
 class RemoteTicket:

@@ -13,11 +13,12 @@ integrator switches them to.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from flowcast.cast import names
+from flowcast.cast.names import MAX_RECIPIENTS, MAX_SEGMENTS, MAX_SPLIT, CastNameError, estate_of, inside, matches, split_takes
 from flowcast.routing import Refused
 
 __all__ = [
@@ -31,17 +32,11 @@ PUB, PUBACK, SUB, UNSUB = "cast.pub", "cast.puback", "cast.sub", "cast.unsub"
 SUBOK, BATCH, CURSOR, GAP = "cast.subok", "cast.batch", "cast.cursor", "cast.gap"
 
 MAX_PATTERN = 256
-MAX_SEGMENTS = 16
 MAX_SUBS = 64
 MAX_MESSAGE = 256 << 10
-MAX_RECIPIENTS = 64
-MAX_SPLIT = 1024
 WINDOW = 2000
 WINDOW_BYTES = 1 << 20
-SPLIT_KEYS = ("id", "publisher", "name")
 MAX_LEASE = 3600.0
-_SEGMENT = re.compile(r"[A-Za-z0-9._@+-]{1,64}\Z")
-_RECIPIENT = re.compile(r"(?:[A-Za-z0-9._+-]{1,64}@)?[A-Za-z0-9._+-]{1,64}\Z")
 _SEQ_MAX = (1 << 63) - 1
 
 
@@ -96,90 +91,28 @@ def _seq(value: Any, tag: str, field: str) -> int:
     return value
 
 
-def _segments(text: Any, what: str) -> list[str]:
-    if text.__class__ is not str:
-        raise _bad(f"{what} is text, not {type(text).__name__}", "bad_name")
-    if len(text.encode()) > MAX_PATTERN:
-        raise _bad(f"{what} is over {MAX_PATTERN} bytes", "too_large")
-    parts = text.split("/")
-    if not 2 <= len(parts) <= MAX_SEGMENTS:
-        raise _bad(f"{what} {text[:60]!r} has {len(parts)} segments, not 2 to {MAX_SEGMENTS}", "bad_name")
-    return parts
+def _checked(check: Any, value: Any, kind: str) -> Any:
+    """``check(value)`` from flowcast.cast.names, its CastNameError as a routed refusal of ``kind``."""
+    if value.__class__ is str and len(value.encode()) > MAX_PATTERN:
+        raise _bad(f"{value[:60]!r} is over {MAX_PATTERN} bytes", "too_large")
+    try:
+        return check(value)
+    except CastNameError as error:
+        raise _bad(str(error), error.reason if error.reason != "bad_name" else kind) from None
 
 
 def check_name(name: Any) -> str:
     """A publishable name; Refused (``bad_name``) saying which part is wrong."""
-    for part in _segments(name, "name"):
-        if not _SEGMENT.match(part):
-            raise _bad(f"name {name[:60]!r}: segment {part[:40]!r} is not 1 to 64 of [A-Za-z0-9._@+-]", "bad_name")
-    return name
+    return _checked(names.check_name, name, "bad_name")
 
 
 def check_pattern(pattern: Any) -> str:
     """A subscribable pattern: ``*`` is one segment, a last ``**`` one or more."""
-    parts = _segments(pattern, "pattern")
-    for i, part in enumerate(parts):
-        if part == "**" and i != len(parts) - 1:
-            raise _bad(f"pattern {pattern[:60]!r}: '**' only as the last segment", "bad_pattern")
-        if part not in ("*", "**") and not _SEGMENT.match(part):
-            raise _bad(f"pattern {pattern[:60]!r}: segment {part[:40]!r} is not a name segment, '*' or '**'", "bad_pattern")
-    if parts[0] in ("*", "**"):
-        raise _bad(f"pattern {pattern[:60]!r}: the first segment names the publishing estate", "bad_pattern")
-    return pattern
-
-
-def estate_of(name: str) -> str:
-    return name.split("/", 1)[0]
-
-
-def matches(name: str, pattern: str) -> bool:
-    parts, pats = name.split("/"), pattern.split("/")
-    if pats[-1] == "**":
-        if len(parts) < len(pats):
-            return False
-        pats = pats[:-1]
-        parts = parts[: len(pats)]
-    elif len(parts) != len(pats):
-        return False
-    return all(p == "*" or p == s for p, s in zip(pats, parts))
-
-
-def inside(pattern: str, allowed: str) -> bool:
-    """Does every name ``pattern`` can match also match ``allowed``?"""
-    pats, alls = pattern.split("/"), allowed.split("/")
-    if alls[-1] == "**":
-        head = alls[:-1]
-        if len(pats) <= len(head):
-            return False
-        pats = pats[: len(head)]
-        alls = head
-    elif len(pats) != len(alls) or pats[-1] == "**":
-        return False
-    return all(a == "*" or (a == p and p not in ("*", "**")) for p, a in zip(pats, alls))
-
-
-def split_takes(split: tuple[str, int, int] | None, id: bytes, name: str, publisher: str) -> bool:
-    """The split filter of docs/cast.md: ``blake2b(key, 8)`` big-endian mod M == k."""
-    if split is None:
-        return True
-    key, m, k = split
-    raw = id if key == "id" else (publisher if key == "publisher" else name).encode()
-    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big") % m == k
+    return _checked(names.check_pattern, pattern, "bad_pattern")
 
 
 def _split(value: Any) -> tuple[str, int, int] | None:
-    if value is None:
-        return None
-    if not isinstance(value, (list, tuple)) or len(value) != 3:
-        raise _bad("cast.sub: split is [key, M, k]", "bad_split")
-    key, m, k = value
-    if key not in SPLIT_KEYS:
-        raise _bad(f"cast.sub: split key is one of {', '.join(SPLIT_KEYS)}", "bad_split")
-    if m.__class__ is not int or not 1 <= m <= MAX_SPLIT:
-        raise _bad(f"cast.sub: split M is 1 to {MAX_SPLIT}", "bad_split")
-    if k.__class__ is not int or not 0 <= k < m:
-        raise _bad("cast.sub: split k is 0 to M-1", "bad_split")
-    return (key, m, k)
+    return _checked(names.check_split, value, "bad_split")
 
 
 def read_sub(data: Any) -> Sub:
@@ -200,14 +133,7 @@ def read_cursor(data: Any) -> tuple[bytes, int]:
 
 
 def check_recipients(value: Any) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    if not isinstance(value, (list, tuple)) or not 0 < len(value) <= MAX_RECIPIENTS:
-        raise _bad(f"recipients are a list of 1 to {MAX_RECIPIENTS} of estate or user@estate", "bad_recipients")
-    for item in value:
-        if item.__class__ is not str or not _RECIPIENT.match(item):
-            raise _bad(f"recipient {str(item)[:40]!r} is not estate or user@estate", "bad_recipients")
-    return tuple(value)
+    return _checked(names.check_recipients, value, "bad_recipients")
 
 
 def recipient_estates(recipients: Any) -> frozenset[str] | None:
