@@ -15,6 +15,10 @@ from flowcast.errors import ClosedError, Error
 #: that catches ``ValueError`` or ``OSError`` must still catch them.
 BUILTIN_BASES = {
     "flowcast.behaving.registry.BehaviourError": Exception,
+    "flowcast.cast.cacheerrors.CacheCorrupt": Exception,
+    "flowcast.cast.cacheerrors.CacheError": Exception,
+    "flowcast.cast.cacheerrors.CacheFull": Exception,
+    "flowcast.cast.names.CastNameError": ValueError,
     "flowcast.export.layout.ExportNameError": ValueError,
     "flowcast.export.reader.CorruptSegmentError": ValueError,
     "flowcast.export.schema.SchemaVersionError": ValueError,

@@ -1,0 +1,103 @@
+"""Opening the cache's SQLite file: the schema, and the checks that refuse a bad one.
+
+Why so strict: a cache that quietly starts empty after a crash or a wrong
+path loses every message it acknowledged, and nobody finds out until a
+subscriber misses them.  So a file that is present but unreadable, damaged,
+of another format or of another estate raises :class:`CacheCorrupt` naming
+the path; only a missing file becomes a new cache.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from flowcast.cast.cacheerrors import CacheCorrupt, CacheError
+
+__all__ = ["FORMAT", "connect", "create"]
+
+#: Bumped when the table layout changes; a file of another format is refused.
+FORMAT = "flowcast-cast-cache-1"
+
+SCHEMA = """
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE messages(
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id BLOB NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    publisher TEXT NOT NULL,
+    stamp REAL NOT NULL,
+    expires REAL NOT NULL,
+    recipients TEXT,
+    size INTEGER NOT NULL,
+    data BLOB
+);
+CREATE INDEX messages_expires ON messages(expires);
+"""
+
+
+def _pragmas(conn: sqlite3.Connection, readonly: bool) -> None:
+    conn.execute("PRAGMA busy_timeout=5000")
+    if not readonly:
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise CacheError(f"the CAST cache could not switch to WAL mode (got {mode!r})")
+        conn.execute("PRAGMA synchronous=FULL")
+
+
+def create(path: Path, estate: str) -> None:
+    """A new, empty cache at ``path`` (which must not exist), committed durably."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        _pragmas(conn, False)
+        conn.execute("BEGIN")
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", [("format", FORMAT), ("estate", estate)])
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def connect(path: Path, estate: str, *, readonly: bool = False, check: bool = True) -> sqlite3.Connection:
+    """A checked connection to the cache at ``path``; CacheCorrupt if it is not one of ``estate``.
+
+    ``readonly`` opens through ``file:...?mode=ro``: SQLite then refuses
+    every write, so the CLI can read while the estate runs.  ``check`` runs
+    ``PRAGMA quick_check`` (once per open, not per connection).
+    """
+    try:
+        if readonly:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+        else:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as error:
+        raise CacheError(f"the CAST cache {path} could not be opened: {error}") from error
+    try:
+        try:
+            rows = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.OperationalError as error:
+            if "no such table" in str(error):
+                raise CacheCorrupt(path, "it has no meta table (not a CAST cache, or a damaged one)") from error
+            raise
+        if rows.get("format") != FORMAT:
+            raise CacheCorrupt(path, f"its format is {rows.get('format')!r}, not {FORMAT!r}")
+        if rows.get("estate") != estate:
+            raise CacheCorrupt(path, f"it is the cache of estate {rows.get('estate')!r}, not of {estate!r}")
+        if check:
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)").fetchall()]
+            if problems != ["ok"]:
+                raise CacheCorrupt(path, "its integrity check failed: " + "; ".join(map(str, problems)))
+        _pragmas(conn, readonly)
+    except CacheCorrupt:
+        conn.close()
+        raise
+    except sqlite3.DatabaseError as error:  # "file is not a database", "malformed", short reads
+        conn.close()
+        raise CacheCorrupt(path, f"SQLite cannot read it ({error})") from error
+    except BaseException:
+        conn.close()
+        raise
+    return conn

@@ -1,0 +1,43 @@
+"""The cache's errors, each with the ``reason`` a routed refusal names.
+
+Separate from cache.py so the writer, the database opener and the
+publisher side (which turns a refusal into a routed ``error``) share them
+without importing the whole cache.
+"""
+
+from __future__ import annotations
+
+from flowcast.errors import Error
+
+__all__ = ["CacheCorrupt", "CacheError", "CacheFull"]
+
+
+class CacheError(Error):
+    """The cache refused or failed; ``reason`` is the routed error's word.
+
+    ``io_error`` (the disk said no: full, read-only, failing), ``too_large``
+    (a message over the size limit), ``closed``, ``read_only``.
+    """
+
+    def __init__(self, message: str, reason: str = "io_error") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class CacheFull(CacheError):
+    """Storing would pass the byte limit within retention: refused, nothing evicted."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "cache_full")
+
+
+class CacheCorrupt(CacheError):
+    """The database file is unreadable, damaged, of another format or of another estate.
+
+    The house refuses to start rather than replace it with a new, empty
+    cache: that would silently lose every acknowledged message in it.
+    """
+
+    def __init__(self, path: object, why: str) -> None:
+        super().__init__(f"the CAST cache {path} is unusable: {why}; move it aside or restore it, it was not replaced", "corrupt")
+        self.path = path

@@ -1,0 +1,34 @@
+"""bench/cast.py still runs: tiny sizes, --json, every figure present with its peer or a reason."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_cast_bench_quick_json():
+    command = [sys.executable, str(ROOT / "bench" / "cast.py"), "--quick", "--json", "--count", "3000"]
+    start = time.monotonic()
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert data["script"] == "cast" and data["settings"]["count"] == 3000
+    figures = data["figures"]
+    for name in ("cast_publish_100B", "cast_replay_100B", "cast_bytes_per_message"):
+        value = figures[name]["value"]
+        assert isinstance(value, (int, float)) and value > 0, (name, figures[name])
+    assert 100 < figures["cast_bytes_per_message"]["value"] < 2000  # 100 B of data plus what a row costs
+    for ours, peer in (("cast_publish_100B", "peer.jetstream_publish_100B"),
+                       ("cast_replay_100B", "peer.jetstream_replay_100B")):
+        if figures[peer]["value"] is None:  # the peer could not run here: it says why
+            assert figures[peer]["note"] and "peer n/a" in figures[ours]["note"]
+        else:
+            ratio = figures[ours]["ratios"]["x jetstream"]
+            assert abs(ratio - figures[ours]["value"] / figures[peer]["value"]) < 1e-6 * ratio
+    assert elapsed < 60, f"the quick run took {elapsed:.1f} s"
