@@ -18,6 +18,8 @@ BUILTIN_BASES = {
     "flowcast.cast.cacheerrors.CacheCorrupt": Exception,
     "flowcast.cast.cacheerrors.CacheError": Exception,
     "flowcast.cast.cacheerrors.CacheFull": Exception,
+    "flowcast.cast.config.CastConfigError": ValueError,
+    "flowcast.cast.inbox.InboxCorrupt": Exception,
     "flowcast.cast.names.CastNameError": ValueError,
     "flowcast.export.layout.ExportNameError": ValueError,
     "flowcast.export.reader.CorruptSegmentError": ValueError,

@@ -1,23 +1,38 @@
 """flowcast.cast: cached, asynchronous pub/sub between estates (docs/cast.md).
 
-The storage half lives here: ids, names and patterns, and the durable cache.
+The storage half: ids, names and patterns, and the durable cache; the
+protocol half: the publisher and subscriber sides and the service a house
+holds in its ``cast`` slot::
+
+    cast = CastService(router, cache=cache, config=CastConfig.from_mapping(layout.get("cast")))
+    ticket = cast.publish("abc/messages/alice/1", b"hello")
+    sub = CastService(router, inbox=path).subscribe("abc/messages/**", into="inbox")
 """
 
 from flowcast.cast.cache import Cache, Read, Stored, Ticket
 from flowcast.cast.cacheerrors import CacheCorrupt, CacheError, CacheFull
+from flowcast.cast.config import CastConfig, CastConfigError
 from flowcast.cast.ids import IdMaker, new_id
+from flowcast.cast.inbox import InboxCorrupt
 from flowcast.cast.names import CastNameError, Pattern, allowed, check_name, check_pattern, inside, matches, split_takes
+from flowcast.cast.service import CastService
+from flowcast.cast.subscriber import Subscription
 
 __all__ = [
     "Cache",
     "CacheCorrupt",
     "CacheError",
     "CacheFull",
+    "CastConfig",
+    "CastConfigError",
     "CastNameError",
+    "CastService",
     "IdMaker",
+    "InboxCorrupt",
     "Pattern",
     "Read",
     "Stored",
+    "Subscription",
     "Ticket",
     "allowed",
     "check_name",

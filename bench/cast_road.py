@@ -1,0 +1,402 @@
+"""CAST over a real road: replay to a returning subscriber, the live stream, memory per subscription.
+
+The subscription half of ``bench/cast.py``'s figures (that script holds the
+JetStream peer; the integrator takes these into it).  Two estate
+processes on loopback, each one manor house with its own scheduler on a
+real clock, wired as the estate launcher wires them (flowcast.routing
+.wiring: a road on UDP, acceptance ``always``)::
+
+    abc.manor (SQLite cache, CastService)  --road-->  xyz.manor (CastService, inbox.sqlite3, queue "inbox")
+
+Figures (``--json``: one object):
+
+* ``cast_replay_100B``  msgs/s: ``--replay`` messages of 100 B are in the
+  cache (published and durable) before xyz subscribes from cursor 0; the
+  figure is messages / (last arrival in xyz's queue share - the subscribe).
+  Each arrival went through the inbox's exactly-once commit.  Reference in
+  the same run: ``x cache read`` (the same messages read in-process from
+  the cache, the bound a road cannot beat) and ``x jetstream``: the same
+  count replayed by JetStream to a new durable consumer in the same run
+  (``peer.jetstream_replay_100B``, the peer of ``bench/cast.py``, used
+  from there; left out with the reason when that script or nats-server is
+  not there, or with ``--no-peer``).
+* ``cast_live_100B``  msgs/s: xyz subscribed, abc publishes ``--live``
+  messages as fast as its tickets come back (at most 4,096 in flight);
+  messages / (last arrival - first publish).
+* ``cast_live_p50_us`` / ``cast_live_p99_us``  publish call to arrival in
+  xyz's queue share, at ``--rate`` messages/s offered for ``--seconds``
+  (``time.monotonic`` is one clock for both processes).
+* ``cast_bytes_per_subscription``  bytes the publisher holds per active
+  subscription (tracemalloc over 500 subscriptions of one remote, on the
+  simulated network in this process).
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import shutil
+import statistics
+import struct
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import Figures, parser  # noqa: E402
+
+PAYLOAD = 100
+_stamp = struct.Struct(">d")
+
+
+class _House:
+    """What the wiring functions need of a house."""
+
+    def __init__(self, store: Any, scheduler: Any) -> None:
+        self.store, self.scheduler = store, scheduler
+        self.router = None
+        self.cast = None
+        self.closers: list = []
+
+    def on_close(self, fn: Any) -> None:
+        self.closers.append(fn)
+
+
+def _house_main(conn: Any, spec: dict[str, Any]) -> None:
+    gc.disable()
+    try:
+        _house(conn, spec)
+    except BaseException as error:  # noqa: BLE001 - reported to the parent
+        try:
+            conn.send(("error", f"{spec['estate']}: {type(error).__name__}: {error}", traceback.format_exc(limit=8)))
+        except OSError:
+            pass
+
+
+def _house(conn: Any, spec: dict[str, Any]) -> None:
+    from flowcast.cast import CastConfig, CastService
+    from flowcast.routing.wiring import join_remote, wire_road, wire_router
+    from flowcast.runtime import Event, RealClock, Scheduler, sleep
+    from flowcast.store import Store
+
+    estate = spec["estate"]
+    scheduler = Scheduler(RealClock())
+    store = Store(scheduler.clock.now, name="manor")
+    house = _House(store, scheduler)
+    router = wire_router(house, estate=estate, yard="manor", manor="manor", policy=spec["policy"])
+    road = wire_road(house, "main", keep=spec["keep"], acceptance="always")
+    config = CastConfig(subscribers={"xyz": ("abc/**",)})
+    cache = None
+    if estate == "abc":
+        from flowcast.cast.cache import Cache
+
+        cache = Cache.open(os.path.join(spec["dir"], "cache.sqlite3"), estate="abc", clock=scheduler.clock, scheduler=scheduler)
+        cast = CastService(router, cache=cache, config=config)
+    else:
+        cast = CastService(router, config=config, inbox=os.path.join(spec["dir"], "inbox.sqlite3"))
+    state: dict[str, Any] = {"got": 0, "last": None, "lat": []}
+    payload = os.urandom(PAYLOAD - 8)
+
+    def reply(*message: Any) -> None:
+        conn.send(message)
+
+    def wait_allowed(peer: str):  # type: ignore[no-untyped-def]
+        end = time.monotonic() + 10
+        while not road.is_allowed(peer) and time.monotonic() < end:
+            yield sleep(0.01)
+        reply("allowed", road.is_allowed(peer))
+
+    def publish(count: int, rate: float, reply_as: str):  # type: ignore[no-untyped-def]
+        """``count`` messages, paced at ``rate``/s (0: as fast as tickets return)."""
+        pending: list = []
+        start = time.monotonic()
+        for i in range(count):
+            if rate:
+                due = start + i / rate
+                if due > time.monotonic():
+                    yield sleep(due - time.monotonic())
+            data = _stamp.pack(time.monotonic()) + payload
+            pending.append(cast.publish(f"abc/m/{i % 64}", data, publisher="alice"))
+            if len(pending) >= 4096 or (not rate and i % 512 == 511):
+                while pending and not pending[0].done:
+                    yield sleep(0.0005)
+                pending = [t for t in pending if not t.done]
+        while any(not t.done for t in pending):
+            yield sleep(0.001)
+        reply(reply_as, {"start": start, "end": time.monotonic()})
+
+    def receiver():  # type: ignore[no-untyped-def]
+        inbox = store.queue("inbox")
+        queue = inbox.queue
+        wake = Event()
+        inbox.watchers.append(lambda share: wake.set())
+        lat = state["lat"]
+        unpack = _stamp.unpack_from
+        while True:
+            yield wake.wait()
+            wake.clear()
+            if not queue:
+                continue
+            now = time.monotonic()
+            if state["timing"]:
+                lat.extend(now - unpack(item["data"])[0] for item in queue)
+            state["got"] += len(queue)
+            state["last"] = now
+            queue.clear()
+
+    def read_all(count: int) -> float:
+        start = time.perf_counter()
+        after, n = 0, 0
+        while n < count:
+            read = cache.read(after, limit=1000, max_bytes=1 << 20)
+            if not read:
+                break
+            n += len(read)
+            after = read.upto
+        return n / (time.perf_counter() - start)
+
+    def on_command() -> None:
+        try:
+            command, *args = conn.recv()
+        except EOFError:
+            scheduler.stop()
+            return
+        if command == "wait_allowed":
+            scheduler.spawn(wait_allowed(*args), name="wait_allowed")
+        elif command == "join":
+            join_remote(house, "main", *args)
+            reply("ok")
+        elif command == "publish":
+            scheduler.spawn(publish(*args), name="publish")
+        elif command == "read_all":
+            reply("read", read_all(*args))
+        elif command == "subscribe":
+            state["timing"] = args[0]
+            scheduler.spawn(receiver(), name="receiver")
+            start = time.monotonic()
+            cast.subscribe("abc/**", estate="abc", into="inbox")
+            reply("subscribed", start)
+        elif command == "timing":
+            state["timing"], state["lat"][:] = args[0], []
+            reply("ok")
+        elif command == "progress":
+            reply("progress", {"got": state["got"], "last": state["last"]})
+        elif command == "latency":
+            reply("latency", list(state["lat"]))
+        elif command == "stop":
+            scheduler.stop()
+        else:
+            reply("error", f"unknown command {command!r}", "")
+
+    scheduler.add_reader(conn, on_command)
+    reply("ready", road.address)
+    try:
+        scheduler.run()
+    finally:
+        cast.close()
+        if cache is not None:
+            cache.close()
+        for close in reversed(house.closers):
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - closing must not hide the result
+                pass
+
+
+class _Proc:
+    def __init__(self, ctx: Any, spec: dict[str, Any]) -> None:
+        self.name = spec["estate"]
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_house_main, args=(child, spec), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def expect(self, kind: str, timeout: float) -> Any:
+        if not self.conn.poll(timeout):
+            raise RuntimeError(f"{self.name} gave no {kind!r} within {timeout:.0f} s")
+        message = self.conn.recv()
+        if message[0] == "error":
+            raise RuntimeError(f"{message[1]}\n{message[2]}")
+        if message[0] != kind:
+            raise RuntimeError(f"{self.name}: expected {kind!r}, got {message[0]!r}")
+        return message[1] if len(message) > 1 else None
+
+    def ask(self, kind: str, *message: Any, timeout: float = 30.0) -> Any:
+        self.conn.send(message)
+        return self.expect(kind, timeout)
+
+    def close(self) -> None:
+        try:
+            self.conn.send(("stop",))
+        except OSError:
+            pass
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(timeout=5)
+
+
+def _wait_for(proc: _Proc, count: int, limit: float) -> dict[str, Any]:
+    end = time.monotonic() + limit
+    progress = proc.ask("progress", "progress")
+    while progress["got"] < count and time.monotonic() < end:
+        time.sleep(0.02)
+        progress = proc.ask("progress", "progress")
+    return progress
+
+
+def road_run(replay: int, live: int, rate: float, seconds: float) -> dict[str, Any]:
+    top = tempfile.mkdtemp(prefix="fccast-")
+    ctx = multiprocessing.get_context("spawn")
+    procs: dict[str, _Proc] = {}
+    policies = {"abc": [{"allow": "subscribe", "estate": "xyz", "share": "cast"}],
+                "xyz": [{"allow": "write", "estate": "abc", "share": "cast.*"}]}
+    out: dict[str, Any] = {}
+    try:
+        for estate in ("abc", "xyz"):
+            os.makedirs(os.path.join(top, estate))
+            procs[estate] = _Proc(ctx, {"estate": estate, "policy": policies[estate], "dir": os.path.join(top, estate),
+                                        "keep": os.path.join(top, estate + "-keep")})
+        addresses = {name: p.expect("ready", 30) for name, p in procs.items()}
+        procs["xyz"].ask("ok", "join", *addresses["abc"][:2])
+        for name, peer in (("abc", "xyz"), ("xyz", "abc")):
+            if not procs[name].ask("allowed", "wait_allowed", peer, timeout=15):
+                raise RuntimeError(f"{name} did not allow {peer}")
+        abc, xyz = procs["abc"], procs["xyz"]
+        abc.conn.send(("publish", replay, 0.0, "filled"))
+        abc.expect("filled", 60 + replay / 5_000)
+        out["read"] = abc.ask("read", "read_all", replay, timeout=120)
+        start = xyz.ask("subscribed", "subscribe", False)
+        progress = _wait_for(xyz, replay, 60 + replay / 2_000)
+        if progress["got"] != replay:
+            raise RuntimeError(f"replay: {progress['got']:,} of {replay:,} arrived")
+        out["replay"] = replay / (progress["last"] - start)
+        abc.conn.send(("publish", live, 0.0, "published"))
+        sent = abc.expect("published", 60 + live / 2_000)
+        progress = _wait_for(xyz, replay + live, 60)
+        if progress["got"] != replay + live:
+            raise RuntimeError(f"live: {progress['got'] - replay:,} of {live:,} arrived")
+        out["live"] = live / (progress["last"] - sent["start"])
+        xyz.ask("ok", "timing", True)
+        paced = int(rate * seconds)
+        abc.conn.send(("publish", paced, rate, "paced"))
+        abc.expect("paced", seconds + 60)
+        progress = _wait_for(xyz, replay + live + paced, 60)
+        lat = sorted(xyz.ask("latency", "latency"))
+        if len(lat) != paced:
+            raise RuntimeError(f"paced: {len(lat):,} of {paced:,} arrived")
+        out["p50"] = statistics.median(lat) * 1e6
+        out["p99"] = lat[int(len(lat) * 0.99) - 1] * 1e6
+        out["offered"] = paced / seconds
+    except Exception as error:  # noqa: BLE001 - a failed run is a figure of n/a, not a crash
+        out["note"] = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+    finally:
+        for p in procs.values():
+            p.close()
+        shutil.rmtree(top, ignore_errors=True)
+    return out
+
+
+def bytes_per_subscription(n: int = 500) -> float:
+    """The publisher's memory per active subscription, on the simulated network."""
+    import tracemalloc
+
+    from flowcast.cast import CastConfig, CastService
+    from flowcast.routing import Policy, Router
+    from flowcast.runtime import Scheduler, VirtualClock
+    from flowcast.store import Store
+
+    class _Empty:  # the cache as an empty one: a subscription's cost is not the messages'
+        high_seq, low_seq = 0, 1
+
+        def read(self, *a: Any, **k: Any) -> list:
+            return []
+
+    scheduler = Scheduler(VirtualClock())
+    store = Store(scheduler.clock.now, name="manor")
+    router = Router(store, estate="abc", yard="manor", policy=Policy(), scheduler=scheduler)
+    cast = CastService(router, cache=_Empty(), config=CastConfig(subscribers={"xyz": ("abc/**",)}, max_subs=n + 1))
+    # Answers go nowhere: what is measured is what the publisher holds, not a router's notes of sends that failed.
+    router.answer = router.send = lambda *args, **kwargs: True  # type: ignore[method-assign]
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    from flowcast.routing.handlers import Landing
+    from flowcast.routing.pair import Pair
+    from flowcast.routing.route import Route
+
+    for i in range(n):
+        src = Route(f"cast.s{i:032x}", "bob", "xyz", "main")
+        pair = Pair(src, Route("cast", "manor", "abc", "main"))
+        data = {"sid": i.to_bytes(16, "big"), "pattern": f"abc/m/{i}/**", "cursor": 0, "lease": 60.0}
+        cast.publisher._on_sub(Landing(router, pair, "cast.sub", 0.0, None, data, True, store.get("cast")))
+    gc.collect()
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    assert len(cast.publisher.subs) == n
+    return grown / n
+
+
+def jetstream_replay(count: int) -> tuple[float | None, str]:
+    """JetStream's replay of ``count`` 100 B messages to a new durable consumer, through bench/cast.py's peer."""
+    try:
+        import cast as castbench  # bench/cast.py: the JetStream peer lives there
+        start_peer = castbench._start_peer
+    except (ImportError, AttributeError) as error:
+        return None, f"no JetStream peer (bench/cast.py: {error})"
+    peer, why = start_peer(900.0)
+    if peer is None:
+        return None, why
+    server, client = peer
+    try:
+        client.publish("ROAD", count)
+        return client.replay("ROAD", count, "road"), ""
+    except Exception as error:  # noqa: BLE001 - a peer that fails is reported, not fatal
+        return None, f"JetStream failed: {error!r}"[:300]
+    finally:
+        client.close()
+        server.stop()
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--no-peer", action="store_true", help="flowcast's figures only")
+    p.add_argument("--replay", type=int, default=1_000_000)
+    p.add_argument("--live", type=int, default=100_000)
+    p.add_argument("--rate", type=float, default=10_000.0)
+    p.add_argument("--seconds", type=float, default=3.0)
+    args = p.parse_args()
+    if args.quick:
+        args.replay, args.live, args.rate, args.seconds = 2_000, 2_000, 2_000.0, 0.5
+    figures = Figures("cast_road", quick=args.quick, replay=args.replay, live=args.live, rate=args.rate, seconds=args.seconds)
+    try:
+        import flowcast.cast.cache  # noqa: F401
+    except ImportError:
+        run = {"note": "needs the SQLite cache (flowcast.cast.cache)"}
+    else:
+        run = road_run(args.replay, args.live, args.rate, args.seconds)
+    note = run.get("note", "")
+    replay = run.get("replay")
+    theirs, why = (None, "left out (--no-peer)") if args.no_peer else jetstream_replay(args.replay)
+    ratios = {"x cache read": replay / run["read"]} if replay else {}
+    if replay and theirs:
+        ratios["x jetstream"] = replay / theirs
+    figures.add("cast_replay_100B", replay, "msgs/s", ratios=ratios,
+                note=note or f"{args.replay:,} cached messages to a returning subscriber over a loopback road; in-process cache read {run['read']:,.0f} msgs/s")
+    figures.add("peer.jetstream_replay_100B", theirs, "msgs/s",
+                note=why or f"{args.replay:,} messages to a new durable pull consumer, batches of 1,000, one AckAll each")
+    figures.add("cast_live_100B", run.get("live"), "msgs/s", note=note or f"{args.live:,} published while subscribed, publish to arrival")
+    figures.add("cast_live_p50_us", run.get("p50"), "us", note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered")
+    figures.add("cast_live_p99_us", run.get("p99"), "us", note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered")
+    figures.add("cast_bytes_per_subscription", bytes_per_subscription(50 if args.quick else 500), "B",
+                note="publisher memory per active subscription (tracemalloc)")
+    figures.emit(args.json)
+
+
+if __name__ == "__main__":
+    main()

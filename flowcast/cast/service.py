@@ -1,0 +1,147 @@
+"""CastService: CAST as a house sees it, in the house's ``cast`` slot.
+
+One object per house, whichever half it runs: the house that holds the
+cache publishes into it directly and serves subscriptions (Publisher); any
+house may subscribe (Subscriber); a house without the cache publishes by
+sending ``cast.pub`` down the lane to the one that has it, and its ticket
+completes when the ``cast.puback`` (or the error) comes back -- so a flow
+calls the same ``publish`` wherever it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from flowcast.cast.config import CastConfig
+from flowcast.cast.publisher import SHARE, Publisher
+from flowcast.cast.subscriber import Subscriber, Subscription
+from flowcast.cast.wire import PUB, PUBACK, read_pub, read_puback
+from flowcast.routing import Landing, Refused, Route
+
+__all__ = ["CastService", "RemoteTicket", "new_id"]
+
+_PUB_SHARE = "cast.publish"
+
+
+def new_id() -> bytes:
+    """A time-ordered id (48-bit ms, 80 random bits); the integrator points this at flowcast.cast.ids."""
+    return (int(time.time() * 1000) & ((1 << 48) - 1)).to_bytes(6, "big") + os.urandom(10)
+
+
+class RemoteTicket:
+    """A publish made through another house: ``done`` once that house says durable or refused."""
+
+    __slots__ = ("id", "done", "seq", "duplicate", "error")
+
+    def __init__(self, id: bytes) -> None:
+        self.id = id
+        self.done = False
+        self.seq = 0
+        self.duplicate = False
+        self.error: BaseException | None = None
+
+
+class CastService:
+    """CAST for the house of ``router``: ``cache`` if this house runs it, ``inbox`` if it subscribes.
+
+    ``cache_yard`` names the house with the cache (the manor by default),
+    where a house without one sends its publishes.
+    """
+
+    def __init__(self, router: Any, *, cache: Any = None, config: CastConfig | None = None,
+                 inbox: str | os.PathLike[str] | None = None, cache_yard: str | None = None) -> None:
+        self.router = router
+        self.config = config if config is not None else CastConfig()
+        self.publisher = Publisher(router, cache, self.config) if cache is not None else None
+        self.subscriber = Subscriber(router, inbox, retention=self.config.retention, report_every=max(1, self.config.window // 4)) if inbox is not None else None
+        self._cache_at = Route(SHARE, cache_yard if cache_yard is not None else router.manor, router.estate, "")
+        self._tickets: dict[bytes, RemoteTicket] = {}
+        if self.publisher is None:
+            router.store.share(_PUB_SHARE)
+            errors = router.store.queue(_PUB_SHARE + ".error", 1000)
+            errors.watchers.append(self._on_error)
+            router.handle(PUBACK, self._on_puback)
+
+    def attach(self, house: Any) -> "CastService":
+        """Put this service in ``house.cast`` and close it with the house."""
+        house.cast = self
+        house.on_close(self.close)
+        return self
+
+    def publish(self, name: str, data: Any, *, id: bytes | None = None, publisher: str = "",
+                recipients: Sequence[str] | None = None) -> Any:
+        """Publish ``data`` under ``name``: a ticket whose ``done`` turns true once it is on disk.
+
+        Then ``seq`` and ``duplicate`` say where it is, or ``error`` why it
+        was refused (the cache is full, an I/O error).  A bad name, another
+        estate's prefix, bad recipients or a message over the size limit
+        raise Refused at once.
+        """
+        id = id if id is not None else new_id()
+        if self.publisher is not None:
+            return self.publisher.publish(name, data, id=id, publisher=publisher, recipients=recipients)
+        message: dict[str, Any] = {"id": id, "name": name, "publisher": publisher, "data": data}
+        if recipients is not None:
+            message["recipients"] = recipients if isinstance(recipients, str) else list(recipients)
+        read_pub(message, self.router.estate)  # the same checks, before it leaves the house
+        ticket = self._tickets.setdefault(id, RemoteTicket(id))
+        if not self.router.send(self._cache_at, message, src=_PUB_SHARE, tag=PUB):
+            self._fail(id, "the cache's house could not be reached (see the router's notes)")
+        return ticket
+
+    def subscribe(self, pattern: str, *, estate: str | None = None, into: str, split: tuple[str, int, int] | None = None,
+                  lease: float | None = None, yard: str = "") -> Subscription:
+        """Deliver what ``estate`` publishes under ``pattern`` into the queue share ``into``, each message once."""
+        if self.subscriber is None:
+            raise ValueError("this house has no CAST inbox: give CastService an inbox path to subscribe")
+        return self.subscriber.subscribe(pattern, estate=estate, into=into, split=split,
+                                         lease=lease if lease is not None else self.config.lease, yard=yard)
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.publisher is not None:
+            out["held"] = self.publisher.status()
+            out["publisher"] = dict(self.publisher.counts)
+        if self.subscriber is not None:
+            out["subscriptions"] = [
+                {"pattern": s.pattern, "estate": s.estate, "into": s.into, "state": s.state, "cursor": s.cursor,
+                 "delivered": s.delivered, "duplicates": s.duplicates, "gaps": len(s.gaps)}
+                for s in self.subscriber.subs.values()
+            ]
+            out["subscriber"] = dict(self.subscriber.counts)
+        return out
+
+    def close(self) -> None:
+        if self.subscriber is not None:
+            self.subscriber.close()
+        if self.publisher is not None:
+            self.publisher.close()
+
+    # -- answers from the cache's house -----------------------------------------------
+
+    def _on_puback(self, landing: Landing) -> None:
+        if landing.src.estate != self.router.estate:
+            landing.refuse("cast.puback comes from this estate's cache", "spoofed_puback")
+        id, seq, duplicate = read_puback(landing.data)
+        ticket = self._tickets.pop(id, None)
+        if ticket is not None:
+            ticket.seq, ticket.duplicate, ticket.done = seq, duplicate, True
+
+    def _on_error(self, share: Any) -> None:
+        while share.queue:
+            report = share.queue.popleft().get("data") or {}
+            id = report.get("id")
+            reason = f"{report.get('kind', 'refused')}: {report.get('reason', '')}"
+            if isinstance(id, bytes) and id in self._tickets:
+                self._fail(id, reason)
+            elif self._tickets:  # refused before its id was read (a transport failure): the oldest waiting
+                self._fail(next(iter(self._tickets)), reason)
+
+    def _fail(self, id: bytes, reason: str) -> None:
+        ticket = self._tickets.pop(id, None)
+        if ticket is not None:
+            ticket.error = Refused(reason, "publish_refused")
+            ticket.done = True

@@ -1,0 +1,350 @@
+"""The receiving estate's half of CAST: hold leases, take batches, deliver each message once.
+
+The publisher keeps the messages, so this side keeps only a position: a
+cursor per subscription and the ids it delivered (flowcast.cast.inbox).
+Everything the network does wrong comes back to that position: a batch
+that starts past the cursor means one was lost, and the answer is to
+subscribe again from the cursor; a batch that starts before it is a
+resend, and what it holds below the cursor or already seen is dropped.
+A queue share that is full is back-pressure, never a loss: the cursor
+stops at the last message that fit, and the subscription asks again from
+there once there is room.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from typing import Any
+
+from flowcast.cast.inbox import Inbox
+from flowcast.cast.wire import BATCH, Batch, CURSOR, GAP, SUB, SUBOK, UNSUB, check_pattern, estate_of, read_batch, read_gap, read_subok
+from flowcast.routing import Landing, Route, envelope
+from flowcast.store.sizes import estimate
+
+__all__ = ["Subscriber", "Subscription", "TRANSIENT"]
+
+#: Error kinds a subscription outlives: the network's, not the publisher's word.
+TRANSIENT = frozenset({"undelivered", "backlog_full", "no_remote", "closed", "no_road", "too_large"})
+_MARGIN = 600.0  # ids outlive retention by this, as the cache's dedupe does
+log = logging.getLogger("flowcast.cast")
+
+
+class Subscription:
+    """One subscription of this house: where it stands, and ``close()`` to end it."""
+
+    def __init__(self, owner: "Subscriber", sid: bytes, estate: str, pattern: str, split: Any, into: str, lease: float, cursor: int, at: Route) -> None:
+        self.owner = owner
+        self.sid = sid
+        self.estate = estate
+        self.pattern = pattern
+        self.split = split
+        self.into = into
+        self.lease = lease
+        self.cursor = cursor
+        self.at = at  # the publisher's cast share
+        self.share = f"cast.s{sid.hex()}"
+        #: pending (sent, no answer yet), active, refused (``error`` says why) or closed.
+        self.state = "pending"
+        self.error: str | None = None
+        self.delivered = 0
+        self.duplicates = 0
+        self.gaps: list[tuple[int, int]] = []
+        self.blocked = False
+        self.reported = cursor
+        self.renew_at = 0.0
+        self.resync_at = 0.0
+        self.resync_wanted = False
+
+    def close(self) -> None:
+        """End the lease at the publisher now; the cursor stays, so a later subscribe resumes."""
+        self.owner.close_subscription(self)
+
+    def __repr__(self) -> str:
+        return f"<Subscription {self.pattern!r} at {self.estate!r} {self.state} cursor {self.cursor}>"
+
+
+class Subscriber:
+    """Subscriptions of the house of ``router``, their inbox at ``inbox``."""
+
+    def __init__(self, router: Any, inbox: str | os.PathLike[str] | Inbox, *, retention: float = 86400.0,
+                 report_every: int = 500, period: float = 1.0) -> None:
+        self.router = router
+        self.inbox = inbox if isinstance(inbox, Inbox) else Inbox(inbox)
+        self.retention = retention
+        self.report_every = report_every
+        self.period = period
+        self.scheduler = router.scheduler
+        self.clock = self.scheduler.clock.now
+        self.counts: Counter[str] = Counter()
+        self.subs: dict[bytes, Subscription] = {}
+        self._arrived: list[tuple[Subscription, Route, Any]] = []
+        self._watched: set[bytes] = set()
+        self._flushing: Any = None
+        self._closed = False
+        router.handle(SUBOK, self._on_subok)
+        router.handle(BATCH, self._on_batch)
+        router.handle(GAP, self._on_gap)
+        self._tick = self.scheduler.call_later(period, self._on_tick)
+        self._forget_at = self.clock() + 3600.0
+
+    # -- the API ------------------------------------------------------------------------
+
+    def subscribe(self, pattern: str, *, estate: str | None = None, into: str, split: tuple[str, int, int] | None = None,
+                  lease: float = 60.0, yard: str = "", channel: str = "") -> Subscription:
+        """Subscribe (or resume: the same estate, pattern, split and queue keep their cursor)."""
+        check_pattern(pattern)
+        estate = estate or estate_of(pattern)
+        split = tuple(split) if split is not None else None
+        key = repr((estate, pattern, split, into))
+        found = self.inbox.find(key)
+        if found is not None and found[0] in self.subs:
+            raise ValueError(f"already subscribed to {pattern!r} at {estate!r} into {into!r}")
+        sid, cursor = found if found is not None else (os.urandom(16), 0)
+        if found is None:
+            self.inbox.add(sid, key)
+        sub = Subscription(self, sid, estate, pattern, split, into, lease, cursor, Route("cast", yard, estate, channel))
+        store = self.router.store
+        store.share(sub.share)
+        store.queue(into)
+        if sid not in self._watched:  # once per share: a resumed subscription is found by its sid
+            self._watched.add(sid)
+            store.queue(sub.share + ".error", 100).watchers.append(lambda share, sid=sid: self._on_error(sid, share))
+        self.subs[sid] = sub
+        self._send_sub(sub)
+        return sub
+
+    def close_subscription(self, sub: Subscription) -> None:
+        if self.subs.pop(sub.sid, None) is None:
+            return
+        sub.state = "closed"
+        self.router.send(sub.at, {"sid": sub.sid}, src=sub.share, tag=UNSUB)
+
+    def close(self) -> None:
+        for sub in list(self.subs.values()):
+            self.close_subscription(sub)
+        self._closed = True
+        self._tick.cancel()
+        if self._flushing is not None:
+            self._flushing.cancel()
+        self.inbox.close()
+
+    # -- sending ------------------------------------------------------------------------
+
+    def _send_sub(self, sub: Subscription) -> None:
+        """Subscribe, renew and resync are one message: the lease, from the cursor."""
+        now = self.clock()
+        sub.renew_at = now + sub.lease / 3
+        sub.resync_at = now + self.period  # one resync in flight at a time
+        sub.resync_wanted = False
+        data: dict[str, Any] = {"sid": sub.sid, "pattern": sub.pattern, "cursor": sub.cursor, "lease": sub.lease}
+        if sub.split is not None:
+            data["split"] = list(sub.split)
+        sub.reported = sub.cursor
+        self.counts["subs_sent"] += 1
+        self.router.send(sub.at, data, src=sub.share, tag=SUB)
+
+    def _report(self, sub: Subscription) -> None:
+        sub.reported = sub.cursor
+        self.counts["cursors_sent"] += 1
+        self.router.send(sub.at, {"sid": sub.sid, "cursor": sub.cursor}, src=sub.share, tag=CURSOR)
+
+    def _resync(self, sub: Subscription) -> None:
+        """Subscribe again from the cursor: now, or at the tick once a period has passed since the last."""
+        if sub.blocked:
+            return  # the tick resyncs once there is room
+        if self.clock() >= sub.resync_at:
+            self.counts["resyncs"] += 1
+            self._send_sub(sub)
+        else:
+            sub.resync_wanted = True
+
+    # -- arrivals -------------------------------------------------------------------------
+
+    def _mine(self, landing: Landing, sid: bytes) -> Subscription:
+        sub = self.subs.get(sid)
+        if sub is None or landing.src.estate != sub.estate or landing.dst.share != sub.share:
+            landing.refuse("no such subscription here", "no_subscription")
+        return sub
+
+    def _on_subok(self, landing: Landing) -> None:
+        sid, lease, _low, _high = read_subok(landing.data)
+        sub = self._mine(landing, sid)
+        sub.state = "active"
+        sub.error = None
+        if lease < sub.lease:  # renew within what was granted
+            sub.renew_at = min(sub.renew_at, self.clock() + lease / 3)
+
+    def _on_batch(self, landing: Landing) -> None:
+        batch = read_batch(landing.data)
+        self._arrive(self._mine(landing, batch.sid), landing.src, batch)
+
+    def _on_gap(self, landing: Landing) -> None:
+        sid, start, upto = read_gap(landing.data)
+        self._arrive(self._mine(landing, sid), landing.src, (start, upto))
+
+    def _arrive(self, sub: Subscription, src: Route, what: Any) -> None:
+        """Checked, and kept for the end of this turn: one inbox commit (one fsync) for all that came."""
+        self._arrived.append((sub, src, what))
+        if self._flushing is None:
+            self._flushing = self.scheduler.call_later(0.0, self._flush)
+
+    def _flush(self) -> None:
+        self._flushing = None
+        arrived, self._arrived = self._arrived, []
+        plan = _Plan(self)
+        for sub, src, what in arrived:
+            if self.subs.get(sub.sid) is sub:
+                plan.add(sub, src, what)
+        try:
+            self.inbox.commit_many(plan.cursors, plan.rows)
+        except Exception:  # noqa: BLE001 - nothing was pushed: asked for again (at most once a period)
+            log.warning("CAST inbox %s: commit failed, %d batches will be sent again", self.inbox.path, len(arrived), exc_info=True)
+            self.counts["inbox_failed"] += 1
+            for sub in dict.fromkeys(sub for sub, _src, _what in arrived):
+                self._resync(sub)
+            return
+        for sid, cursor in plan.cursors.items():
+            self.subs[sid].cursor = cursor
+        for sub, queue, item, size in plan.pushes:
+            if item["tag"] == GAP:
+                sub.gaps.append((item["data"]["from"], item["data"]["upto"]))
+                self.counts["gaps"] += 1
+                if queue.bound and len(queue.queue) >= queue.bound:
+                    queue.queue.append(item)  # past the bound: a gap notice is never the one dropped
+                    for watcher in queue.watchers:
+                        watcher(queue)
+                else:
+                    queue.push(item)
+                continue
+            queue.push(item, size)  # room was checked: this fits
+            sub.delivered += 1
+            self.counts["delivered"] += 1
+        for sub in plan.touched:
+            if sub.blocked or sub.cursor - sub.reported >= self.report_every:
+                self._report(sub)
+        for sub in plan.resync:
+            self._resync(sub)
+
+    def _on_error(self, sid: bytes, share: Any) -> None:
+        while share.queue:
+            report = share.queue.popleft().get("data") or {}
+            kind = report.get("kind", "")
+            self.counts[f"error_{kind}"] += 1
+            sub = self.subs.get(sid)
+            if sub is None or kind in TRANSIENT:
+                continue  # the renew tries again
+            if kind == "no_subscription":  # the lease lapsed there (we were cut off): subscribe again from the cursor
+                sub.resync_at = 0.0
+                self._resync(sub)
+                continue
+            sub.state = "refused"
+            sub.error = f"{kind}: {report.get('reason', '')}"
+            self.subs.pop(sub.sid, None)
+
+    # -- time -------------------------------------------------------------------------------
+
+    def _on_tick(self) -> None:
+        if self._closed:
+            return
+        now = self.clock()
+        for sub in list(self.subs.values()):
+            if sub.blocked:
+                queue = self.router.store.queue(sub.into)
+                if not queue.bound or len(queue.queue) < queue.bound:
+                    sub.blocked = False
+                    self.counts["unblocked"] += 1
+                    self._send_sub(sub)
+                    continue
+            if now >= sub.renew_at or (sub.resync_wanted and now >= sub.resync_at):
+                self._send_sub(sub)
+            elif sub.cursor != sub.reported:
+                self._report(sub)
+        if now >= self._forget_at:
+            self.inbox.forget(now)
+            self._forget_at = now + 3600.0
+        self._tick = self.scheduler.call_later(self.period, self._on_tick)
+
+
+class _Plan:
+    """What one turn's batches and gaps do, worked out before anything is committed or pushed.
+
+    Cursors move here, not on the subscriptions, until the inbox has
+    committed them: a commit that fails leaves every subscription where it
+    was and pushes nothing.
+    """
+
+    def __init__(self, owner: Subscriber) -> None:
+        self.owner = owner
+        self.cursors: dict[bytes, int] = {}
+        self.rows: list[tuple[bytes, bytes, float]] = []
+        self.pushes: list[tuple[Subscription, Any, dict[str, Any], int]] = []
+        self.touched: dict[Subscription, None] = {}
+        self.resync: dict[Subscription, None] = {}
+        self._seen: dict[bytes, set[bytes]] = {}
+        self._room: dict[str, list[int]] = {}  # queue -> [messages, bytes (-1: no budget)] left this turn
+        self._until = owner.clock() + owner.retention + _MARGIN
+
+    def add(self, sub: Subscription, src: Route, what: Any) -> None:
+        owner = self.owner
+        counts = owner.counts
+        cursor = self.cursors.get(sub.sid, sub.cursor)
+        router = owner.router
+        queue = router.store.queue(sub.into)
+        dst = Route(sub.into, router.yard, router.estate, "")
+        if not isinstance(what, Batch):  # a gap: (from, upto)
+            start, upto = what
+            if start > cursor + 1:
+                counts["holes"] += 1
+                self.resync[sub] = None
+            elif upto > cursor:
+                notice = envelope(src, dst, GAP, owner.clock(), {"from": cursor + 1, "upto": upto})
+                self.pushes.append((sub, queue, notice, 0))
+                self.cursors[sub.sid] = upto
+            return
+        batch = what
+        if batch.upto <= cursor:
+            counts["stale_batches"] += 1  # a resend of what is delivered
+            return
+        if batch.after > cursor:
+            counts["holes"] += 1  # a batch went missing: ask again from the cursor
+            self.resync[sub] = None
+            return
+        if sub.blocked:
+            return  # the tick asks again once there is room
+        room = self._room.get(sub.into)
+        if room is None:
+            room = self._room[sub.into] = [
+                queue.bound - len(queue.queue) if queue.bound else 1 << 62,
+                queue.budget - queue.held_bytes if queue.budget else -1,
+            ]
+        msgs = [msg for msg in batch.msgs if msg[0] > cursor]
+        seen = self._seen.get(sub.sid)
+        if seen is None:
+            seen = self._seen[sub.sid] = set()
+        ids = [msg[1] for msg in msgs if msg[1] not in seen]
+        seen.update(owner.inbox.seen(sub.sid, ids))
+        cursor = batch.upto
+        for msg in msgs:
+            seq, id, name, publisher, stamp, data = msg
+            if id in seen:
+                sub.duplicates += 1
+                counts["duplicates"] += 1
+                continue
+            size = estimate(data) if room[1] >= 0 else 0
+            if room[0] <= 0 or (room[1] >= 0 and size > room[1]):
+                cursor = seq - 1  # back-pressure: the rest comes again once there is room
+                sub.blocked = True
+                counts["blocked"] += 1
+                break
+            room[0] -= 1
+            if room[1] >= 0:
+                room[1] -= size
+            seen.add(id)
+            self.rows.append((sub.sid, id, self._until))
+            item = envelope(src, dst, "cast", stamp, data)
+            item.update(name=name, id=id, publisher=publisher, seq=seq)
+            self.pushes.append((sub, queue, item, size))
+        self.cursors[sub.sid] = cursor
+        self.touched[sub] = None
