@@ -1,0 +1,139 @@
+"""What goes inside a CAST message's ``data`` when it is end to end: signed contact cards and sealed boxes.
+
+Pure functions, no I/O, so every refusal has one place and one reason.
+The outer map is what the estates may see (kind, from, to: the same
+facts as the message's name, publisher and recipients); everything else
+is either public key material, signed, or a ``nacl.public.Box``.
+
+Binding to the CAST name and id: a contact card's signature covers the
+name and id it was published under, and a box's sealed payload repeats
+them, so the estate that stores and forwards it cannot re-publish either
+under another name or id (PyNaCl's Box has no associated data, so the
+binding goes inside the box).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import msgpack
+from nacl.exceptions import CryptoError
+from nacl.public import Box, PublicKey
+from nacl.signing import VerifyKey
+
+from flowcast.cast.identity import IdentityError, UserKeys, check_address
+from flowcast.errors import Error
+
+__all__ = ["Card", "Sealed", "SealError", "card", "read_card", "read_outer", "seal", "open_box", "CARD_KINDS"]
+
+_VERSION = 1
+_DOMAIN = "flowcast.cast.contact/1"
+#: request: alice asks bob; accept: bob's answer, carrying his keys.
+CARD_KINDS = ("request", "accept")
+_MAX_NOTE = 1024
+
+
+class SealError(ValueError, Error):
+    """Content that cannot be taken: ``reason`` is the word counted (malformed, bad_signature, bad_box, replayed, ...)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class Card(NamedTuple):
+    """A verified contact request or acceptance."""
+
+    kind: str
+    sender: str
+    to: str
+    verify: bytes
+    box: bytes
+    note: str
+
+
+class Sealed(NamedTuple):
+    """An opened message."""
+
+    sender: str
+    to: str
+    body: bytes
+
+
+def _pack(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def _signed(kind: str, name: str, id: bytes, sender: str, to: str, verify: bytes, box: bytes, note: str) -> bytes:
+    return _pack([_DOMAIN, kind, name, id, sender, to, verify, box, note])
+
+
+def card(kind: str, keys: UserKeys, to: str, name: str, id: bytes, note: str = "") -> bytes:
+    """A signed contact card from ``keys``'s user to ``to``, to be published under ``name`` with ``id``."""
+    if kind not in CARD_KINDS:
+        raise ValueError(f"a card is one of {CARD_KINDS}, not {kind!r}")
+    verify, box = bytes(keys.verify_key), bytes(keys.public_key)
+    signature = keys.signing.sign(_signed(kind, name, id, keys.address, to, verify, box, note)).signature
+    return _pack({"v": _VERSION, "k": kind, "from": keys.address, "to": to, "sign": verify, "box": box, "note": note, "sig": signature})
+
+
+def seal(keys: UserKeys, to: str, peer_box: bytes, name: str, id: bytes, body: bytes) -> bytes:
+    """``body`` for ``to`` only, bound to the ``name`` and ``id`` it is published under."""
+    inner = _pack({"name": name, "id": id, "from": keys.address, "to": to, "body": body})
+    sealed = bytes(Box(keys.box, PublicKey(peer_box)).encrypt(inner))
+    return _pack({"v": _VERSION, "k": "msg", "from": keys.address, "to": to, "box": sealed})
+
+
+def read_outer(data: Any) -> dict[str, Any]:
+    """The visible map of an end-to-end message, checked for shape; SealError(malformed) otherwise."""
+    if data.__class__ is not bytes:
+        raise SealError(f"data is {type(data).__name__}, not bytes", "malformed")
+    try:
+        outer = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except Exception as error:  # noqa: BLE001 - msgpack raises several kinds for garbage
+        raise SealError(f"not msgpack ({type(error).__name__})", "malformed") from None
+    if not isinstance(outer, dict) or outer.get("v") != _VERSION or outer.get("k") not in (*CARD_KINDS, "msg"):
+        raise SealError("not an end-to-end map of version 1 and a known kind", "malformed")
+    for key in ("from", "to"):
+        try:
+            check_address(outer.get(key))
+        except IdentityError as error:
+            raise SealError(f"{key}: {error}", "malformed") from None
+    return outer
+
+
+def read_card(outer: dict[str, Any], name: str, id: bytes) -> Card:
+    """A contact card whose signature holds for the name and id it came under; SealError otherwise."""
+    verify, box, note, signature = (outer.get(k) for k in ("sign", "box", "note", "sig"))
+    if not (_bytes(verify, 32) and _bytes(box, 32) and _bytes(signature, 64)) or not isinstance(note, str) or len(note) > _MAX_NOTE:
+        raise SealError("a card has sign and box keys of 32 bytes, a signature of 64 and a note of text", "malformed")
+    try:
+        VerifyKey(verify).verify(_signed(outer["k"], name, id, outer["from"], outer["to"], verify, box, note), signature)
+    except CryptoError:
+        raise SealError(f"the {outer['k']} from {outer['from']!r} is not signed by the key it carries (forged, or moved to another name or id)", "bad_signature") from None
+    return Card(outer["k"], outer["from"], outer["to"], verify, box, note)
+
+
+def open_box(outer: dict[str, Any], keys: UserKeys, peer_box: bytes, name: str, id: bytes) -> Sealed:
+    """Open a message with the accepted peer's key; SealError(bad_box, replayed, malformed) otherwise."""
+    sealed = outer.get("box")
+    if not isinstance(sealed, bytes):
+        raise SealError("a message's box is bytes", "malformed")
+    try:
+        inner = Box(keys.box, PublicKey(peer_box)).decrypt(sealed)
+    except CryptoError:
+        raise SealError(f"the box from {outer['from']!r} does not open with the keys agreed (tampered, forged or wrong key)", "bad_box") from None
+    try:
+        found = msgpack.unpackb(inner, raw=False)
+    except Exception:  # noqa: BLE001
+        found = None
+    if not isinstance(found, dict) or not isinstance(found.get("body"), bytes):
+        raise SealError("the box opened but holds no message", "malformed")
+    if found.get("name") != name or found.get("id") != id or found.get("from") != outer["from"] or found.get("to") != outer["to"]:
+        raise SealError(f"the box was sealed for {str(found.get('name'))[:60]!r}, not for {name[:60]!r} with this id and these addresses", "replayed")
+    return Sealed(outer["from"], outer["to"], found["body"])
+
+
+def _bytes(value: Any, size: int) -> bool:
+    return value.__class__ is bytes and len(value) == size
+
