@@ -25,7 +25,9 @@ fingerprints out of band (``fingerprint()``) is the user's defence.
 
 from __future__ import annotations
 
+import logging
 import os
+import sqlite3
 from collections import Counter, deque
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ __all__ = ["ContactError", "EndToEnd", "User", "fingerprint", "CONTACTS", "MESSA
 
 CONTACTS = "contacts"
 MESSAGES = "messages"
+log = logging.getLogger("flowcast.cast")
 #: Content held per (user, sender) before it is refused as ``held_full``: spam may cost a count, not a disk.
 MAX_HELD = 1000
 
@@ -164,23 +167,38 @@ class EndToEnd:
                 "users": {u: {"pending": len(self.pending(u)), "held": len(self.held(u))} for u in sorted(self.users)}}
 
     def close(self) -> None:
+        """Stop taking arrivals (a new EndToEnd on the same estate dir takes over) and close the store."""
+        watchers = self.store.queue(self.into).watchers
+        if self._on_arrivals in watchers:
+            watchers.remove(self._on_arrivals)
         self.contacts.close()
 
     # -- arrivals -------------------------------------------------------------------------
 
     def _on_arrivals(self, queue: Any) -> None:
+        """Take what CAST delivered, oldest first; an item leaves the queue only once it is dealt with.
+
+        The CAST inbox has already recorded it as delivered, so an item
+        this layer failed to store (the contacts file could not be written)
+        stays at the head of the queue and is tried again on the next
+        arrival, never lost.
+        """
         while queue.queue:
-            item = queue.queue.popleft()
-            if item.get("tag") != "cast":
-                if item.get("tag") == "cast.gap":
-                    data = item.get("data") or {}
-                    self.gaps.append((data.get("from"), data.get("upto")))
-                    self.counts["gaps"] += 1
-                continue
-            try:
-                self._take(item)
-            except SealError as error:
-                self._refused(error.reason, str(error), item)
+            item = queue.queue[0]
+            if item.get("tag") == "cast":
+                try:
+                    self._take(item)
+                except SealError as error:
+                    self._refused(error.reason, str(error), item)
+                except sqlite3.Error:
+                    log.warning("CAST e2e %s: the contacts store failed; %s waits in %r", self.contacts.path, item.get("name"), self.into, exc_info=True)
+                    self.counts["store_failed"] += 1
+                    return
+            elif item.get("tag") == "cast.gap":
+                data = item.get("data") or {}
+                self.gaps.append((data.get("from"), data.get("upto")))
+                self.counts["gaps"] += 1
+            queue.queue.popleft()
 
     def _take(self, item: dict[str, Any]) -> None:
         name, id, publisher = item.get("name"), item.get("id"), item.get("publisher")

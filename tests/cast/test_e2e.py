@@ -244,3 +244,26 @@ def test_abc_forwards_to_an_estate_only_public_messages_and_those_for_its_users(
     held = {h["estate"]: h for h in w.pubs["abc"].status()["held"]}
     assert held["xyz"]["sent"] == held["qrs"]["sent"]  # xyz's read moved past carol's messages without them
     assert bob and carol and alice
+
+
+def test_content_the_contacts_store_failed_to_hold_waits_and_is_held_on_the_next_arrival(w):
+    import sqlite3
+
+    bob, eve = w.e2e["xyz"].user("bob"), w.e2e["abc"].user("eve")
+    w.e2e["abc"].contacts.put("eve", "bob@xyz", "accepted", bytes(bob.keys.verify_key), bytes(bob.keys.public_key), 0.0)
+    contacts = w.e2e["xyz"].contacts
+    hold, failures = contacts.hold, []
+
+    def full_disk_once(*args):
+        if not failures:
+            failures.append(args)
+            raise sqlite3.OperationalError("database or disk is full")
+        return hold(*args)
+
+    contacts.hold = full_disk_once
+    assert w.done(eve.send("bob@xyz", b"first"))
+    assert w.run_until(lambda: w.e2e["xyz"].counts["store_failed"] == 1, 20)
+    assert not bob.held() and len(w.estates["xyz"].store("home").queue("e2e.in").queue) == 1  # kept, not lost
+    assert w.done(eve.send("bob@xyz", b"second"))
+    assert w.run_until(lambda: len(bob.held()) == 2, 20)
+    assert [h.name for h in bob.held()][0] == failures[0][2]  # the one that waited comes first
