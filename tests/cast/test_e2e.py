@@ -267,3 +267,29 @@ def test_content_the_contacts_store_failed_to_hold_waits_and_is_held_on_the_next
     assert w.done(eve.send("bob@xyz", b"second"))
     assert w.run_until(lambda: len(bob.held()) == 2, 20)
     assert [h.name for h in bob.held()][0] == failures[0][2]  # the one that waited comes first
+
+
+def test_two_users_who_ask_each_other_at_once_are_both_contacts(w):
+    alice, bob = w.e2e["abc"].user("alice"), w.e2e["xyz"].user("bob")
+    assert w.done(alice.request(bob.address), bob.request(alice.address))
+    assert w.run_until(lambda: alice.contact(bob.address).state == bob.contact(alice.address).state == "accepted", 20)
+    assert not alice.pending() and not bob.pending()
+    assert w.done(alice.send(bob.address, b"hello"), bob.send(alice.address, b"hi"))
+    assert w.run_until(lambda: bodies(w.mailbox("xyz", "bob")) == [b"hello"] and bodies(w.mailbox("abc", "alice")) == [b"hi"], 20)
+
+
+def test_a_body_over_the_size_limit_is_refused_at_once_and_a_gap_is_counted_not_taken_for_content(w):
+    from flowcast.cast.wire import MAX_MESSAGE
+    from flowcast.routing import Refused
+
+    alice, bob = w.e2e["abc"].user("alice"), w.e2e["xyz"].user("bob")
+    _contacts(w, alice, bob)
+    with pytest.raises(Refused) as caught:
+        alice.send(bob.address, bytes(MAX_MESSAGE))
+    assert caught.value.kind == "too_large" and w.e2e["abc"].counts["sent"] == 0
+    with pytest.raises(TypeError):
+        alice.send(bob.address, "text")
+    inbox = w.estates["xyz"].store("home").queue("e2e.in")
+    inbox.push({"route": {}, "tag": "cast.gap", "stamp": 0.0, "data": {"from": 3, "upto": 9}})
+    assert w.e2e["xyz"].gaps == [(3, 9)] and w.e2e["xyz"].counts["gaps"] == 1 and not inbox.queue
+    assert not w.mailbox("xyz", "bob").queue and not w.e2e["xyz"].refusals
