@@ -29,11 +29,9 @@ import logging
 import os
 import sqlite3
 from collections import Counter, deque
+from hashlib import blake2b
 from pathlib import Path
 from typing import Any
-
-from nacl.hash import blake2b
-from nacl.encoding import HexEncoder
 
 from flowcast.cast.contacts import Contact, Contacts, Held
 from flowcast.cast.identity import IdentityError, UserKeys, check_address, check_user
@@ -60,7 +58,7 @@ class ContactError(ValueError, Error):
 
 def fingerprint(verify: bytes, box: bytes) -> str:
     """A short hex digest of a user's two public keys, to compare out of band."""
-    return blake2b(verify + box, digest_size=10, encoder=HexEncoder).decode()
+    return blake2b(verify + box, digest_size=10).hexdigest()
 
 
 class EndToEnd:

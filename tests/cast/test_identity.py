@@ -18,6 +18,11 @@ def test_keys_are_written_0600_in_a_0700_directory_and_read_back_the_same(tmp_pa
     again = UserKeys.load_or_create(tmp_path, "alice", "abc")
     assert bytes(again.signing) == bytes(made.signing) and bytes(again.box) == bytes(made.box)
     assert again.address == "alice@abc" and bytes(made.signing) != bytes(made.box)
+    from flowcast.cast.e2e import fingerprint
+    print_ = fingerprint(bytes(made.verify_key), bytes(made.public_key))
+    assert print_ == fingerprint(bytes(again.verify_key), bytes(again.public_key)) and len(print_) == 20
+    other = UserKeys.generate("alice", "abc")
+    assert fingerprint(bytes(other.verify_key), bytes(other.public_key)) != print_
 
 
 def test_a_broken_key_file_is_refused_not_replaced_and_names_cannot_become_paths(tmp_path):
