@@ -99,7 +99,7 @@ class EndToEnd:
         self.follows.extend(subs)
         return subs
 
-    def request(self, user: str, peer: str, note: str = "") -> Any:
+    def request(self, user: str, peer: str) -> Any:
         """Ask ``peer`` (user@estate) to accept ``user``: a signed card with the user's keys; the publish ticket."""
         keys, peer = self._keys(user), _peer(peer)
         found = self.contacts.get(keys.user, peer)
@@ -109,7 +109,7 @@ class EndToEnd:
             raise ContactError(f"{keys.address} and {peer} are contacts already", "already_contacts")
         self.contacts.put(keys.user, peer, "requested", None, None, self.clock())
         self.counts["requests_sent"] += 1
-        return self._publish_card("request", keys, peer, note)
+        return self._publish_card("request", keys, peer)
 
     def accept(self, user: str, peer: str) -> Any:
         """Accept ``peer``'s request: they get ``user``'s keys, and what they sent so far is delivered, in order."""
@@ -119,7 +119,7 @@ class EndToEnd:
             raise ContactError(f"{peer} has not asked {keys.address} (nothing pending to accept)", "no_request")
         self.contacts.put(keys.user, peer, "accepted", found.verify, found.box, self.clock())
         self.counts["accepted"] += 1
-        ticket = self._publish_card("accept", keys, peer, "")
+        ticket = self._publish_card("accept", keys, peer)
         self._release(keys, peer)
         return ticket
 
@@ -289,10 +289,10 @@ class EndToEnd:
             keys = self.users[user] = UserKeys.load_or_create(self.home, user, self.estate)
         return keys
 
-    def _publish_card(self, kind: str, keys: UserKeys, peer: str, note: str) -> Any:
+    def _publish_card(self, kind: str, keys: UserKeys, peer: str) -> Any:
         id = new_id()
         name = f"{self.estate}/{CONTACTS}/{keys.user}/{id.hex()}"
-        return self.cast.publish(name, card(kind, keys, peer, name, id, note), id=id, publisher=keys.user, recipients=[peer])
+        return self.cast.publish(name, card(kind, keys, peer, name, id), id=id, publisher=keys.user, recipients=[peer])
 
 
 class User:
@@ -311,8 +311,8 @@ class User:
     def fingerprint(self) -> str:
         return fingerprint(bytes(self.keys.verify_key), bytes(self.keys.public_key))
 
-    def request(self, peer: str, note: str = "") -> Any:
-        return self.e2e.request(self.keys.user, peer, note)
+    def request(self, peer: str) -> Any:
+        return self.e2e.request(self.keys.user, peer)
 
     def accept(self, peer: str) -> Any:
         return self.e2e.accept(self.keys.user, peer)

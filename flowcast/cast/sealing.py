@@ -34,7 +34,6 @@ _BOX_DOMAIN = "flowcast.cast.box/1"
 _BIND = 16
 #: request: alice asks bob; accept: bob's answer, carrying his keys.
 CARD_KINDS = ("request", "accept")
-_MAX_NOTE = 1024
 
 
 class SealError(ValueError, Error):
@@ -53,7 +52,6 @@ class Card(NamedTuple):
     to: str
     verify: bytes
     box: bytes
-    note: str
 
 
 class Sealed(NamedTuple):
@@ -79,17 +77,21 @@ def _pack(value: Any) -> bytes:
     return msgpack.packb(value, use_bin_type=True)
 
 
-def _signed(kind: str, name: str, id: bytes, sender: str, to: str, verify: bytes, box: bytes, note: str) -> bytes:
-    return _pack([_DOMAIN, kind, name, id, sender, to, verify, box, note])
+def _signed(kind: str, name: str, id: bytes, sender: str, to: str, verify: bytes, box: bytes) -> bytes:
+    return _pack([_DOMAIN, kind, name, id, sender, to, verify, box])
 
 
-def card(kind: str, keys: UserKeys, to: str, name: str, id: bytes, note: str = "") -> bytes:
-    """A signed contact card from ``keys``'s user to ``to``, to be published under ``name`` with ``id``."""
+def card(kind: str, keys: UserKeys, to: str, name: str, id: bytes) -> bytes:
+    """A signed contact card from ``keys``'s user to ``to``, to be published under ``name`` with ``id``.
+
+    No note or greeting: the receiver's key is not known yet, so anything
+    more than keys would be user content the estates could read.
+    """
     if kind not in CARD_KINDS:
         raise ValueError(f"a card is one of {CARD_KINDS}, not {kind!r}")
     verify, box = bytes(keys.verify_key), bytes(keys.public_key)
-    signature = keys.signing.sign(_signed(kind, name, id, keys.address, to, verify, box, note)).signature
-    return _pack({"v": _VERSION, "k": kind, "from": keys.address, "to": to, "sign": verify, "box": box, "note": note, "sig": signature})
+    signature = keys.signing.sign(_signed(kind, name, id, keys.address, to, verify, box)).signature
+    return _pack({"v": _VERSION, "k": kind, "from": keys.address, "to": to, "sign": verify, "box": box, "sig": signature})
 
 
 def seal(keys: UserKeys, to: str, peer_box: bytes, name: str, id: bytes, body: bytes) -> bytes:
@@ -119,14 +121,14 @@ def read_outer(data: Any) -> dict[str, Any]:
 
 def read_card(outer: dict[str, Any], name: str, id: bytes) -> Card:
     """A contact card whose signature holds for the name and id it came under; SealError otherwise."""
-    verify, box, note, signature = (outer.get(k) for k in ("sign", "box", "note", "sig"))
-    if not (_bytes(verify, 32) and _bytes(box, 32) and _bytes(signature, 64)) or not isinstance(note, str) or len(note) > _MAX_NOTE:
-        raise SealError("a card has sign and box keys of 32 bytes, a signature of 64 and a note of text", "malformed")
+    verify, box, signature = (outer.get(k) for k in ("sign", "box", "sig"))
+    if not (_bytes(verify, 32) and _bytes(box, 32) and _bytes(signature, 64)):
+        raise SealError("a card has sign and box keys of 32 bytes and a signature of 64", "malformed")
     try:
-        VerifyKey(verify).verify(_signed(outer["k"], name, id, outer["from"], outer["to"], verify, box, note), signature)
+        VerifyKey(verify).verify(_signed(outer["k"], name, id, outer["from"], outer["to"], verify, box), signature)
     except CryptoError:
         raise SealError(f"the {outer['k']} from {outer['from']!r} is not signed by the key it carries (forged, or moved to another name or id)", "bad_signature") from None
-    return Card(outer["k"], outer["from"], outer["to"], verify, box, note)
+    return Card(outer["k"], outer["from"], outer["to"], verify, box)
 
 
 def open_box(outer: dict[str, Any], keys: UserKeys, peer_box: bytes, name: str, id: bytes) -> Sealed:

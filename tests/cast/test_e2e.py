@@ -23,7 +23,7 @@ def w(tmp_path):
 
 def _contacts(w, alice, bob):
     """alice@abc asks, bob@xyz accepts, alice learns it."""
-    assert w.done(alice.request(bob.address, note="it's alice"))
+    assert w.done(alice.request(bob.address))
     assert w.run_until(lambda: bob.pending(), 20)
     assert [c.peer for c in bob.pending()] == [alice.address]
     assert w.done(bob.accept(alice.address))
