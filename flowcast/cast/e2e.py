@@ -81,7 +81,7 @@ class EndToEnd:
         self.max_held = max_held
         self.users: dict[str, UserKeys] = {}
         self.counts: Counter[str] = Counter()
-        #: The latest refusals, newest last: {reason, detail, sender, name, id}.
+        #: The latest refusals, newest last: {reason, detail, name, id}.
         self.refusals: deque[dict[str, Any]] = deque(maxlen=256)
         self.gaps: list[tuple[int, int]] = []
         self.follows: list[Any] = []
@@ -101,7 +101,7 @@ class EndToEnd:
 
     def request(self, user: str, peer: str) -> Any:
         """Ask ``peer`` (user@estate) to accept ``user``: a signed card with the user's keys; the publish ticket."""
-        keys, peer = self._keys(user), _peer(peer)
+        keys, peer = self._me(user), _peer(peer)
         found = self.contacts.get(keys.user, peer)
         if found is not None and found.state == "pending":
             return self.accept(user, peer)  # they asked first: asking back is agreeing
@@ -113,7 +113,7 @@ class EndToEnd:
 
     def accept(self, user: str, peer: str) -> Any:
         """Accept ``peer``'s request: they get ``user``'s keys, and what they sent so far is delivered, in order."""
-        keys, peer = self._keys(user), _peer(peer)
+        keys, peer = self._me(user), _peer(peer)
         found = self.contacts.get(keys.user, peer)
         if found is None or found.state not in ("pending", "accepted") or found.verify is None:
             raise ContactError(f"{peer} has not asked {keys.address} (nothing pending to accept)", "no_request")
@@ -128,7 +128,7 @@ class EndToEnd:
 
         Nothing is sent back: a spammer learns nothing from a refusal.
         """
-        keys, peer = self._keys(user), _peer(peer)
+        keys, peer = self._me(user), _peer(peer)
         found = self.contacts.get(keys.user, peer)
         self.contacts.put(keys.user, peer, "refused", found.verify if found else None, found.box if found else None, self.clock())
         held = self.contacts.held(keys.user, peer)
@@ -140,7 +140,7 @@ class EndToEnd:
 
     def send(self, user: str, peer: str, body: bytes) -> Any:
         """Seal ``body`` for ``peer`` and publish it (recipients ``[peer]``); the publish ticket."""
-        keys, peer = self._keys(user), _peer(peer)
+        keys, peer = self._me(user), _peer(peer)
         found = self.contacts.get(keys.user, peer)
         if found is None or found.state != "accepted" or found.box is None:
             raise ContactError(f"{peer} has not accepted {keys.address}: send a contact request first", "not_accepted")
@@ -279,14 +279,24 @@ class EndToEnd:
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _keys(self, user: str, create: bool = False) -> UserKeys:
+    def _keys(self, user: str, create: bool = False) -> UserKeys | None:
         """A local user's keys; None (create False) for a user this house has never had."""
         keys = self.users.get(user)
         if keys is None:
-            check_user(user)
+            try:
+                check_user(user)
+            except IdentityError as error:
+                raise ContactError(str(error), "bad_address") from None
             if not create and not UserKeys.path(self.home, user).exists():
-                return None  # type: ignore[return-value]
+                return None
             keys = self.users[user] = UserKeys.load_or_create(self.home, user, self.estate)
+        return keys
+
+    def _me(self, user: str) -> UserKeys:
+        """A local user who acts: known here (``user()`` made their keys), or ContactError."""
+        keys = self._keys(user)
+        if keys is None:
+            raise ContactError(f"{str(user)[:40]!r} is no user of this house: EndToEnd.user(name) makes one", "no_user")
         return keys
 
     def _publish_card(self, kind: str, keys: UserKeys, peer: str) -> Any:

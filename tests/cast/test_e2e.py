@@ -64,6 +64,8 @@ def test_contact_then_sealed_messages_both_ways_and_neither_estate_ever_holds_th
     assert len(rows) == 5 and all(SECRET not in row.data for row in rows)
     assert {row.recipients for row in rows} == {("bob@xyz",)}  # what the estate sees: routing metadata
     assert not w.e2e["xyz"].refusals and not w.e2e["abc"].refusals
+    status = w.e2e["xyz"].status()
+    assert status["users"] == {"bob": {"pending": 0, "held": 0}} and status["counts"]["delivered"] == 5
 
 
 def test_content_from_a_sender_not_accepted_is_held_counted_and_durable_then_delivered_in_order_on_accept(w, tmp_path):
@@ -222,6 +224,10 @@ def test_a_changed_key_is_refused_and_a_refused_contact_loses_its_held_content_c
     with pytest.raises(ContactError) as caught:
         alice.send("carol@xyz", b"x")
     assert caught.value.reason == "not_accepted"
+    for user, peer, reason in (("nobody", "bob@xyz", "no_user"), ("../x", "bob@xyz", "bad_address"), ("alice", "bob", "bad_address")):
+        with pytest.raises(ContactError) as caught:
+            w.e2e["abc"].send(user, peer, b"x")
+        assert caught.value.reason == reason
 
 
 def test_abc_forwards_to_an_estate_only_public_messages_and_those_for_its_users(tmp_path):
