@@ -43,12 +43,14 @@ import pyarrow.parquet as pq
 from flowcast.errors import Error
 from flowcast.export.layout import check_part, inprogress, journal_dir, partition_dir, publish
 from flowcast.export.schema import CAST_ROW_COLUMNS, DICTIONARY_COLUMNS, SCHEMA, SCHEMA_VERSION, SHARE_KIND
+from flowcast.export.reader import CorruptSegmentError, conform
 
 __all__ = ["Recovery", "SegmentWriter", "route_text", "rows_to_batch", "rows_to_batches", "write_parquet"]
 
 _COUNT = struct.Struct("<II")  # pending, journaled
 _MAGIC = b"fcexp001"
 _COUNT_SIZE = 16
+_REQUIRED = frozenset(f.name for f in SCHEMA if not f.nullable)  # an older journal must have these to be read
 _US_PER_DAY = 86_400_000_000
 
 
@@ -412,15 +414,21 @@ def _read_journal(path: Path) -> list[pa.RecordBatch]:
     try:
         with pa.OSFile(str(path), "rb") as f:
             reader = pa.ipc.open_stream(f)
-            if reader.schema.remove_metadata() != SCHEMA.remove_metadata():
+            older = reader.schema.remove_metadata() != SCHEMA.remove_metadata()
+            if older and not _REQUIRED <= set(reader.schema.names):
                 return []
             while True:
                 try:
-                    batches.append(reader.read_next_batch())
+                    batch = reader.read_next_batch()
                 except StopIteration:
                     break
-    except (pa.ArrowInvalid, OSError, EOFError):
-        pass  # torn header or tail: keep what was read
+                if older:  # journaled by an earlier flowcast (a crash, then an upgrade): its columns, the rest null
+                    batch = conform(pa.Table.from_batches([batch]), str(path)).combine_chunks().to_batches()
+                    batch = batch[0] if batch else None
+                if batch is not None:
+                    batches.append(batch)
+    except (pa.ArrowInvalid, OSError, EOFError, CorruptSegmentError):
+        pass  # torn header or tail, or a column that does not convert: keep what was read (the rest is counted lost)
     return batches
 
 
