@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import cast  # noqa: E402
 import causal  # noqa: E402
 import fcspark  # noqa: E402
 import latency  # noqa: E402
@@ -20,7 +21,7 @@ import presence  # noqa: E402
 import routed  # noqa: E402
 import throughput  # noqa: E402
 
-JOBS = [latency.JOB, throughput.JOB, loss.JOB, causal.JOB, presence.JOB, routed.JOB]
+JOBS = [latency.JOB, throughput.JOB, loss.JOB, causal.JOB, presence.JOB, routed.JOB, cast.JOB]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -132,7 +132,7 @@ def loss(events: DataFrame) -> dict[str, DataFrame]:
         return F.sum(_kind(kind).cast("long"))
 
     per_message = (
-        events.filter(F.col("msg_id").isNotNull() & ~F.col("kind").isin(*ROUTER_KINDS))  # the routed job's
+        events.filter(F.col("msg_id").isNotNull() & ~F.col("kind").isin(*ROUTER_KINDS) & ~F.col("kind").startswith("cast-"))  # the routed and cast jobs'
         .groupBy("src", "dst", "msg_id")
         .agg(
             has("sent").alias("sent"),

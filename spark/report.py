@@ -31,6 +31,7 @@ SECTIONS = (
     ("causal", "Causal buffering lag", None),
     ("presence", "Presence of remote estates", "presence.png"),
     ("routed", "Routed share to share: latency, loss and refusals per route", None),
+    ("cast", "CAST per subscription: lag, resyncs and gaps", None),
 )
 
 
@@ -130,7 +131,7 @@ def _table_html(output: Path, name: str, limit: int = 50) -> str:
         return ""
     if table.empty:
         return "<p><em>empty</em></p>"
-    keys = [c for c in ("route", "observer", "remote", "minute", "since") if c in table.columns]
+    keys = [c for c in ("route", "observer", "remote", "minute", "since", "subscriber", "publisher", "sub") if c in table.columns]
     if keys:
         table = table.sort_values(keys, kind="stable")
     more = f"<p>first {limit} of {len(table)} rows</p>" if len(table) > limit else ""

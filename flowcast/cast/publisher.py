@@ -23,8 +23,9 @@ from flowcast.cast.wire import (
     check_name, check_recipients, estate_of, read_cursor, read_pub, read_sub, read_unsub, recipient_estates,
 )
 from flowcast.routing import Landing, Refused, Route, declare_access
+from flowcast.transport.hooks import Hooks
 
-__all__ = ["Publisher", "SUBSCRIBE", "SHARE"]
+__all__ = ["Publisher", "SUBSCRIBE", "SHARE", "HOOKS"]
 
 #: The policy permission a road's cast.sub, cast.unsub and cast.cursor need.
 SUBSCRIBE = declare_access("subscribe")
@@ -33,6 +34,9 @@ SHARE = "cast"
 _READ_LIMIT = 1000
 _READS = 32
 _READ_BYTES = 256 << 10
+#: What the export hears (flowcast.export.castevents): stored(ticket), forwarded(held, after, upto, count, size),
+#: resync(held, cursor, high), gap(held, start, upto), lease_expired(held).
+HOOKS = ("stored", "forwarded", "resync", "gap", "lease_expired")
 
 
 class Held:
@@ -65,6 +69,7 @@ class Publisher:
         self.scheduler = router.scheduler
         self.clock = self.scheduler.clock.now
         self.counts: Counter[str] = Counter()
+        self.hooks = Hooks(HOOKS, "cast publisher", direct=False)
         self.subs: dict[tuple[str, bytes], Held] = {}
         self.per_remote: Counter[str] = Counter()
         self.high = int(cache.high_seq)
@@ -133,6 +138,8 @@ class Publisher:
             if ticket.seq > self.high:
                 self.high = ticket.seq
                 moved = True
+            if self.hooks.stored is not None:
+                self.hooks.stored(ticket)
             if pair is not None:
                 self.router.answer(pair, {"id": getattr(ticket, "id", None) or id, "seq": ticket.seq, "duplicate": bool(ticket.duplicate)}, tag=PUBACK)
         if moved:
@@ -165,6 +172,8 @@ class Publisher:
             held.pattern, held.split, held.route, held.expires = sub.pattern, sub.split, landing.src, now + lease
             held.rewind(sub.cursor)
             self.counts["renewed"] += 1
+        if self.hooks.resync is not None and sub.cursor < self.high:
+            self.hooks.resync(held, sub.cursor, self.high)
         landing.reply({"sid": sub.sid, "lease": lease, "low": int(self.cache.low_seq), "high": self.high}, tag=SUBOK)
         self._arm_sweep(held.expires)
         self._pump(held)
@@ -249,6 +258,8 @@ class Publisher:
             held.b_inflight += size
             self.counts["forwarded"] += len(msgs)
             self.counts["batches"] += 1
+            if self.hooks.forwarded is not None:
+                self.hooks.forwarded(held, data["after"], upto, len(msgs), size)
 
     def _gap(self, held: Held) -> None:
         """What expired before it was sent is said (cast.gap), never skipped silently."""
@@ -256,6 +267,8 @@ class Publisher:
         if not self.router.send(held.route, {"sid": held.sid, "from": held.sent + 1, "upto": upto}, src=SHARE, tag=GAP):
             return  # the renew asks again, and gets the gap again
         self.counts["gaps"] += 1
+        if self.hooks.gap is not None:
+            self.hooks.gap(held, held.sent + 1, upto)
         held.sent = upto
         held.scanned = max(held.scanned, upto)
 
@@ -275,6 +288,8 @@ class Publisher:
             if held.expires <= now:
                 self._drop(key)
                 self.counts["lease_expired"] += 1
+                if self.hooks.lease_expired is not None:
+                    self.hooks.lease_expired(held)
             elif nearest is None or held.expires < nearest:
                 nearest = held.expires
         if nearest is not None and not self._closed:

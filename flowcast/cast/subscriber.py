@@ -22,13 +22,17 @@ from flowcast.cast.inbox import Inbox
 from flowcast.cast.wire import BATCH, Batch, CURSOR, GAP, SUB, SUBOK, UNSUB, check_pattern, estate_of, read_batch, read_gap, read_subok
 from flowcast.routing import Landing, Route, envelope
 from flowcast.store.sizes import estimate
+from flowcast.transport.hooks import Hooks
 
-__all__ = ["Subscriber", "Subscription", "TRANSIENT"]
+__all__ = ["Subscriber", "Subscription", "TRANSIENT", "HOOKS"]
 
 #: Error kinds a subscription outlives: the network's, not the publisher's word.
 TRANSIENT = frozenset({"undelivered", "backlog_full", "no_remote", "closed", "no_road", "too_large"})
 _MARGIN = 600.0  # ids outlive retention by this, as the cache's dedupe does
 log = logging.getLogger("flowcast.cast")
+#: What the export hears (flowcast.export.castevents): delivered(sub, item), duplicate(sub, msg),
+#: gap(sub, start, upto), resync(sub).
+HOOKS = ("delivered", "duplicate", "gap", "resync")
 
 
 class Subscription:
@@ -78,6 +82,7 @@ class Subscriber:
         self.scheduler = router.scheduler
         self.clock = self.scheduler.clock.now
         self.counts: Counter[str] = Counter()
+        self.hooks = Hooks(HOOKS, "cast subscriber", direct=False)
         self.subs: dict[bytes, Subscription] = {}
         self._arrived: list[tuple[Subscription, Route, Any]] = []
         self._watched: set[bytes] = set()
@@ -156,6 +161,8 @@ class Subscriber:
             return  # the tick resyncs once there is room
         if self.clock() >= sub.resync_at:
             self.counts["resyncs"] += 1
+            if self.hooks.resync is not None:
+                self.hooks.resync(sub)
             self._send_sub(sub)
         else:
             sub.resync_wanted = True
@@ -211,6 +218,8 @@ class Subscriber:
             if item["tag"] == GAP:
                 sub.gaps.append((item["data"]["from"], item["data"]["upto"]))
                 self.counts["gaps"] += 1
+                if self.hooks.gap is not None:
+                    self.hooks.gap(sub, item["data"]["from"], item["data"]["upto"])
                 if queue.bound and len(queue.queue) >= queue.bound:
                     queue.queue.append(item)  # past the bound: a gap notice is never the one dropped
                     for watcher in queue.watchers:
@@ -221,6 +230,8 @@ class Subscriber:
             queue.push(item, size)  # room was checked: this fits
             sub.delivered += 1
             self.counts["delivered"] += 1
+            if self.hooks.delivered is not None:
+                self.hooks.delivered(sub, item)
         for sub in plan.touched:
             if sub.blocked or sub.cursor - sub.reported >= self.report_every:
                 self._report(sub)
@@ -331,6 +342,8 @@ class _Plan:
             if id in seen:
                 sub.duplicates += 1
                 counts["duplicates"] += 1
+                if owner.hooks.duplicate is not None:
+                    owner.hooks.duplicate(sub, msg)
                 continue
             size = estimate(data) if room[1] >= 0 else 0
             if room[0] <= 0 or (room[1] >= 0 and size > room[1]):

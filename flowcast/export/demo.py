@@ -19,6 +19,13 @@ stretch of time: route ``tally`` 21 messages routed, 20 landed with
 latencies 3..60 ms (the last four of one stamp, numbered ``STAMP:N``), one
 never landed; one write to beta's ``secret`` refused by beta's policy, and
 the error report routed back to alpha.
+
+On a fourth stretch, alpha's CAST cache publishes 12 messages and beta
+subscribes to ``alpha/news/*`` (flowcast.export.castevents): the first 5
+delivered 20 ms after they were stored, then beta is away (its lease
+lapses), resyncs from its cursor and gets the next 5 in one batch (11..15 s
+late, 4..0 seqs behind) with one sent twice and dropped; the last 2 expire
+before it asks again and reach it as a gap.
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ SECRET = ("counter/demo/alpha/main", "secret//beta/main")
 REPORT = ("secret/main/beta/main", "counter/demo/alpha/main")  # the error report for the refusal
 TALLY_ROUTE, SECRET_ROUTE, REPORT_ROUTE = (" -> ".join(r) for r in (TALLY, SECRET, REPORT))
 DENIAL = "denied: write of 'secret' by 'alpha' (peer) on 'main' denied by policy"
+CAST_SUB = "00112233445566778899aabbccddeeff"  # beta's subscription id, hex
+CAST_PATTERN = "alpha/news/*"
 
 EXPECTED: dict[str, Any] = {
     "share_events": {"counter": 5, "light": 1},
@@ -88,7 +97,12 @@ EXPECTED: dict[str, Any] = {
         REPORT_ROUTE: (1, 1, 0, 0, 1, 0.008, 0.008, 0.008, 0.008),
     },
     "routed_refused": {(SECRET_ROUTE, "denied"): 1},  # (route, reason) -> count
-    "events": 6 + 100 * 2 + 20 + 19 + 2 + 3 + 5 + 1 + 3 + (21 + 20) + (1 + 1) + (1 + 1),
+    # (subscriber, sub, publisher) -> (delivered, last_seq, timed, p50, p99, max, p50_seq_lag, p99_seq_lag, max_seq_lag)
+    "cast_lag": {("beta/main", CAST_SUB, "alpha"): (10, 10, 10, 0.020, 15.01, 15.01, 0, 4, 4)},
+    # (publisher, subscriber, sub) -> (pattern, resyncs, resync_seqs, asked, forwarded, batches, duplicates, gaps,
+    # gap_seqs, leases_expired)
+    "cast_resync": {("alpha", "beta", CAST_SUB): (CAST_PATTERN, 1, 5, 1, 10, 6, 1, 1, 2, 1)},
+    "events": 6 + 100 * 2 + 20 + 19 + 2 + 3 + 5 + 1 + 3 + (21 + 20) + (1 + 1) + (1 + 1) + (12 + 6 + 10 + 2 + 1 + 1 + 2),
 }
 
 
@@ -140,6 +154,7 @@ def write_demo(root: Path | str, **writer: Any) -> dict[str, Any]:
         else:
             beta.message("delivered", f"slow-{i}", SLOW[0], SLOW[1], 2048)
     _routes(at, alpha, beta)
+    _cast(at, alpha, beta)
     for t, status in ((0.0, "joined"), (60.0, "lost"), (70.0, "joined")):
         at(t)
         alpha.presence("beta", status)
@@ -166,6 +181,41 @@ def _routes(at: Callable[[float], None], alpha: Recorder, beta: Recorder) -> Non
     beta.message("routed", "210.004:0", *REPORT, 140, detail="error", share="secret")
     at(210.012)
     alpha.message("landed", "210.004:0", *REPORT, 140, detail="error", share="counter")
+
+
+def _cast(at: Callable[[float], None], alpha: Recorder, beta: Recorder) -> None:
+    """CAST's events as alpha's cache and beta's subscription record them (docs/export.md "CAST events")."""
+    ids = [f"{i:032x}" for i in range(1, 13)]
+    names = [f"alpha/news/{i}" for i in range(1, 13)]
+    for i in range(5):  # live: stored, forwarded at once, delivered 20 ms after the store
+        at(300.0 + i)
+        alpha.cast("cast-stored", ids[i], None, seq=i + 1, name=names[i])
+        at(300.01 + i)
+        alpha.cast("cast-forwarded", None, "beta", size=7, seq=i + 1, upto=i + 1, count=1, sub=CAST_SUB, name=CAST_PATTERN)
+        at(300.02 + i)
+        beta.cast("cast-delivered", ids[i], "alpha", size=7, latency=0.02, seq=i + 1, sub=CAST_SUB, name=names[i])
+    for i in range(5, 10):  # beta away
+        at(300.0 + i)
+        alpha.cast("cast-stored", ids[i], None, seq=i + 1, name=names[i])
+    at(315.0)
+    alpha.cast("cast-lease-expired", None, "beta", seq=5, upto=5, sub=CAST_SUB, name=CAST_PATTERN)
+    at(319.99)
+    beta.cast("cast-resync", None, "alpha", seq=6, sub=CAST_SUB, name=CAST_PATTERN, detail="asked")
+    at(320.0)
+    alpha.cast("cast-resync", None, "beta", seq=6, upto=10, count=5, sub=CAST_SUB, name=CAST_PATTERN, detail="served")
+    alpha.cast("cast-forwarded", None, "beta", size=35, seq=6, upto=10, count=5, sub=CAST_SUB, name=CAST_PATTERN)
+    at(320.01)
+    for i in range(5, 10):
+        beta.cast("cast-delivered", ids[i], "alpha", size=7, seq=i + 1, sub=CAST_SUB, name=names[i])
+    at(320.02)
+    beta.cast("cast-duplicate", ids[9], "alpha", seq=10, sub=CAST_SUB, name=names[9])
+    for i in (10, 11):  # stored, then expired before beta came back for them
+        at(320.0 + i)
+        alpha.cast("cast-stored", ids[i], None, seq=i + 1, name=names[i])
+    at(400.0)
+    alpha.cast("cast-gap", None, "beta", seq=11, upto=12, count=2, sub=CAST_SUB, name=CAST_PATTERN, detail="sent")
+    at(400.01)
+    beta.cast("cast-gap", None, "alpha", seq=11, upto=12, count=2, sub=CAST_SUB, name=CAST_PATTERN, detail="delivered")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

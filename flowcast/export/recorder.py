@@ -11,11 +11,14 @@ Public API for the transport, routers, cast and causal layers::
     recorder.message(kind, msg_id, src, dst, size, latency=None,
                      *, segment=None, lag=None, detail=None, share=None)
     recorder.presence(remote, status, detail=None)
+    recorder.cast(kind, msg_id, remote, *, size=None, latency=None, seq=None,
+                  upto=None, count=None, sub=None, name=None, detail=None)
 
 ``kind`` is one of :data:`flowcast.export.schema.MESSAGE_KINDS`.  ``src`` and
 ``dst`` are route tuples ``(share, yard, estate, channel)`` or their text;
 ``latency`` and ``lag`` are seconds.  Shares marked for logging are recorded
-through their watchers (:meth:`Recorder.watch_house`), with no call needed.
+through their watchers (:meth:`Recorder.watch_house`), with no call needed;
+so is a house's CAST service (:meth:`Recorder.watch_cast`, from ``watch_house``).
 
 Event time is the house clock (``clock()``, the same one that stamps
 shares) plus ``epoch``, the wall time at clock zero, so a virtual-clock run
@@ -28,7 +31,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flowcast.export.schema import MESSAGE_KINDS, PRESENCE_KIND
+from flowcast.export.castevents import CastRecorder
+from flowcast.export.schema import CAST_KINDS, MESSAGE_KINDS, PRESENCE_KIND
 from flowcast.export.segments import _COUNT, Recovery, SegmentWriter, route_text
 from flowcast.runtime import wall_now
 from flowcast.store import HouseLike, Share
@@ -39,6 +43,7 @@ if TYPE_CHECKING:  # the builder is heavy; a recorder only reads what it built
 __all__ = ["Recorder", "route_text"]
 
 _KINDS = frozenset(MESSAGE_KINDS)
+_CAST = frozenset(CAST_KINDS)
 _pack = _COUNT.pack_into
 
 
@@ -74,6 +79,7 @@ class Recorder:
         self._counter = self.writer.counter
         self._journaled = 0
         self._watched: list[Share] = []
+        self._casts: list[CastRecorder] = []
         self.closed = False
         #: Events offered after close and not recorded (a hook left in place).
         self.after_close = 0
@@ -133,6 +139,26 @@ class Recorder:
         """Record that ``remote`` (an estate) changed presence to ``status``."""
         self._add((self._now(), PRESENCE_KIND, None, None, None, None, None, None, None, None, None, remote, status if detail is None else f"{status}: {detail}"))
 
+    def cast(
+        self,
+        kind: str,
+        msg_id: str | None,
+        remote: str | None,
+        *,
+        size: int | None = None,
+        latency: float | None = None,
+        seq: int | None = None,
+        upto: int | None = None,
+        count: int | None = None,
+        sub: str | None = None,
+        name: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """Record one CAST event (``kind`` in :data:`flowcast.export.schema.CAST_KINDS`; docs/export.md)."""
+        if kind not in _CAST:
+            raise ValueError(f"unknown CAST event kind {kind!r}; want one of {', '.join(CAST_KINDS)}")
+        self._add((self._now(), kind, msg_id, remote, size, latency, seq, upto, count, sub, name, detail))
+
     def _on_share(self, share: Share) -> None:
         history = share.history
         if history:
@@ -172,7 +198,18 @@ class Recorder:
         names = list(built.logged)
         for name in names:
             self.watch(built.store.get(name))
+        service = getattr(house, "cast", None)
+        if service is not None:
+            self.watch_cast(service)
         return names
+
+    def watch_cast(self, service: Any) -> CastRecorder:
+        """Record a CastService's cache and delivery events (flowcast.export.castevents) until close."""
+        if self.closed:
+            raise ValueError("recorder is closed")
+        listeners = CastRecorder(service, self)
+        self._casts.append(listeners)
+        return listeners
 
     # -- batches -----------------------------------------------------------
 
@@ -228,6 +265,9 @@ class Recorder:
             except ValueError:
                 pass
         self._watched.clear()
+        for listeners in self._casts:
+            listeners.detach()
+        self._casts.clear()
         self.writer.close()
         return list(self.writer.published)
 

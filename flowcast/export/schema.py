@@ -26,6 +26,8 @@ __all__ = [
     "MESSAGE_KINDS",
     "SHARE_KIND",
     "PRESENCE_KIND",
+    "CAST_KINDS",
+    "CAST_ROW_COLUMNS",
     "KINDS",
     "ROW_COLUMNS",
     "SchemaVersionError",
@@ -33,8 +35,9 @@ __all__ = [
     "file_metadata",
 ]
 
-#: The version this flowcast writes, and the newest it reads.
-SCHEMA_VERSION = 1
+#: The version this flowcast writes, and the newest it reads.  Version 2 added the CAST events and
+#: their columns: a version-1 reader would count their message ids into its transport loss table.
+SCHEMA_VERSION = 2
 #: Parquet key-value metadata key holding the version as ASCII digits.
 VERSION_KEY = b"flowcast.export.schema_version"
 
@@ -55,7 +58,17 @@ MESSAGE_KINDS = (
     "landed",
     "refused",
 )
-KINDS = (SHARE_KIND, PRESENCE_KIND, *MESSAGE_KINDS)
+#: CAST's cache and delivery events (flowcast.export.castevents), publisher side then subscriber side.
+CAST_KINDS = (
+    "cast-stored",
+    "cast-forwarded",
+    "cast-resync",
+    "cast-gap",
+    "cast-lease-expired",
+    "cast-delivered",
+    "cast-duplicate",
+)
+KINDS = (SHARE_KIND, PRESENCE_KIND, *MESSAGE_KINDS, *CAST_KINDS)
 
 UTC_US = pa.timestamp("us", tz="UTC")  # nanoseconds fail to read in Spark
 
@@ -78,6 +91,12 @@ SCHEMA = pa.schema(
         pa.field("lag", pa.float64()),  # causal buffering lag, seconds
         pa.field("remote", pa.string()),  # presence: the remote estate
         pa.field("detail", pa.string()),  # presence status, deny reason, ...
+        # Version 2, CAST events:
+        pa.field("seq", pa.int64()),  # the message's cache seq, or the first of a range
+        pa.field("upto", pa.int64()),  # the last seq of a range (forwarded, resync, gap)
+        pa.field("count", pa.int64()),  # messages in a forwarded batch; seqs in a resync or gap range
+        pa.field("sub", pa.string()),  # subscription id (hex), the same at both estates
+        pa.field("name", pa.string()),  # the message's name, or the subscription's pattern
     ],
     metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
 )
@@ -99,8 +118,11 @@ ROW_COLUMNS = (
     "detail",
 )
 
+#: Columns a CAST row carries, in order (recorder.cast).
+CAST_ROW_COLUMNS = ("stamp", "kind", "msg_id", "remote", "size", "latency", "seq", "upto", "count", "sub", "name", "detail")
+
 #: Low-cardinality columns worth dictionary-encoding (the rest are mostly unique).
-DICTIONARY_COLUMNS = ["schema_version", "estate", "house", "kind", "share", "src", "dst", "remote", "detail"]
+DICTIONARY_COLUMNS = ["schema_version", "estate", "house", "kind", "share", "src", "dst", "remote", "detail", "sub"]
 
 
 class SchemaVersionError(ValueError, Error):

@@ -42,13 +42,15 @@ import pyarrow.parquet as pq
 
 from flowcast.errors import Error
 from flowcast.export.layout import check_part, inprogress, journal_dir, partition_dir, publish
-from flowcast.export.schema import DICTIONARY_COLUMNS, SCHEMA, SCHEMA_VERSION, SHARE_KIND
+from flowcast.export.schema import CAST_ROW_COLUMNS, DICTIONARY_COLUMNS, SCHEMA, SCHEMA_VERSION, SHARE_KIND
+from flowcast.export.reader import CorruptSegmentError, conform
 
 __all__ = ["Recovery", "SegmentWriter", "route_text", "rows_to_batch", "rows_to_batches", "write_parquet"]
 
 _COUNT = struct.Struct("<II")  # pending, journaled
 _MAGIC = b"fcexp001"
 _COUNT_SIZE = 16
+_REQUIRED = frozenset(f.name for f in SCHEMA if not f.nullable)  # an older journal must have these to be read
 _US_PER_DAY = 86_400_000_000
 
 
@@ -135,7 +137,20 @@ def _message_batch(rows: Sequence[tuple], estate: str, house: str, epoch_us: int
         _column(remote, pa.string(), n),
         _column(detail, pa.string(), n),
     ]
+    columns += [pa.nulls(n, f.type) for f in list(SCHEMA)[len(columns):]]
     return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+
+
+def _cast_batch(rows: Sequence[tuple], estate: str, house: str, epoch_us: int) -> pa.RecordBatch:
+    n = len(rows)
+    values = dict(zip(CAST_ROW_COLUMNS, zip(*rows)))
+    stamps, ts = _times(values.pop("stamp"), n, epoch_us)
+    known = {"schema_version": _constant(SCHEMA_VERSION, pa.int16(), n), "ts": ts, "stamp": stamps,
+             "estate": _constant(estate, pa.string(), n), "house": _constant(house, pa.string(), n)}
+    columns = [known[f.name] if f.name in known else _column(values[f.name], f.type, n) if f.name in values else pa.nulls(n, f.type)
+               for f in SCHEMA]
+    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+
 
 
 def _share_batch(rows: Sequence[tuple], estate: str, house: str, epoch_us: int) -> pa.RecordBatch:
@@ -157,23 +172,28 @@ def _share_batch(rows: Sequence[tuple], estate: str, house: str, epoch_us: int) 
     return pa.RecordBatch.from_arrays(head + tail, schema=SCHEMA)
 
 
+_CAST_LEN = len(CAST_ROW_COLUMNS)
+_SHAPES = ((3, _share_batch), (_CAST_LEN, _cast_batch))
+
+
 def rows_to_batches(rows: Sequence[tuple], estate: str, house: str, epoch_us: int) -> list[pa.RecordBatch]:
     """Recorder rows to batches of the export schema.
 
-    Two row shapes come in: share changes ``(stamp, share, fields)`` and
-    message/presence events (``schema.ROW_COLUMNS`` order); each shape
+    Three row shapes come in: share changes ``(stamp, share, fields)``,
+    message/presence events (``schema.ROW_COLUMNS`` order) and CAST events
+    (``schema.CAST_ROW_COLUMNS``, told apart by their length); each shape
     becomes its own batch.  Conversion happens here, per batch, rather than
     per event in the house: column-wise it costs about a microsecond an event.
     """
     shapes = set(map(len, rows))
-    if shapes == {3}:
-        return [_share_batch(rows, estate, house, epoch_us)]
-    if 3 not in shapes:
-        return [_message_batch(rows, estate, house, epoch_us)]
-    return [
-        _share_batch([r for r in rows if len(r) == 3], estate, house, epoch_us),
-        _message_batch([r for r in rows if len(r) != 3], estate, house, epoch_us),
-    ]
+    if len(shapes) == 1:
+        (length,) = shapes
+        return [dict(_SHAPES).get(length, _message_batch)(rows, estate, house, epoch_us)]
+    batches = [make([r for r in rows if len(r) == length], estate, house, epoch_us) for length, make in _SHAPES if length in shapes]
+    other = [r for r in rows if len(r) not in (3, _CAST_LEN)]
+    if other:
+        batches.append(_message_batch(other, estate, house, epoch_us))
+    return batches
 
 
 def rows_to_batch(rows: Sequence[tuple], estate: str, house: str, epoch_us: int) -> pa.RecordBatch:
@@ -394,15 +414,21 @@ def _read_journal(path: Path) -> list[pa.RecordBatch]:
     try:
         with pa.OSFile(str(path), "rb") as f:
             reader = pa.ipc.open_stream(f)
-            if reader.schema.remove_metadata() != SCHEMA.remove_metadata():
+            older = reader.schema.remove_metadata() != SCHEMA.remove_metadata()
+            if older and not _REQUIRED <= set(reader.schema.names):
                 return []
             while True:
                 try:
-                    batches.append(reader.read_next_batch())
+                    batch = reader.read_next_batch()
                 except StopIteration:
                     break
-    except (pa.ArrowInvalid, OSError, EOFError):
-        pass  # torn header or tail: keep what was read
+                if older:  # journaled by an earlier flowcast (a crash, then an upgrade): its columns, the rest null
+                    batch = conform(pa.Table.from_batches([batch]), str(path)).combine_chunks().to_batches()
+                    batch = batch[0] if batch else None
+                if batch is not None:
+                    batches.append(batch)
+    except (pa.ArrowInvalid, OSError, EOFError, CorruptSegmentError):
+        pass  # torn header or tail, or a column that does not convert: keep what was read (the rest is counted lost)
     return batches
 
 

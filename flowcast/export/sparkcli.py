@@ -20,7 +20,7 @@ from flowcast.export.sparkenv import JavaMissing, find_java_home
 
 __all__ = ["available_jobs", "jobs_dir", "main"]
 
-_HELPERS = {"fcspark", "metrics", "report"}
+_HELPERS = {"fcspark", "metrics", "castmetrics", "report"}
 
 
 def jobs_dir() -> Path:

@@ -14,7 +14,7 @@ from flowcast.export import CorruptSegmentError, Recorder, SchemaVersionError, r
 from flowcast.export.collect import collect, compact_name, main
 from flowcast.export.layout import segment_files
 from flowcast.export.progress import Progress
-from flowcast.export.schema import SCHEMA, VERSION_KEY
+from flowcast.export.schema import SCHEMA, SCHEMA_VERSION, VERSION_KEY
 
 EPOCH = 1_795_305_600.0  # 2026-11-22T00:00:00Z
 TODAY = date(2026, 11, 30)
@@ -32,7 +32,7 @@ def _write(root: Path, house: str, n: int, start: float = 0.0, segments: int = 1
 
 
 def _future(path: Path) -> None:
-    table = pq.read_table(path).replace_schema_metadata({VERSION_KEY: b"2"})
+    table = pq.read_table(path).replace_schema_metadata({VERSION_KEY: str(SCHEMA_VERSION + 1).encode()})
     pq.write_table(table, path)
 
 
@@ -52,7 +52,7 @@ def test_a_future_schema_version_is_refused_by_name(tmp_path: Path) -> None:
     _write(tmp_path, "h", 5)
     (path,) = [p for *_, p in segment_files(tmp_path)]
     _future(path)
-    with pytest.raises(SchemaVersionError, match="export schema version 2 is newer than this flowcast reads"):
+    with pytest.raises(SchemaVersionError, match=f"export schema version {SCHEMA_VERSION + 1} is newer than this flowcast reads"):
         read_segment(path)
 
 

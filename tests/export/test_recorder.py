@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from flowcast.export import MESSAGE_KINDS, SCHEMA, Recorder, read_segments
+from flowcast.export import MESSAGE_KINDS, SCHEMA, SCHEMA_VERSION, Recorder, read_segments
 from flowcast.export.demo import EPOCH, EXPECTED, run_flow, write_demo
 from flowcast.export.layout import ExportNameError, segment_files
 
@@ -33,7 +33,7 @@ def test_message_events_round_trip(tmp_path: Path) -> None:
     assert first["msg_id"] == "m1" and first["src"] == "s/y/alpha/" and first["dst"] == "d//beta/c"
     assert first["size"] == 10 and first["latency"] == 0.001 and first["segment"] == 1
     assert first["ts"].timestamp() == EPOCH + 0.5
-    assert (first["estate"], first["house"], first["schema_version"]) == ("alpha", "h", 1)
+    assert (first["estate"], first["house"], first["schema_version"]) == ("alpha", "h", SCHEMA_VERSION)
     assert rows[-1]["remote"] == "beta" and rows[-1]["detail"] == "alive"
 
 

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -157,3 +158,22 @@ def test_a_second_writer_for_the_same_house_is_refused_and_recover_leaves_a_live
     assert sorted(p.name for p in first.jdir.iterdir()) == journals
     first.close()
     SegmentWriter(tmp_path, "a", "h", epoch=0.0).close()  # free again once closed
+
+
+def test_a_journal_left_by_schema_version_1_is_recovered_not_counted_lost(tmp_path: Path) -> None:
+    """A house killed, then started again by a flowcast that writes version 2: its journal is still read."""
+    _crash(tmp_path)
+    (journal,) = journal_dir(tmp_path, "a", "h").glob("*.journal")
+    with pa.OSFile(str(journal), "rb") as f:
+        table = pa.ipc.open_stream(f).read_all()
+    old = table.drop_columns(["seq", "upto", "count", "sub", "name"])
+    old = old.set_column(0, "schema_version", pa.array([1] * old.num_rows, pa.int16()))
+    with pa.OSFile(str(journal), "wb") as f, pa.ipc.new_stream(f, old.schema) as writer:
+        for batch in old.to_batches(max_chunksize=10):
+            writer.write_batch(batch)
+    rec = Recorder(tmp_path, estate="a", house="h", clock=lambda: 0.0, epoch=EPOCH)
+    assert (rec.recovery.recovered, rec.recovery.lost) == (20, 5)
+    rec.close()
+    rows, _ = read_segments(_segments(tmp_path))
+    assert sorted(int(x) for x in rows.column("msg_id").to_pylist()) == list(range(20))
+    assert set(rows.column("schema_version").to_pylist()) == {1} and rows.column("seq").null_count == 20

@@ -101,6 +101,21 @@ def test_routed_share_to_share_per_route(report) -> None:
     assert refused == EXPECTED["routed_refused"]
 
 
+def test_cast_lag_and_resync_per_subscription(report) -> None:
+    output, _ = report
+    lag = {(r["subscriber"], r["sub"], r["publisher"]): r for r in _rows(output, "cast_lag")}
+    assert set(lag) == set(EXPECTED["cast_lag"])
+    for key, want in EXPECTED["cast_lag"].items():
+        got = tuple(lag[key][k] for k in ("delivered", "last_seq", "timed", "p50", "p99", "max", "p50_seq_lag", "p99_seq_lag", "max_seq_lag"))
+        assert got[:3] == want[:3] and got[6:] == want[6:], key
+        assert got[3:6] == pytest.approx(want[3:6], abs=1e-6), key
+    resync = {(r["publisher"], r["subscriber"], r["sub"]): r for r in _rows(output, "cast_resync")}
+    columns = ("pattern", "resyncs", "resync_seqs", "asked", "forwarded", "batches", "duplicates", "gaps", "gap_seqs", "leases_expired")
+    assert {key: tuple(r[k] for k in columns) for key, r in resync.items()} == EXPECTED["cast_resync"]
+    index = (output / "index.html").read_text()
+    assert "CAST per subscription" in index and "tables/cast_lag" in index and "tables/cast_resync" in index
+
+
 def test_report_links_every_plot(report) -> None:
     output, _ = report
     index = (output / "index.html").read_text()

@@ -62,7 +62,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_routed_job_counts_and_times_each_route(spark, exported: Path, tmp_path: Path) -> None:
-    summary = fcspark.run_jobs(spark, [all_jobs.JOBS[-1]], exported, tmp_path)
+    summary = fcspark.run_jobs(spark, [job for job in all_jobs.JOBS if job.name == "routed"], exported, tmp_path)
     assert summary["jobs"]["routed"]["tables"] == {"routed": 3, "routed_refused": 1}
     events, _ = fcspark.load_events(spark, exported)
     tables = metrics.routed(events)

@@ -64,7 +64,7 @@ def test_stream_stops_clearly_on_a_future_schema_version(spark, tmp_path: Path) 
     from pyspark.errors import StreamingQueryException
 
     from flowcast.export.layout import segment_files
-    from flowcast.export.schema import SCHEMA, VERSION_KEY
+    from flowcast.export.schema import SCHEMA, SCHEMA_VERSION, VERSION_KEY
 
     live, output = tmp_path / "live", tmp_path / "out"
     live.mkdir()
@@ -72,10 +72,10 @@ def test_stream_stops_clearly_on_a_future_schema_version(spark, tmp_path: Path) 
     (path,) = [p for *_, p in segment_files(live)]
     table = pq.read_table(path)
     table = table.set_column(0, SCHEMA.field(0), pc.cast(pc.add(table.column(0), 1), SCHEMA.field(0).type))
-    pq.write_table(table.replace_schema_metadata({VERSION_KEY: b"2"}), path)
+    pq.write_table(table.replace_schema_metadata({VERSION_KEY: str(SCHEMA_VERSION + 1).encode()}), path)
     query = stream_latency.start(spark, live, output, trigger=0.2)
     try:
-        with pytest.raises(StreamingQueryException, match="export schema version 2, newer than this flowcast reads"):
+        with pytest.raises(StreamingQueryException, match=f"export schema version {SCHEMA_VERSION + 1}, newer than this flowcast reads"):
             query.processAllAvailable()
         assert _table(output) is None  # nothing published
     finally:
