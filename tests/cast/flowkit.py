@@ -13,6 +13,7 @@ from pathlib import Path
 from flowcast.cast import Cache, CastConfig, CastService
 from flowcast.flow.builder import build_house
 from flowcast.flow.floscript import parse_flo
+from flowcast.flow.yamlflow import parse_yaml
 from flowcast.flow.skedder import Skedder, Stamp
 from tests.cast.kit import FROM_ABC, subscribe_rule
 from tests.routing.kit import World
@@ -31,9 +32,11 @@ class Shim:
 
 
 def build(world: World, text: str, path: Path):
-    """Build the house of flow ``text``: (built house, its skedder, its shim)."""
+    """Build the house of flow ``text`` (FloScript, or YAML when it starts ``house:``): (built house, its skedder, its shim)."""
+    yaml = text.lstrip().startswith("house:")
+    path = path.with_suffix(".yaml") if yaml else path
     path.write_text(text)
-    spec = parse_flo(text, str(path)).houses[0]
+    spec = (parse_yaml if yaml else parse_flo)(text, str(path)).houses[0]
     stamp = Stamp()
     shim = Shim(world.scheduler)
     built = build_house(spec, stamp=stamp, out=lambda line: None, house=shim)

@@ -65,6 +65,47 @@ def test_publish_from_a_queue_reaches_a_subscribing_flow_once_in_order_with_acks
     assert not w.store("abc", "manor").queue("outbox").queue  # every item handed over
 
 
+YAML_PUBLISHER = """house: abc
+framers:
+- framer: pub
+  be: active
+  frames:
+  - frame: run
+    acts:
+    - {do: queue, to: outbox, at: enter}
+    - do: cast publish
+      with: {name: "abc/messages/alice/{id}", publisher: alice}
+      from: outbox
+"""
+
+YAML_SUBSCRIBER = """house: carol
+framers:
+- framer: sub
+  be: active
+  frames:
+  - frame: held
+    acts:
+    - {do: queue, to: inbox, at: enter}
+    - do: cast subscribe
+      with: {pattern: abc/messages/**, estate: abc, mod: 2, k: 1, key: publisher}
+      to: inbox
+"""
+
+
+def test_the_same_behaviours_in_yaml_flows_and_a_publisher_split_keeps_a_chain_together(tmp_path):
+    from flowcast.cast.names import split_takes
+
+    k = next(k for k in (0, 1) if split_takes(("publisher", 2, k), b"\0" * 16, "abc/messages/alice/x", "alice"))
+    subscribers = {("xyz", "carol"): YAML_SUBSCRIBER.replace("k: 1", f"k: {k}"),
+                   ("xyz", "bob"): YAML_SUBSCRIBER.replace("house: carol", "house: bob").replace("k: 1", f"k: {1 - k}")}
+    w = FlowWorld(tmp_path, {("abc", "manor"): YAML_PUBLISHER, **subscribers})
+    publish(w, [f"chain {i}" for i in range(20)])
+    assert w.run_until(lambda: len(delivered(w, "carol")) == 20, 30)
+    w.world.run_for(5)
+    assert delivered(w, "carol") == [f"chain {i}".encode() for i in range(20)]
+    assert delivered(w, "bob") == []  # the whole chain on one receiver
+
+
 def test_a_value_share_publishes_each_change_as_msgpack(tmp_path):
     text = PUBLISHER.replace("do cast publish from outbox", "do cast publish from reading")
     w = FlowWorld(tmp_path, {("abc", "manor"): text, ("xyz", "bob"): SUBSCRIBER % ""})
