@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flowcast.cast import CacheError
+from flowcast.house.castwire import wire_cast
 from flowcast.house.handoff import Handoff, not_dumpable
 from flowcast.house.house import House, load_house
 from flowcast.house.layout import EstateLayout, HousePlan, load_layout, plan_houses
@@ -96,6 +98,8 @@ def _wire(house: House, layout: EstateLayout, plan: list[HousePlan], mine: House
         default_channel=channels[0] if channels else "main",
     )
     wire_lane(house, lane_dir(layout), [p.yard for p in plan], keys=keys)
+    if layout.cast is not None:
+        wire_cast(house, layout.cast, layout.estate, yard)
     if mine.manor:
         for road in layout.roads.values():
             stack = wire_road(
@@ -234,7 +238,7 @@ def run_house(handoff: Handoff) -> int:
             return 1
         try:
             house = open_house(layout, yard, houses=handoff.houses, freeze=True, keys=handoff.keys)
-        except (OSError, ValueError) as error:  # a port in use, an unwritable run dir, a bad keep: say so, not a traceback
+        except (OSError, ValueError, CacheError) as error:  # a port in use, a bad keep, a corrupt CAST cache: say so, not a traceback
             log.error("house %s cannot start: %s", yard, error)
             return 1
         status = status_dir(layout)
