@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from flowcast.cast import CastConfig, CastNameError, check_pattern
 from flowcast.flow.errors import FlowError, Where, did_you_mean
 from flowcast.flow.yamlnodes import INT, TAG, node_kind, show
 
 if TYPE_CHECKING:
+    from flowcast.cast import CastConfig
     from flowcast.house.layoutread import LayoutReader
     from flowcast.house.layoutspec import HouseEntry
 
@@ -50,7 +50,7 @@ class CastSpec:
     house: str
     #: Where the cache (``cache.sqlite3``) and each house's inbox (``inbox-YARD.sqlite3``) are kept.
     dir: Path
-    config: CastConfig = field(default_factory=CastConfig, hash=False)
+    config: "CastConfig" = field(hash=False)
     where: Where | None = field(default=None, compare=False)
 
     @property
@@ -62,7 +62,13 @@ class CastSpec:
 
 
 def read_cast(reader: "LayoutReader", node: yaml.Node, houses: tuple["HouseEntry", ...], run: Path | None) -> CastSpec | None:
-    """The checked ``cast:`` section, or None after reporting its problems on ``reader``."""
+    """The checked ``cast:`` section, or None after reporting its problems on ``reader``.
+
+    CAST is imported here, not with the module: reading a layout without
+    the section must not load the stacks (a status reader reads layouts).
+    """
+    from flowcast.cast import CastConfig
+
     start = len(reader.errors)
     if reader.is_null(node):
         pairs: dict[str, Any] = {}
@@ -125,6 +131,8 @@ def _house(reader: "LayoutReader", pair: Any, houses: tuple["HouseEntry", ...]) 
 
 
 def _subscribers(reader: "LayoutReader", node: yaml.Node) -> dict[str, tuple[str, ...]]:
+    from flowcast.cast import CastNameError, check_pattern
+
     out: dict[str, tuple[str, ...]] = {}
     if reader.is_null(node):
         return out
