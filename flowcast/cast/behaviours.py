@@ -28,6 +28,7 @@ from typing import Any
 import msgpack
 
 from flowcast.behaving.registry import Io, behaviour
+from flowcast.cast.ids import new_id
 from flowcast.cast.names import check_pattern, check_recipients, check_split
 
 __all__ = ["CastPublish", "CastSubscribe", "encode", "word"]
@@ -115,8 +116,6 @@ class CastPublish:
         self._settle()
 
     def _publish(self, cast: Any, item: Any) -> None:
-        from flowcast.cast.ids import new_id
-
         id = new_id()
         name = self.name.replace("{id}", id.hex())
         try:
