@@ -44,12 +44,12 @@ def build(world: World, text: str, path: Path):
 
 
 class FlowWorld:
-    """abc (manor with the cache) and xyz (manor, bob, carol), each yard running its flow."""
+    """abc (manor with the cache, w1) and xyz (manor, bob, carol), each yard given a flow running it."""
 
     def __init__(self, tmp_path: Path, flows: dict[tuple[str, str], str], *, seed: int = 1, grants=None, max_bytes: int = 1 << 30, **conditions) -> None:
         self.world = World(seed=seed, **conditions)
         self.tmp = tmp_path
-        yards = {"abc": ["manor"], "xyz": ["manor", "bob", "carol"]}
+        yards = {"abc": ["manor", "w1"], "xyz": ["manor", "bob", "carol"]}
         self.built, self.shims, self.skedders = {}, {}, {}
         for (estate, yard), text in flows.items():
             built, skedder, shim = build(self.world, text, tmp_path / f"{estate}-{yard}.flo")
@@ -62,7 +62,8 @@ class FlowWorld:
         path.parent.mkdir(parents=True)
         self.cache = Cache.open(path, estate="abc", clock=self.world.scheduler.clock, scheduler=self.world.scheduler, max_bytes=max_bytes)
         config = CastConfig(subscribers=grants if grants is not None else {"xyz": ("abc/**",)})
-        self.services = {("abc", "manor"): CastService(self.abc["manor"], cache=self.cache, config=config)}
+        self.services = {("abc", "manor"): CastService(self.abc["manor"], cache=self.cache, config=config),
+                         ("abc", "w1"): CastService(self.abc["w1"], config=config, inbox=tmp_path / "abc" / "inbox-w1.sqlite3")}
         for yard in yards["xyz"]:
             self.services[("xyz", yard)] = CastService(self.xyz[yard], config=config, inbox=tmp_path / "xyz" / f"inbox-{yard}.sqlite3")
         for key, shim in self.shims.items():

@@ -106,6 +106,19 @@ def test_the_same_behaviours_in_yaml_flows_and_a_publisher_split_keeps_a_chain_t
     assert delivered(w, "bob") == []  # the whole chain on one receiver
 
 
+def test_a_flow_in_a_house_without_the_cache_publishes_through_the_lane(tmp_path):
+    w = FlowWorld(tmp_path, {("abc", "w1"): PUBLISHER, ("xyz", "bob"): SUBSCRIBER % ""})
+    outbox, acks = w.store("abc", "w1").queue("outbox"), w.store("abc", "w1").queue("acks")
+    errors = w.store("abc", "w1").queue("outbox.error")
+    for i in range(100):
+        outbox.push(f"via lane {i}")
+    outbox.push(b"z" * (300 << 10))  # refused in w1 before it leaves the house
+    assert w.run_until(lambda: len(acks.queue) == 100 and len(delivered(w)) == 100 and len(errors.queue) == 1, 60)
+    assert delivered(w) == [f"via lane {i}".encode() for i in range(100)]
+    assert sorted(a["seq"] for a in acks.queue) == [a["seq"] for a in acks.queue]
+    assert errors.queue[0]["reason"] == "too_large"
+
+
 def test_a_value_share_publishes_each_change_as_msgpack(tmp_path):
     text = PUBLISHER.replace("do cast publish from outbox", "do cast publish from reading")
     w = FlowWorld(tmp_path, {("abc", "manor"): text, ("xyz", "bob"): SUBSCRIBER % ""})
@@ -173,13 +186,18 @@ def test_a_refused_publish_comes_back_with_its_data(tmp_path):
     assert w.run_until(lambda: delivered(w) == [b"small"], 30)
 
 
-def test_a_full_cache_refuses_to_the_flow_and_keeps_the_item(tmp_path):
-    w = FlowWorld(tmp_path, flows(), max_bytes=2000)  # room for a few
-    publish(w, ["y" * 500 for _ in range(10)])
-    errors = w.store("abc", "manor").queue("outbox.error")
-    acks = w.store("abc", "manor").queue("acks")
+@pytest.mark.parametrize("yard", ["manor", "w1"])
+def test_a_full_cache_refuses_to_the_flow_and_keeps_the_item(tmp_path, yard):
+    """In the cache's house the refusal is the cache's; in another house it comes back over the lane."""
+    w = FlowWorld(tmp_path, {("abc", yard): PUBLISHER, ("xyz", "bob"): SUBSCRIBER % ""}, max_bytes=2000)  # room for a few
+    outbox = w.store("abc", yard).queue("outbox")
+    for _ in range(10):
+        outbox.push("y" * 500)
+    errors = w.store("abc", yard).queue("outbox.error")
+    acks = w.store("abc", yard).queue("acks")
     assert w.run_until(lambda: len(acks.queue) + len(errors.queue) == 10, 30)
-    assert errors.queue and all(e["reason"] == "cache_full" and e["data"] == b"y" * 500 for e in errors.queue)
+    assert 0 < len(acks.queue) < 10
+    assert all(e["reason"] == "cache_full" and e["data"] == b"y" * 500 for e in errors.queue)
 
 
 @pytest.mark.parametrize("args, says", [
