@@ -29,7 +29,7 @@ import msgpack
 
 from flowcast.behaving.registry import Io, behaviour
 from flowcast.cast.ids import new_id
-from flowcast.cast.names import check_pattern, check_recipients, check_split
+from flowcast.cast.names import check_name, check_pattern, check_recipients, check_split
 
 __all__ = ["CastPublish", "CastSubscribe", "encode", "word"]
 
@@ -92,6 +92,7 @@ class CastPublish:
     def __init__(self, io: Io, name: str, recipients: str = "", publisher: str = "") -> None:
         if io.input is None:
             raise ValueError("cast publish needs a share to publish: 'do cast publish from SHARE with name NAME'")
+        check_name(name.replace("{id}", "0" * 32))  # a bad name is a load error, not one refusal per item
         self.io = io
         self.name = name
         self.recipients = check_recipients(recipients.split()) if recipients.strip() else None

@@ -214,6 +214,19 @@ def test_bad_subscribe_parameters_are_errors_when_the_flow_is_built(tmp_path, ar
         build(World(), text, tmp_path / "bad.flo")
 
 
+@pytest.mark.parametrize("args, says", [
+    ('name "abc/**/{id}"', "segment"),
+    ('name "abc"', "segments"),
+    ('name "abc/m/{id}" recipients "bob@"', "recipient"),
+])
+def test_bad_publish_parameters_are_errors_when_the_flow_is_built(tmp_path, args, says):
+    from tests.routing.kit import World
+
+    text = PUBLISHER.replace('name "abc/messages/alice/{id}" publisher "alice" recipients "bob@xyz"', args)
+    with pytest.raises((FlowErrors, ValueError), match=says):
+        build(World(), text, tmp_path / "bad.flo")
+
+
 def test_a_house_without_cast_says_what_is_missing(tmp_path):
     from flowcast.runtime.scheduler import MicroThreadError
     from tests.routing.kit import World
