@@ -83,8 +83,18 @@ def _inboxes(layout: EstateLayout) -> dict[str, list[dict[str, Any]]]:
 
 
 def _held(statuses: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The leases the publisher holds (from its house's status file), each with the yard holding it."""
-    return [{"yard": yard, **lease} for yard, status in statuses.items() for lease in (status.get("cast") or {}).get("held", [])]
+    """The leases the publisher holds (from its house's status file), each with the yard holding it and the file's age.
+
+    ``as_of`` is seconds since the house wrote it: a house that stopped
+    leaves its last file behind, and an old one says so.
+    """
+    now = time.time()
+    out = []
+    for yard, status in statuses.items():
+        updated = status.get("updated")
+        age = round(now - updated, 1) if isinstance(updated, (int, float)) else None
+        out.extend({"yard": yard, "as_of": age, **lease} for lease in (status.get("cast") or {}).get("held", []))
+    return out
 
 
 def cmd_ls(layout: EstateLayout, as_json: bool) -> int:
@@ -99,7 +109,8 @@ def cmd_ls(layout: EstateLayout, as_json: bool) -> int:
     print(f"leases held for remote subscribers: {len(held)}")
     for lease in held:
         print(f"  {lease['estate']:<16} {lease['pattern']:<32} split {lease.get('split') or '-'}  lease left {lease['lease_left']:.0f} s"
-              f"  cursor {lease['cursor']}  sent {lease['sent']}  lag {lease['lag']}")
+              f"  cursor {lease['cursor']}  sent {lease['sent']}  lag {lease['lag']}"
+              + (f"  (as of {lease['as_of']:.0f} s ago)" if lease.get("as_of") is not None and lease["as_of"] > 5 else ""))
     print("subscriptions of this estate's houses:")
     for yard, subs in sorted(subscribed.items()):
         for sub in subs:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -79,14 +80,15 @@ def test_ls_shows_leases_from_the_status_files_and_cursors_from_the_inboxes(esta
     status.mkdir(parents=True)
     held = {"estate": "xyz", "sid": "00" * 16, "pattern": "abc/messages/**", "split": ["id", 2, 0], "lease_left": 41.5,
             "cursor": 7, "sent": 9, "lag": 3}
-    (status / "manor.json").write_text(json.dumps({"yard": "manor", "cast": {"held": [held], "publisher": {}}}))
+    (status / "manor.json").write_text(json.dumps({"yard": "manor", "updated": time.time() - 60, "cast": {"held": [held], "publisher": {}}}))
     inbox = Inbox(layout.cast.inbox_path("manor"))
     inbox.add(b"\x01" * 16, repr(("xyz", "xyz/news/**", None, "inbox")), 12)
     inbox.close()
     code, out, _ = run(capsys, "ls", path, "--json")
     assert code == 0
     shown = json.loads(out)
-    assert shown["held"] == [{"yard": "manor", **held}]
+    assert shown["held"] == [{"yard": "manor", "as_of": pytest.approx(60, abs=5), **held}]
     assert shown["inboxes"]["manor"][0]["cursor"] == 12 and "xyz/news/**" in shown["inboxes"]["manor"][0]["key"]
     code, out, _ = run(capsys, "ls", path)
     assert code == 0 and "xyz" in out and "lag 3" in out and "cursor 12" in out
+    assert "(as of 60 s ago)" in out or "(as of 61 s ago)" in out  # a stale status file says so
