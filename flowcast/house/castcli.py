@@ -27,7 +27,7 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="flowcast cast", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="flowcast cast", description="An estate's CAST as its files show it: read-only, safe while the estate runs.")
     sub = p.add_subparsers(dest="command", required=True)
     for name, text in (("ls", "subscriptions, leases, cursors and lag"), ("stats", "messages, bytes, oldest, per-subscriber lag")):
         q = sub.add_parser(name, help=text)
