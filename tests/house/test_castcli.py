@@ -92,3 +92,21 @@ def test_ls_shows_leases_from_the_status_files_and_cursors_from_the_inboxes(esta
     code, out, _ = run(capsys, "ls", path)
     assert code == 0 and "xyz" in out and "lag 3" in out and "cursor 12" in out
     assert "(as of 60 s ago)" in out or "(as of 61 s ago)" in out  # a stale status file says so
+
+
+def test_the_status_file_carries_the_house_cast_status(tmp_path):
+    """What 'ls' reads: the status writer puts house.cast.status() in the file each period."""
+    from types import SimpleNamespace
+
+    from flowcast.house.estate import _status_writer
+    from tests.routing.kit import World
+
+    world = World(seed=3)
+    router = world.routed_estate("abc", ["manor"])["manor"]
+    held = [{"estate": "xyz", "pattern": "abc/**", "lease_left": 10.0, "cursor": 1, "sent": 2, "lag": 0}]
+    cast = SimpleNamespace(status=lambda: {"held": held, "publisher": {"forwarded": 2}})
+    house = SimpleNamespace(scheduler=world.scheduler, router=router, name="abc-manor", cast=cast)
+    path = tmp_path / "manor.json"
+    world.scheduler.spawn(_status_writer(house, path, "manor", True), name="status")
+    world.run_for(0.5)
+    assert json.loads(path.read_text())["cast"] == {"held": held, "publisher": {"forwarded": 2}}
