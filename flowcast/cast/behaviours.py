@@ -56,7 +56,8 @@ def word(error: BaseException) -> str:
     """
     kind = getattr(error, "kind", None)
     if kind == "publish_refused":
-        return str(getattr(error, "reason", error)).split(":", 1)[0]
+        head = str(getattr(error, "reason", error)).split(":", 1)[0]
+        return head if head.isidentifier() else kind  # "cache_full: ..." from the cache's house, else a sentence
     if isinstance(kind, str):
         return kind
     reason = getattr(error, "reason", None)

@@ -200,6 +200,19 @@ def test_a_full_cache_refuses_to_the_flow_and_keeps_the_item(tmp_path, yard):
     assert all(e["reason"] == "cache_full" and e["data"] == b"y" * 500 for e in errors.queue)
 
 
+def test_refusal_words_however_they_came():
+    from flowcast.cast import CacheFull, CastNameError
+    from flowcast.cast.behaviours import word
+    from flowcast.routing import Refused
+
+    assert word(CacheFull("full")) == "cache_full"
+    assert word(Refused("no", "too_large")) == "too_large"
+    assert word(Refused("cache_full: over the limit", "publish_refused")) == "cache_full"
+    assert word(Refused("the cache's house could not be reached", "publish_refused")) == "publish_refused"
+    assert word(CastNameError("bad")) == "bad_name"
+    assert word(RuntimeError("?")) == "RuntimeError"
+
+
 @pytest.mark.parametrize("args, says", [
     ('pattern "abc/messages/**" mod 2 k 5', "k is an integer from 0"),
     ('pattern "abc/**/x"', "pattern"),
