@@ -46,6 +46,8 @@ __all__ = ["Behaviour", "BehaviourError", "Io", "Param", "Registry", "behaviour"
 
 MARK = "__flowcast_behaviour__"
 ENTRY_POINT_GROUP = "flowcast.behaviours"
+#: flowcast's own entries of that group (pyproject.toml), loaded even when the installed metadata predates one.
+STOCK_MODULES = ("flowcast.behaving.stock", "flowcast.routing.behaviours", "flowcast.cast.behaviours")
 
 T = TypeVar("T")
 
@@ -238,14 +240,25 @@ class Registry:
         return self.add_module(module)
 
     def load_entry_points(self) -> list[Behaviour]:
-        """Modules named in the ``flowcast.behaviours`` entry-point group."""
+        """Modules named in the ``flowcast.behaviours`` entry-point group, and flowcast's own stock.
+
+        flowcast's stock modules are loaded by name as well: an editable
+        install's entry points are written when it is installed, so a stock
+        behaviour added since (``cast publish``) would otherwise be missing
+        until the user reinstalled.
+        """
         added = []
+        loaded_names = set()
         for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             loaded = entry.load()
             if isinstance(loaded, ModuleType):
+                loaded_names.add(loaded.__name__)
                 added.extend(self.add_module(loaded))
             else:
                 added.append(self.add(loaded, entry.name))
+        for name in STOCK_MODULES:
+            if name not in loaded_names:
+                added.extend(self.add_module(importlib.import_module(name)))
         return added
 
     def find(self, name: str) -> Behaviour | None:

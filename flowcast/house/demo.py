@@ -40,7 +40,13 @@ def _flow_lines(log: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="flowcast demo", description=__doc__.splitlines()[0])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["cast"]:  # flowcast demo cast: CAST between estates abc and xyz
+        from flowcast.house.castdemo import main as cast_demo
+
+        return cast_demo(argv[1:])
+    parser = argparse.ArgumentParser(prog="flowcast demo", description=__doc__.splitlines()[0],
+                                     epilog="'flowcast demo cast' runs the CAST example instead (flowcast demo cast --help)")
     parser.add_argument("--timeout", type=float, default=30.0, help="give up after this many seconds (default 30)")
     args = parser.parse_args(argv)
     root = _root()

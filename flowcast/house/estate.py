@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flowcast.cast import CacheError
+from flowcast.house.castwire import wire_cast
 from flowcast.house.handoff import Handoff, not_dumpable
 from flowcast.house.house import House, load_house
 from flowcast.house.layout import EstateLayout, HousePlan, load_layout, plan_houses
@@ -96,6 +98,8 @@ def _wire(house: House, layout: EstateLayout, plan: list[HousePlan], mine: House
         default_channel=channels[0] if channels else "main",
     )
     wire_lane(house, lane_dir(layout), [p.yard for p in plan], keys=keys)
+    if layout.cast is not None:
+        wire_cast(house, layout.cast, layout.estate, yard)
     if mine.manor:
         for road in layout.roads.values():
             stack = wire_road(
@@ -176,6 +180,9 @@ def _status_writer(house: HouseLike, path: Path, yard: str, manor: bool):  # typ
         )
         if router is not None:
             status["ports"] = {ch: list(road.address[:2]) for ch, road in router.roads.items()}
+        cast = getattr(house, "cast", None)  # a house-like without the slot (a test's stand-in) has none
+        if cast is not None:  # leases held and subscriptions, for 'flowcast cast ls' (the cache itself it reads from disk)
+            status["cast"] = cast.status()
         try:
             # Replaced whole (readers never see half a file) but not fsynced:
             # a status is worth nothing after a crash, and a house must not
@@ -234,7 +241,7 @@ def run_house(handoff: Handoff) -> int:
             return 1
         try:
             house = open_house(layout, yard, houses=handoff.houses, freeze=True, keys=handoff.keys)
-        except (OSError, ValueError) as error:  # a port in use, an unwritable run dir, a bad keep: say so, not a traceback
+        except (OSError, ValueError, CacheError) as error:  # a port in use, a bad keep, a corrupt CAST cache: say so, not a traceback
             log.error("house %s cannot start: %s", yard, error)
             return 1
         status = status_dir(layout)

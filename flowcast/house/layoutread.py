@@ -22,6 +22,7 @@ from flowcast.flow import flowords as w
 from flowcast.flow.errors import FlowError, did_you_mean
 from flowcast.flow.loader import FLO_SUFFIXES, YAML_SUFFIXES
 from flowcast.flow.yamlnodes import BOOL, INT, NULL, STR, TAG, NodeReader, node_kind, show
+from flowcast.house.layoutcast import read_cast
 from flowcast.house.layoutspec import (
     ACCEPTANCES,
     ACCESSES,
@@ -234,10 +235,11 @@ class LayoutReader(NodeReader):
         roads = self.roads(top["roads"][1], estate) if "roads" in top else {}
         policy = self.policy(top["policy"][1]) if "policy" in top else ()
         houses = self.houses(top["houses"][1]) if "houses" in top else ()
+        cast = read_cast(self, top["cast"][1], houses, run) if "cast" in top else None
 
         if self.errors or estate is None or keep is None or run is None:
             return None
-        return EstateLayout(abspath, estate, role, keep, run, roads, policy, houses)
+        return EstateLayout(abspath, estate, role, keep, run, roads, policy, houses, cast)
 
     def roads(self, node: yaml.Node, estate: str | None) -> dict[str, RoadSpec]:
         if self.is_null(node):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from flowcast.flow.errors import FlowError, FlowErrors, Where
 from flowcast.transport.keep import Acceptance
@@ -30,8 +30,8 @@ __all__ = [
 
 #: Acceptance policies of a road, as the keep knows them.
 ACCEPTANCES: tuple[str, ...] = tuple(a.value for a in Acceptance)
-#: What a policy rule grants or refuses.
-ACCESSES: tuple[str, ...] = ("write", "read", "any")
+#: What a policy rule grants or refuses (``subscribe``: CAST's permission, docs/cast.md).
+ACCESSES: tuple[str, ...] = ("write", "read", "any", "subscribe")
 #: Channel and yard names: short, no dots (a dot separates share path parts
 #: and yard names are the stems of lane socket files).
 LOCAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}\Z")
@@ -51,7 +51,7 @@ MAX_FILE_BYTES = 1 << 20
 #: Errors listed before the rest are summarised in one line.
 MAX_ERRORS = 100
 
-TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses")
+TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses", "cast")
 #: A road's bounds on what it holds for peers (whole numbers: bytes, seconds, messages), with their ranges.
 LIMIT_KEYS = {
     "hold_budget": (1 << 20, 1 << 40),  # bytes held for order or reassembly, all sessions together
@@ -142,6 +142,8 @@ class EstateLayout:
     roads: dict[str, RoadSpec] = field(default_factory=dict, hash=False)
     policy: tuple[RuleSpec, ...] = ()
     houses: tuple[HouseEntry, ...] = ()
+    #: The ``cast:`` section (flowcast.house.layoutcast.CastSpec); None: this estate runs no CAST.
+    cast: Any = field(default=None, hash=False)
 
     @property
     def manor(self) -> HouseEntry:

@@ -17,7 +17,8 @@ from tests.transport.roadkit import World as _World
 
 class Estate:
     def __init__(
-        self, world: "World", name: str, yards: list[str], channels: tuple[str, ...], policy, role: str, acceptance: str, lane_keys: bool = False
+        self, world: "World", name: str, yards: list[str], channels: tuple[str, ...], policy, role: str, acceptance: str, lane_keys: bool = False,
+        stores: dict | None = None,
     ) -> None:
         self.name = name
         #: The estate's lane secret when its lanes are authenticated (as a supervisor's are).
@@ -31,7 +32,9 @@ class Estate:
         self.keep.ensure_local(name, role=role)
         self.roads: dict[str, RoadStack] = {}
         for yard in yards:
-            store = Store(sched.clock.now, name=yard)
+            store = (stores or {}).get(yard)  # a built flow's store, or a bare one
+            if store is None:
+                store = Store(sched.clock.now, name=yard)
             router = Router(store, estate=name, yard=yard, manor=manor, policy=Policy(policy), scheduler=sched)
             lane = LaneStack(
                 net.port(addresses[yard]),
@@ -67,8 +70,9 @@ class World(_World):
         role: str = "estate",
         acceptance: str = "always",
         lane_keys: bool = False,
+        stores: dict | None = None,
     ) -> Estate:
-        return Estate(self, name, yards, channels, list(policy), role, acceptance, lane_keys)
+        return Estate(self, name, yards, channels, list(policy), role, acceptance, lane_keys, stores)
 
     def connect(self, a: Estate, b: Estate, channel: str = "main") -> None:
         a.roads[channel].join(f"{b.name}:{channel}")
