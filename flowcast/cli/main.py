@@ -100,6 +100,7 @@ def cmd_run(argv: Sequence[str]) -> int:
         from flowcast.routing.events import follow_house
 
         house.skedder.after_tick.append(follow_house(house, recorder))  # routed messages, once the flow has a router
+        house.skedder.after_tick.append(recorder.follow_cast(house))  # CAST events, once something gives the house a service
     try:
         house.run(args.until, handle_signals=True)
     finally:

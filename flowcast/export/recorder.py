@@ -203,6 +203,20 @@ class Recorder:
             self.watch_cast(service)
         return names
 
+    def follow_cast(self, house: Any) -> Callable[[], None]:
+        """A chore for the house's ticks: watch ``house.cast`` once it is set (behaviours or
+        user code may attach a service after this recorder exists); one identity check a tick."""
+        watched: list[Any] = [None]
+
+        def chore() -> None:
+            service = getattr(house, "cast", None)
+            if service is not None and service is not watched[0] and not self.closed:
+                if not any(listeners.service is service for listeners in self._casts):  # watch_house did
+                    self.watch_cast(service)
+                watched[0] = service
+
+        return chore
+
     def watch_cast(self, service: Any) -> CastRecorder:
         """Record a CastService's cache and delivery events (flowcast.export.castevents) until close."""
         if self.closed:

@@ -121,3 +121,23 @@ def test_a_listener_that_raises_is_removed_and_cast_goes_on(tmp_path):
     hooks.add("stored", boom)
     tickets = cast.publish_many(3)  # every publish still acknowledged
     assert all(t.ok for t in tickets) and hooks.stored is None
+
+
+def test_a_service_given_to_the_house_after_the_recorder_exists_is_followed_once(tmp_path):
+    """``flowcast run --export`` makes its recorder before a flow or user code may attach a CastService."""
+    from types import SimpleNamespace
+
+    from tests.cast.kit import Cast
+
+    cast = Cast(tmp_path / "c")
+    recorder = Recorder(tmp_path / "live", estate="abc", house="manor", clock=cast.clock)
+    house = SimpleNamespace(cast=None)
+    chore = recorder.follow_cast(house)
+    chore()
+    assert cast.pub.publisher.hooks.stored is None
+    house.cast = cast.pub
+    chore()
+    chore()  # one watch, not one a tick
+    assert len(cast.pub.publisher.hooks.listeners("stored")) == 1
+    recorder.close()
+    assert cast.pub.publisher.hooks.stored is None
