@@ -31,6 +31,8 @@ __all__ = ["Publisher", "SUBSCRIBE", "SHARE", "HOOKS"]
 SUBSCRIBE = declare_access("subscribe")
 #: The share CAST messages are addressed to at the publishing house.
 SHARE = "cast"
+#: A renew asking for the cursor of a rewind this recent renews the lease only (see _on_sub).
+_REWIND_AGAIN = 1.0
 _READ_LIMIT = 1000
 _READS = 32
 _READ_BYTES = 256 << 10
@@ -43,12 +45,13 @@ class Held:
     """One remote subscription as the publisher holds it."""
 
     __slots__ = ("estate", "sid", "pattern", "split", "route", "expires", "sent", "scanned", "heard", "inflight", "n_inflight",
-                 "b_inflight", "pumping")
+                 "b_inflight", "pumping", "rewound")
 
     def __init__(self, estate: str, sid: bytes, pattern: str, split: Any, route: Route, expires: float, cursor: int) -> None:
         self.estate, self.sid, self.pattern, self.split, self.route = estate, sid, pattern, split, route
         self.expires = expires
         self.pumping: Any = None  # the next slice of a long read, when one is due
+        self.rewound: tuple[int, float, int | None] = (cursor, float("-inf"), None)  # the last rewind: (cursor, when, ask)
         self.rewind(cursor)
 
     def rewind(self, cursor: int) -> None:
@@ -164,15 +167,26 @@ class Publisher:
             landing.refuse(f"estate {estate!r} holds {self.config.max_subs} subscriptions, the most allowed", "too_many_subs")
         lease = min(sub.lease, self.config.lease)
         now = self.clock()
+        rewound = True
         if held is None:
             held = self.subs[key] = Held(estate, sub.sid, sub.pattern, sub.split, landing.src, now + lease, sub.cursor)
             self.per_remote[estate] += 1
             self.counts["subscribed"] += 1
         else:
             held.pattern, held.split, held.route, held.expires = sub.pattern, sub.split, landing.src, now + lease
-            held.rewind(sub.cursor)
+            cursor, when, ask = held.rewound
+            if cursor == sub.cursor and ask == sub.ask and sub.ask is not None and now - when < _REWIND_AGAIN:
+                # A renew repeating the last rewind's cursor and ask at once: renews queued
+                # behind a partition arrive together, and each rewinding would send the
+                # same range again.  An explicit ask (a new ``ask``) always rewinds.
+                self.counts["rewind_repeated"] += 1
+                rewound = False
+            else:
+                held.rewind(sub.cursor)
             self.counts["renewed"] += 1
-        if self.hooks.resync is not None and sub.cursor < self.high:
+        if rewound:
+            held.rewound = (sub.cursor, now, sub.ask)
+        if rewound and self.hooks.resync is not None and sub.cursor < self.high:
             self.hooks.resync(held, sub.cursor, self.high)
         landing.reply({"sid": sub.sid, "lease": lease, "low": int(self.cache.low_seq), "high": self.high}, tag=SUBOK)
         self._arm_sweep(held.expires)

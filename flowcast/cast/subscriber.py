@@ -60,6 +60,7 @@ class Subscription:
         self.renew_at = 0.0
         self.resync_at = 0.0
         self.resync_wanted = False
+        self.asks = 0  # explicit resend requests made: a renew repeats the last, so the publisher tells them apart
 
     def close(self) -> None:
         """End the lease at the publisher now; the cursor stays, so a later subscribe resumes."""
@@ -137,13 +138,20 @@ class Subscriber:
 
     # -- sending ------------------------------------------------------------------------
 
-    def _send_sub(self, sub: Subscription) -> None:
-        """Subscribe, renew and resync are one message: the lease, from the cursor."""
+    def _send_sub(self, sub: Subscription, ask: bool = False) -> None:
+        """Subscribe, renew and resync are one message: the lease, from the cursor.
+
+        ``ask``: this one asks for what follows the cursor again (a commit failed,
+        a batch went missing, room came back), so it carries a new ``ask``
+        number; a plain renew repeats the last (see the publisher's _on_sub).
+        """
+        if ask:
+            sub.asks += 1
         now = self.clock()
         sub.renew_at = now + sub.lease / 3
         sub.resync_at = now + self.period  # one resync in flight at a time
         sub.resync_wanted = False
-        data: dict[str, Any] = {"sid": sub.sid, "pattern": sub.pattern, "cursor": sub.cursor, "lease": sub.lease}
+        data: dict[str, Any] = {"sid": sub.sid, "pattern": sub.pattern, "cursor": sub.cursor, "lease": sub.lease, "ask": sub.asks}
         if sub.split is not None:
             data["split"] = list(sub.split)
         sub.reported = sub.cursor
@@ -163,7 +171,7 @@ class Subscriber:
             self.counts["resyncs"] += 1
             if self.hooks.resync is not None:
                 self.hooks.resync(sub)
-            self._send_sub(sub)
+            self._send_sub(sub, ask=True)
         else:
             sub.resync_wanted = True
 
@@ -266,10 +274,10 @@ class Subscriber:
                 if not queue.bound or len(queue.queue) < queue.bound:
                     sub.blocked = False
                     self.counts["unblocked"] += 1
-                    self._send_sub(sub)
+                    self._send_sub(sub, ask=True)
                     continue
             if now >= sub.renew_at or (sub.resync_wanted and now >= sub.resync_at):
-                self._send_sub(sub)
+                self._send_sub(sub, ask=sub.resync_wanted)
             elif sub.cursor != sub.reported:
                 self._report(sub)
         if now >= self._forget_at:

@@ -46,6 +46,7 @@ class Sub(NamedTuple):
     cursor: int
     lease: float
     split: tuple[str, int, int] | None
+    ask: int | None = None  # counts the subscriber's explicit resend requests; a plain renew repeats it
 
 
 class Pub(NamedTuple):
@@ -116,11 +117,13 @@ def _split(value: Any) -> tuple[str, int, int] | None:
 
 
 def read_sub(data: Any) -> Sub:
-    d = _map(data, SUB, ("sid", "pattern", "cursor", "lease"), ("split",))
+    d = _map(data, SUB, ("sid", "pattern", "cursor", "lease"), ("split", "ask"))
     lease = d["lease"]
     if lease.__class__ not in (int, float) or not 0 < lease <= MAX_LEASE:
         raise _bad(f"cast.sub: lease is seconds, more than 0 and at most {MAX_LEASE:g}")
-    return Sub(_bytes16(d["sid"], SUB, "sid"), check_pattern(d["pattern"]), _seq(d["cursor"], SUB, "cursor"), float(lease), _split(d.get("split")))
+    ask = d.get("ask")
+    return Sub(_bytes16(d["sid"], SUB, "sid"), check_pattern(d["pattern"]), _seq(d["cursor"], SUB, "cursor"), float(lease),
+               _split(d.get("split")), None if ask is None else _seq(ask, SUB, "ask"))
 
 
 def read_unsub(data: Any) -> bytes:

@@ -118,3 +118,29 @@ def test_both_houses_restarted_mid_stream_deliver_every_acknowledged_message_onc
     again.world.run_for(5)
     got = first.queue().queue + again.queue().queue
     assert [item["id"] for item in got] == [t.id for t in acked + more]
+
+
+def test_renews_that_arrive_together_rewind_once_and_an_explicit_ask_still_rewinds(tmp_path):
+    """Was (found building the export's resync table): renews queued behind a partition arrived
+    together after it healed, and each rewound the subscription: a 240 s cut re-sent the same
+    range 30 times.  A renew repeating the last rewind's cursor and ask now renews the lease only."""
+    cast = Cast(tmp_path)
+    subscriber = cast.service().subscriber
+    sub = cast.service().subscribe("abc/messages/**", estate="abc", into="inbox")
+    assert cast.run_until(lambda: sub.state == "active", 5)
+    cast.publish_many(5)
+    assert cast.run_until(lambda: sub.cursor == 5, 10)
+    publisher = cast.pub.publisher
+    cast.world.run_for(2)  # past the subscribe's own rewind
+    sub.cursor = 0  # as a subscriber that lost its last commit would ask
+    for _ in range(6):
+        subscriber._send_sub(sub, ask=False)
+    sent_before = publisher.counts["forwarded"]
+    assert cast.run_until(lambda: publisher.counts["renewed"] >= 6, 10)
+    assert publisher.counts["rewind_repeated"] == 5
+    subscriber._send_sub(sub, ask=True)  # an explicit ask is served even right after
+    assert cast.run_until(lambda: publisher.counts["renewed"] >= 7, 10)
+    assert publisher.counts["rewind_repeated"] == 5
+    cast.world.run_for(2)
+    assert payloads(cast.queue()) == [b"m%06d" % i for i in range(5)]  # exactly once to the application
+    assert publisher.counts["forwarded"] - sent_before <= 2 * 5  # one rewind after the renews, one for the ask
