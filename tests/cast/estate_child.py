@@ -1,0 +1,71 @@
+"""The publishing estate abc as a process of its own, for the kill -9 test (tests/cast/test_kill9_road.py).
+
+One manor house (tests/cast/realkit.py) with the SQLite cache in DIR,
+joined to xyz at 127.0.0.1:PORT.  Once joined it prints ``ready``, then
+publishes COUNT messages ``abc/messages/alice/N`` (N from FIRST) in slices,
+printing ``p N IDHEX`` before each publish and ``a N IDHEX`` only once its
+ticket completed without error (after the transaction committed), flushed
+at once: the parent kills this process with SIGKILL at some point and then
+holds the estate to every ``a`` line it read.  After the last slice it
+prints ``done`` and keeps serving subscriptions until SIGTERM.
+
+Usage: python -m tests.cast.estate_child DIR PORT FIRST COUNT
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+from flowcast.runtime import RealClock, Scheduler, sleep
+from tests.cast.realkit import SUBSCRIBE_FROM_XYZ, manor
+
+SLICE = 50
+
+
+def main(directory: str, port: int, first: int, count: int) -> None:
+    scheduler = Scheduler(RealClock())
+    scheduler.enable_wakeup()
+    signal.signal(signal.SIGTERM, lambda *_: scheduler.stop())
+    abc = manor("abc", scheduler, Path(directory), policy=[SUBSCRIBE_FROM_XYZ], cache=True)
+    road = abc.router.roads["main"]
+    out = sys.stdout
+
+    def publish():  # type: ignore[no-untyped-def]
+        road.join(("127.0.0.1", port))
+        end = time.monotonic() + 20
+        while not road.is_allowed("xyz"):
+            if time.monotonic() > end:
+                out.write("no join\n")
+                out.flush()
+                scheduler.stop()
+                return
+            yield sleep(0.01)
+        out.write("ready\n")
+        out.flush()
+        for start in range(first, first + count, SLICE):
+            tickets = []
+            for n in range(start, min(start + SLICE, first + count)):
+                ticket = abc.cast.publish(f"abc/messages/alice/{n}", b"%08d" % n, publisher="alice")
+                out.write(f"p {n} {ticket.id.hex()}\n")
+                tickets.append((n, ticket))
+            out.flush()
+            while not all(t.done for _, t in tickets):
+                yield sleep(0.002)
+            out.write("".join(f"a {n} {t.id.hex()}\n" for n, t in tickets if t.error is None))
+            out.flush()
+        out.write("done\n")
+        out.flush()
+
+    scheduler.spawn(publish(), name="publish")
+    try:
+        scheduler.run()
+    finally:
+        abc.close()
+        scheduler.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
