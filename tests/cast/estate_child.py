@@ -3,7 +3,7 @@
 One manor house (tests/cast/realkit.py) with the SQLite cache in DIR,
 joined to xyz at 127.0.0.1:PORT.  Once joined it prints ``ready``, then
 publishes COUNT messages ``abc/messages/alice/N`` (N from FIRST) in slices,
-printing ``p N IDHEX`` before each publish and ``a N IDHEX`` only once its
+printing ``p N IDHEX`` (flushed) before the slice is published and ``a N IDHEX`` only once its
 ticket completed without error (after the transaction committed), flushed
 at once: the parent kills this process with SIGKILL at some point and then
 holds the estate to every ``a`` line it read.  After the last slice it
@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from flowcast.cast import new_id
 from flowcast.runtime import RealClock, Scheduler, sleep
 from tests.cast.realkit import SUBSCRIBE_FROM_XYZ, manor
 
@@ -46,12 +47,13 @@ def main(directory: str, port: int, first: int, count: int) -> None:
         out.write("ready\n")
         out.flush()
         for start in range(first, first + count, SLICE):
-            tickets = []
-            for n in range(start, min(start + SLICE, first + count)):
-                ticket = abc.cast.publish(f"abc/messages/alice/{n}", b"%08d" % n, publisher="alice")
-                out.write(f"p {n} {ticket.id.hex()}\n")
-                tickets.append((n, ticket))
+            numbers = range(start, min(start + SLICE, first + count))
+            ids = [new_id() for _ in numbers]
+            # announced before the cache sees them: a kill between a commit and a print hides nothing
+            out.write("".join(f"p {n} {id.hex()}\n" for n, id in zip(numbers, ids)))
             out.flush()
+            tickets = [(n, abc.cast.publish(f"abc/messages/alice/{n}", b"%08d" % n, id=id, publisher="alice"))
+                       for n, id in zip(numbers, ids)]
             while not all(t.done for _, t in tickets):
                 yield sleep(0.002)
             out.write("".join(f"a {n} {t.id.hex()}\n" for n, t in tickets if t.error is None))

@@ -6,6 +6,8 @@ and prints each id once its publish is acknowledged; this process is the
 subscribing estate xyz, with its durable inbox.  abc is SIGKILLed while it
 publishes and xyz receives, then started again on the same cache file: the
 renewed subscription resyncs from xyz's cursor and the live stream goes on.
+Once directly, once through the chaos relay (10% loss, 2% duplication, 5%
+reordering), so the resync after the crash is itself lossy.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from flowcast.cast import Cache, CastConfig
 from flowcast.runtime import RealClock, Scheduler
+from flowcast.transport.chaos import ChaosRelay
 from tests.cast.realkit import FROM_ABC, manor, run_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,10 +85,15 @@ def _drain(queue, into: list) -> int:
     return len(into)
 
 
-def test_kill_9_of_the_cache_house_mid_stream_loses_no_acknowledged_publish_and_delivers_once(tmp_path):
+@pytest.mark.parametrize("between", ["direct", "chaos"])
+def test_kill_9_of_the_cache_house_mid_stream_loses_no_acknowledged_publish_and_delivers_once(tmp_path, between):
     scheduler = Scheduler(RealClock())
     xyz = manor("xyz", scheduler, tmp_path / "xyz", policy=[FROM_ABC], inbox=True, config=CastConfig())
-    port = xyz.router.roads["main"].address[1]
+    relay = None
+    if between == "chaos":  # both incarnations of abc reach xyz through the relay: the resync is lossy too
+        relay = ChaosRelay(("127.0.0.1", 0), xyz.router.roads["main"].address, loss=0.10, duplicate=0.02, reorder=0.05,
+                           delay=(0.0002, 0.002), seed=5).start()
+    port = (relay.address if relay is not None else xyz.router.roads["main"].address)[1]
     queue = xyz.store.queue("inbox")
     got: list = []
     children: list[Child] = []
@@ -125,12 +135,14 @@ def test_kill_9_of_the_cache_house_mid_stream_loses_no_acknowledged_publish_and_
         numbers = []
         for item in got:
             n = by_id.get(item["id"])
-            assert n is not None, "delivered something never published"
+            assert n is not None, f"delivered {item['name']} ({item['id'].hex()}), never published"
             assert item["name"] == f"abc/messages/alice/{n}" and item["data"] == b"%08d" % n
             numbers.append(n)
         assert numbers == sorted(numbers)  # the publisher's order, across the kill and the resync
         assert numbers[-1] == AFTER + 299 and at_kill < len(got)
         assert sub.state == "active" and not sub.gaps
+        if relay is not None:
+            assert relay.counts["lost"] > 5 and relay.counts["duplicated"] + relay.counts["reordered"] > 0, relay.counts
 
         cache = Cache.open(tmp_path / "abc" / "cache.sqlite3", estate="abc", readonly=True)
         try:
@@ -144,3 +156,5 @@ def test_kill_9_of_the_cache_house_mid_stream_loses_no_acknowledged_publish_and_
                 child.end(signal.SIGKILL)
         xyz.close()
         scheduler.close()
+        if relay is not None:
+            relay.close()
