@@ -9,7 +9,11 @@ at once: the parent kills this process with SIGKILL at some point and then
 holds the estate to every ``a`` line it read.  After the last slice it
 prints ``done`` and keeps serving subscriptions until SIGTERM.
 
-Usage: python -m tests.cast.estate_child DIR PORT FIRST COUNT
+A restarted publisher first retries what its last incarnation announced
+but never saw acknowledged, under the same ids (``N:IDHEX`` arguments), as
+a real one would: the cache stores each once (``dup N`` for those it had).
+
+Usage: python -m tests.cast.estate_child DIR PORT FIRST COUNT [N:IDHEX ...]
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from tests.cast.realkit import SUBSCRIBE_FROM_XYZ, manor
 SLICE = 50
 
 
-def main(directory: str, port: int, first: int, count: int) -> None:
+def main(directory: str, port: int, first: int, count: int, retry: list[tuple[int, bytes]]) -> None:
     scheduler = Scheduler(RealClock())
     scheduler.enable_wakeup()
     signal.signal(signal.SIGTERM, lambda *_: scheduler.stop())
@@ -46,17 +50,19 @@ def main(directory: str, port: int, first: int, count: int) -> None:
             yield sleep(0.01)
         out.write("ready\n")
         out.flush()
-        for start in range(first, first + count, SLICE):
-            numbers = range(start, min(start + SLICE, first + count))
-            ids = [new_id() for _ in numbers]
+        work = [(n, id) for n, id in retry]  # the last incarnation's unacknowledged publishes, same ids
+        work += [(n, None) for n in range(first, first + count)]
+        for start in range(0, len(work), SLICE):
+            chunk = [(n, id if id is not None else new_id()) for n, id in work[start:start + SLICE]]
             # announced before the cache sees them: a kill between a commit and a print hides nothing
-            out.write("".join(f"p {n} {id.hex()}\n" for n, id in zip(numbers, ids)))
+            out.write("".join(f"p {n} {id.hex()}\n" for n, id in chunk))
             out.flush()
             tickets = [(n, abc.cast.publish(f"abc/messages/alice/{n}", b"%08d" % n, id=id, publisher="alice"))
-                       for n, id in zip(numbers, ids)]
+                       for n, id in chunk]
             while not all(t.done for _, t in tickets):
                 yield sleep(0.002)
-            out.write("".join(f"a {n} {t.id.hex()}\n" for n, t in tickets if t.error is None))
+            out.write("".join(f"a {n} {t.id.hex()}\n" + (f"dup {n}\n" if t.duplicate else "")
+                              for n, t in tickets if t.error is None))
             out.flush()
         out.write("done\n")
         out.flush()
@@ -70,4 +76,5 @@ def main(directory: str, port: int, first: int, count: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    retry = [(int(n), bytes.fromhex(id)) for n, id in (arg.split(":") for arg in sys.argv[5:])]
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), retry)
