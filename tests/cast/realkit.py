@@ -76,3 +76,8 @@ def run_until(scheduler: Scheduler, predicate: Callable[[], Any], timeout: float
         if time.monotonic() >= end:
             return bool(predicate())
         scheduler.run(until=scheduler.clock.now() + step)
+
+
+def run_for(scheduler: Scheduler, seconds: float, each: Callable[[], Any] = lambda: None) -> None:
+    """Run ``seconds`` of wall time, calling ``each()`` between steps (a test draining its queue shares)."""
+    run_until(scheduler, lambda: each() and False, seconds)

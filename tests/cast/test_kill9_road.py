@@ -3,7 +3,8 @@ in the cache after the restart and reaches the subscriber exactly once, in order
 
 The publishing estate abc runs in a child process (tests/cast/estate_child.py)
 and prints each id once its publish is acknowledged; this process is the
-subscribing estate xyz, with its durable inbox.  abc is SIGKILLed while it
+subscribing estate xyz, with its durable inbox and three subscriptions: the
+whole stream, and two receivers splitting it ``mod 2``.  abc is SIGKILLed while it
 publishes and xyz receives, then started again on the same cache file: the
 renewed subscription resyncs from xyz's cursor and the live stream goes on.
 The restarted abc first retries, under the same ids, what its killed
@@ -28,7 +29,7 @@ import pytest
 from flowcast.cast import Cache, CastConfig
 from flowcast.runtime import RealClock, Scheduler
 from flowcast.transport.chaos import ChaosRelay
-from tests.cast.realkit import FROM_ABC, manor, run_until
+from tests.cast.realkit import FROM_ABC, manor, run_for, run_until
 
 ROOT = Path(__file__).resolve().parents[2]
 AFTER = 1_000_000  # the restarted publisher's numbers start here
@@ -89,6 +90,25 @@ def _drain(queue, into: list) -> int:
     return len(into)
 
 
+#: xyz's subscriptions: the whole stream, and two receivers splitting it ``mod 2`` at the publisher.
+SUBSCRIPTIONS = {"inbox": None, "half0": ("id", 2, 0), "half1": ("id", 2, 1)}
+
+
+def _check(got: list, published: dict[int, bytes]) -> list[int]:
+    """Each message once, each one published, in the publisher's order: the numbers delivered."""
+    ids = [item["id"] for item in got]
+    assert len(ids) == len(set(ids)), "a message reached the application twice"
+    by_id = {id: n for n, id in published.items()}
+    numbers = []
+    for item in got:
+        n = by_id.get(item["id"])
+        assert n is not None, f"delivered {item['name']} ({item['id'].hex()}), never published"
+        assert item["name"] == f"abc/messages/alice/{n}" and item["data"] == b"%08d" % n
+        numbers.append(n)
+    assert numbers == sorted(numbers)  # the publisher's order, across the kill and the resync
+    return numbers
+
+
 @pytest.mark.parametrize("between", ["direct", "chaos"])
 def test_kill_9_of_the_cache_house_mid_stream_loses_no_acknowledged_publish_and_delivers_once(tmp_path, between):
     scheduler = Scheduler(RealClock())
@@ -98,8 +118,13 @@ def test_kill_9_of_the_cache_house_mid_stream_loses_no_acknowledged_publish_and_
         relay = ChaosRelay(("127.0.0.1", 0), xyz.router.roads["main"].address, loss=0.10, duplicate=0.02, reorder=0.05,
                            delay=(0.0002, 0.002), seed=5).start()
     port = (relay.address if relay is not None else xyz.router.roads["main"].address)[1]
-    queue = xyz.store.queue("inbox")
-    got: list = []
+    got: dict[str, list] = {into: [] for into in SUBSCRIPTIONS}
+
+    def drain() -> dict[str, list]:
+        for into, items in got.items():
+            _drain(xyz.store.queue(into), items)
+        return got
+
     children: list[Child] = []
     try:
         first = Child(tmp_path / "abc", port, 0, 200_000)
@@ -107,18 +132,20 @@ def test_kill_9_of_the_cache_house_mid_stream_loses_no_acknowledged_publish_and_
         assert run_until(scheduler, lambda: first.said("ready") or first.process.poll() is not None, 30), first.lines[-3:]
         assert first.said("ready"), first.end(signal.SIGKILL)
         # a short lease: renewals every second, so the restarted publisher hears from xyz soon
-        sub = xyz.cast.subscribe("abc/messages/**", estate="abc", into="inbox", lease=3.0)
-        assert run_until(scheduler, lambda: _drain(queue, got) >= 500 and len(first.published("a")) >= 2000, 60), (len(got), first.lines[-3:])
+        subs = [xyz.cast.subscribe("abc/messages/**", estate="abc", into=into, split=split, lease=3.0)
+                for into, split in SUBSCRIPTIONS.items()]
+        assert run_until(scheduler, lambda: len(drain()["inbox"]) >= 500 and len(first.published("a")) >= 2000, 60), \
+            ({into: len(items) for into, items in got.items()}, first.lines[-3:])
         assert first.process.poll() is None and not first.said("done")  # mid-stream
         os.killpg(first.process.pid, signal.SIGKILL)  # no close, no flush: the house just ends
-        at_kill = len(got)
+        at_kill = len(drain()["inbox"])
         first.end(signal.SIGKILL)
         assert first.process.returncode == -signal.SIGKILL
         acked = first.published("a")
         published = first.published("p")
         assert len(acked) >= 2000 and len(published) < 200_000
 
-        run_until(scheduler, lambda: _drain(queue, got) < 0, 1.0)  # abc is gone for a while; xyz keeps renewing
+        run_for(scheduler, 1.0, drain)  # abc is gone for a while; xyz keeps renewing
         unacked = {n: id for n, id in published.items() if n not in acked}
         second = Child(tmp_path / "abc", port, AFTER, 300, retry=unacked)  # the same cache file; retries first
         children.append(second)
@@ -130,26 +157,24 @@ def test_kill_9_of_the_cache_house_mid_stream_loses_no_acknowledged_publish_and_
         retried_dups = sum(1 for line in second.lines if line.startswith("dup "))
         wanted = set(acked.values())
         assert wanted == set(published.values())  # after the retries, everything announced is acknowledged
-        assert run_until(scheduler, lambda: _drain(queue, got) >= len(wanted) and wanted <= {item["id"] for item in got}, 60), \
-            (len(got), len(wanted), sub)
-        run_until(scheduler, lambda: _drain(queue, got) < 0, 1.5)  # anything more (a duplicate) would come now
+
+        def arrived() -> bool:
+            drain()
+            halves = {item["id"] for item in got["half0"] + got["half1"]}
+            return wanted <= {item["id"] for item in got["inbox"]} and wanted <= halves
+
+        assert run_until(scheduler, arrived, 60), ({into: len(items) for into, items in got.items()}, len(wanted), subs)
+        run_for(scheduler, 1.5, drain)  # anything more (a duplicate) would come now
         errors = second.end(signal.SIGTERM)  # its log may hold routed refusals (a cursor for a lease it never knew)
         assert "Traceback" not in errors and second.process.returncode == 0, errors[-2000:]
 
-        ids = [item["id"] for item in got]
-        assert len(ids) == len(set(ids)), "a message reached the application twice"
-        assert wanted <= set(ids), f"{len(wanted - set(ids))} acknowledged publishes never arrived"
-        by_id = {id: n for n, id in published.items()}
-        numbers = []
-        for item in got:
-            n = by_id.get(item["id"])
-            assert n is not None, f"delivered {item['name']} ({item['id'].hex()}), never published"
-            assert item["name"] == f"abc/messages/alice/{n}" and item["data"] == b"%08d" % n
-            numbers.append(n)
-        assert numbers == sorted(numbers)  # the publisher's order, across the kill and the resync
-        assert numbers[-1] == AFTER + 299 and at_kill < len(got)
-        assert len(ids) == len(wanted), (len(ids), len(wanted), len(unacked), retried_dups)  # each stored once
-        assert sub.state == "active" and not sub.gaps
+        numbers = _check(got["inbox"], published)
+        assert numbers[-1] == AFTER + 299 and at_kill < len(numbers)
+        assert len(numbers) == len(wanted), (len(numbers), len(wanted), len(unacked), retried_dups)  # each stored once
+        halves = [set(_check(got[into], published)) for into in ("half0", "half1")]
+        assert halves[0] and halves[1] and not halves[0] & halves[1]  # the split: disjoint...
+        assert halves[0] | halves[1] == set(numbers)  # ...and together everything, each once
+        assert all(sub.state == "active" and not sub.gaps for sub in subs), subs
         if relay is not None:
             assert relay.counts["lost"] > 5 and relay.counts["duplicated"] + relay.counts["reordered"] > 0, relay.counts
 
