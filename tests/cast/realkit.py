@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from flowcast.cast import CastConfig, CastService
+from flowcast.cast import Cache, CastConfig, CastService
 from flowcast.routing.wiring import wire_road, wire_router
-from flowcast.runtime import RealClock, Scheduler
+from flowcast.runtime import Scheduler
 from flowcast.store import Store
 
 #: abc lets xyz subscribe to everything under abc/; xyz lets abc's deliveries in.
@@ -57,10 +57,7 @@ def manor(estate: str, scheduler: Scheduler, directory: Path, *, port: int = 0, 
     config = config if config is not None else CastConfig(subscribers={"xyz": ("abc/**",)})
     held = None
     if cache:
-        from flowcast.cast.cache import Cache
-
         held = Cache.open(directory / "cache.sqlite3", estate=estate, clock=scheduler.clock, scheduler=scheduler)
-    if held is not None:
         house.on_close(held.close)  # closers run newest first: the service closes before its cache
     service = CastService(router, cache=held, config=config, inbox=directory / "inbox.sqlite3" if inbox else None)
     service.attach(house)
