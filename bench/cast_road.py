@@ -1,7 +1,9 @@
 """CAST over a real road: replay to a returning subscriber, the live stream, memory per subscription.
 
-The subscription half of ``bench/cast.py``'s figures (that script holds the
-JetStream peer; the integrator takes these into it).  Two estate
+The subscription half of ``bench/cast.py``'s figures: that script runs
+this one's :func:`measure` and :func:`add_figures` after its cache figures,
+so one command prints them all; this one alone is the quicker way to
+look at the road (it borrows ``bench/cast.py``'s JetStream peer).  Two estate
 processes on loopback, each one manor house with its own scheduler on a
 real clock, wired as the estate launcher wires them (flowcast.routing
 .wiring: a road on UDP, acceptance ``always``)::
@@ -363,6 +365,34 @@ def jetstream_replay(count: int) -> tuple[float | None, str]:
         server.stop()
 
 
+def measure(replay: int, live: int, rate: float, seconds: float, subscriptions: int) -> dict[str, Any]:
+    """The road run and the memory per subscription, as one dict (``note`` when the road run failed)."""
+    try:
+        import flowcast.cast.cache  # noqa: F401
+    except ImportError:
+        run: dict[str, Any] = {"note": "needs the SQLite cache (flowcast.cast.cache)"}
+    else:
+        run = road_run(replay, live, rate, seconds)
+    run["per_subscription"] = bytes_per_subscription(subscriptions)
+    return run
+
+
+def add_figures(figures: Figures, run: dict[str, Any], replay: int, live: int, theirs: float | None, why: str) -> None:
+    """The road's figures in the order and under the names of the issue (bench/cast.py prints the same)."""
+    note = run.get("note", "")
+    ours = run.get("replay")
+    ratios = {"x cache read": ours / run["read"]} if ours else {}
+    if ours and theirs:
+        ratios["x jetstream"] = ours / theirs
+    figures.add("cast_replay_100B", ours, "msgs/s", ratios=ratios, extra={"cache_read": run.get("read")},
+                note=note or f"{replay:,} cached messages to a returning subscriber over a loopback road; in-process cache read {run['read']:,.0f} msgs/s"
+                + ("" if theirs else f"; peer n/a: {why}"))
+    figures.add("cast_live_100B", run.get("live"), "msgs/s", note=note or f"{live:,} published while subscribed, publish to arrival")
+    for name, key in (("cast_live_p50_us", "p50"), ("cast_live_p99_us", "p99")):
+        figures.add(name, run.get(key), "us", note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered")
+    figures.add("cast_bytes_per_subscription", run["per_subscription"], "B", note="publisher memory per active subscription (tracemalloc)")
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--no-peer", action="store_true", help="flowcast's figures only")
@@ -374,27 +404,11 @@ def main() -> None:
     if args.quick:
         args.replay, args.live, args.rate, args.seconds = 2_000, 2_000, 2_000.0, 0.5
     figures = Figures("cast_road", quick=args.quick, replay=args.replay, live=args.live, rate=args.rate, seconds=args.seconds)
-    try:
-        import flowcast.cast.cache  # noqa: F401
-    except ImportError:
-        run = {"note": "needs the SQLite cache (flowcast.cast.cache)"}
-    else:
-        run = road_run(args.replay, args.live, args.rate, args.seconds)
-    note = run.get("note", "")
-    replay = run.get("replay")
+    run = measure(args.replay, args.live, args.rate, args.seconds, 50 if args.quick else 500)
     theirs, why = (None, "left out (--no-peer)") if args.no_peer else jetstream_replay(args.replay)
-    ratios = {"x cache read": replay / run["read"]} if replay else {}
-    if replay and theirs:
-        ratios["x jetstream"] = replay / theirs
-    figures.add("cast_replay_100B", replay, "msgs/s", ratios=ratios,
-                note=note or f"{args.replay:,} cached messages to a returning subscriber over a loopback road; in-process cache read {run['read']:,.0f} msgs/s")
+    add_figures(figures, run, args.replay, args.live, theirs, why)
     figures.add("peer.jetstream_replay_100B", theirs, "msgs/s",
                 note=why or f"{args.replay:,} messages to a new durable pull consumer, batches of 1,000, one AckAll each")
-    figures.add("cast_live_100B", run.get("live"), "msgs/s", note=note or f"{args.live:,} published while subscribed, publish to arrival")
-    figures.add("cast_live_p50_us", run.get("p50"), "us", note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered")
-    figures.add("cast_live_p99_us", run.get("p99"), "us", note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered")
-    figures.add("cast_bytes_per_subscription", bytes_per_subscription(50 if args.quick else 500), "B",
-                note="publisher memory per active subscription (tracemalloc)")
     figures.emit(args.json)
 
 
