@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     offered = args.rate or (2_000.0 if args.quick else 10_000.0)
     seconds = args.seconds or (0.5 if args.quick else 3.0)
     figures = Figures("cast", count=count, publish_count=per_round, window=args.window, size=SIZE, repeats=repeats,
-                      live=live, rate=offered, seconds=seconds)
+                      live=live, rate=offered, seconds=seconds, load_average_before=round(os.getloadavg()[0], 2))
 
     peer, why = (None, "left out (--no-peer)") if args.no_peer else _start_peer(60.0 if args.quick else 900.0)
     server, client = peer if peer is not None else (None, None)
@@ -370,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     figures.add("peer.jetstream_replay_100B", theirs.get("replay"), "msgs/s",
                 note="new durable pull consumer, fetch 1,000" if "replay" in theirs else why)
     figures.add("peer.jetstream_bytes_per_message", theirs.get("bytes"), "B", note="" if "bytes" in theirs else why)
+    # Every figure here moves with what else the machine runs: say how loaded it was.
+    figures.settings["load_average_after"] = round(os.getloadavg()[0], 2)
     figures.emit(args.json)
     return 0
 
