@@ -19,7 +19,8 @@ Figures (``--json`` names):
 * ``cast_replay_100B`` -- msgs/s replaying ``--count`` cached messages
   (1,000,000 by default) to a returning subscriber over a loopback road:
   two estate processes, the subscriber's inbox committing each delivery
-  (``bench/cast_road.py``, run from here after the peer has stopped).
+  (``bench/cast_road.py``, run from here after the peer has stopped), best
+  of ``--repeats`` new subscriptions as the peer's is of as many consumers.
   Ratio against ``peer.jetstream_replay_100B``: the same count to a new
   durable pull consumer, batches of 1,000, one ack (AckAll) per batch.
 * ``cast_replay_cache_100B`` -- the cache's share of that: the same count
@@ -351,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(server.store, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     # The road: two estate processes, after the peer stopped, so neither part loads the other.
-    road = cast_road.measure(count, live, offered, seconds, 50 if args.quick else 500)
+    road = cast_road.measure(count, live, offered, seconds, 50 if args.quick else 500, repeats)
 
     def ratio(key: str) -> dict[str, float]:
         return {"x jetstream": ours[key] / theirs[key]} if key in theirs else {}

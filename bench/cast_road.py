@@ -14,8 +14,10 @@ Figures (``--json``: one object):
 
 * ``cast_replay_100B``  msgs/s: ``--replay`` messages of 100 B are in the
   cache (published and durable) before xyz subscribes from cursor 0; the
-  figure is messages / (last arrival in xyz's queue share - the subscribe).
-  Each arrival went through the inbox's exactly-once commit.  Reference in
+  figure is messages / (last arrival in xyz's queue share - the subscribe),
+  the best of ``--repeats`` subscriptions (each a new one from cursor 0,
+  the one before closed; JetStream's replay is the best of as many new
+  consumers).  Each arrival went through the inbox's exactly-once commit.  Reference in
   the same run: ``x cache read`` (the same messages read in-process from
   the cache, the bound a road cannot beat) and ``x jetstream``: the same
   count replayed by JetStream to a new durable consumer in the same run
@@ -131,8 +133,8 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
             yield sleep(0.001)
         reply(reply_as, {"start": start, "end": time.monotonic()})
 
-    def receiver():  # type: ignore[no-untyped-def]
-        inbox = store.queue("inbox")
+    def receiver(into: str):  # type: ignore[no-untyped-def]
+        inbox = store.queue(into)
         queue = inbox.queue
         wake = Event()
         inbox.watchers.append(lambda share: wake.set())
@@ -177,10 +179,15 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
         elif command == "read_all":
             reply("read", read_all(*args))
         elif command == "subscribe":
-            state["timing"] = args[0]
-            scheduler.spawn(receiver(), name="receiver")
+            # A fresh subscription from cursor 0 into queue ``into`` (a new sid: the whole
+            # cache again); the one before it is closed, so only the last one takes the live stream.
+            state["timing"], into = args
+            if state.get("sub") is not None:
+                state["sub"].close()
+            state["got"] = 0
+            scheduler.spawn(receiver(into), name=f"receiver {into}")
             start = time.monotonic()
-            cast.subscribe("abc/**", estate="abc", into="inbox")
+            state["sub"] = cast.subscribe("abc/**", estate="abc", into=into)
             reply("subscribed", start)
         elif command == "timing":
             state["timing"], state["lat"][:] = args[0], []
@@ -251,7 +258,7 @@ def _wait_for(proc: _Proc, count: int, limit: float) -> dict[str, Any]:
     return progress
 
 
-def road_run(replay: int, live: int, rate: float, seconds: float) -> dict[str, Any]:
+def road_run(replay: int, live: int, rate: float, seconds: float, repeats: int = 1) -> dict[str, Any]:
     top = tempfile.mkdtemp(prefix="fccast-")
     ctx = multiprocessing.get_context("spawn")
     procs: dict[str, _Proc] = {}
@@ -272,11 +279,13 @@ def road_run(replay: int, live: int, rate: float, seconds: float) -> dict[str, A
         abc.conn.send(("publish", replay, 0.0, "filled"))
         abc.expect("filled", 60 + replay / 5_000)
         out["read"] = abc.ask("read", "read_all", replay, timeout=120)
-        start = xyz.ask("subscribed", "subscribe", False)
-        progress = _wait_for(xyz, replay, 60 + replay / 2_000)
-        if progress["got"] != replay:
-            raise RuntimeError(f"replay: {progress['got']:,} of {replay:,} arrived")
-        out["replay"] = replay / (progress["last"] - start)
+        # Best of ``repeats`` replays, as JetStream's replay is the best of as many consumers.
+        for round_ in range(repeats):
+            start = xyz.ask("subscribed", "subscribe", False, f"inbox{round_}")
+            progress = _wait_for(xyz, replay, 60 + replay / 2_000)
+            if progress["got"] != replay:
+                raise RuntimeError(f"replay: {progress['got']:,} of {replay:,} arrived")
+            out["replay"] = max(out.get("replay", 0.0), replay / (progress["last"] - start))
         abc.conn.send(("publish", live, 0.0, "published"))
         sent = abc.expect("published", 60 + live / 2_000)
         progress = _wait_for(xyz, replay + live, 60)
@@ -365,14 +374,14 @@ def jetstream_replay(count: int) -> tuple[float | None, str]:
         server.stop()
 
 
-def measure(replay: int, live: int, rate: float, seconds: float, subscriptions: int) -> dict[str, Any]:
+def measure(replay: int, live: int, rate: float, seconds: float, subscriptions: int, repeats: int = 1) -> dict[str, Any]:
     """The road run and the memory per subscription, as one dict (``note`` when the road run failed)."""
     try:
         import flowcast.cast.cache  # noqa: F401
     except ImportError:
         run: dict[str, Any] = {"note": "needs the SQLite cache (flowcast.cast.cache)"}
     else:
-        run = road_run(replay, live, rate, seconds)
+        run = road_run(replay, live, rate, seconds, repeats)
     run["per_subscription"] = bytes_per_subscription(subscriptions)
     return run
 
@@ -404,7 +413,7 @@ def main() -> None:
     if args.quick:
         args.replay, args.live, args.rate, args.seconds = 2_000, 2_000, 2_000.0, 0.5
     figures = Figures("cast_road", quick=args.quick, replay=args.replay, live=args.live, rate=args.rate, seconds=args.seconds)
-    run = measure(args.replay, args.live, args.rate, args.seconds, 50 if args.quick else 500)
+    run = measure(args.replay, args.live, args.rate, args.seconds, 50 if args.quick else 500, 1 if args.quick else args.repeats)
     theirs, why = (None, "left out (--no-peer)") if args.no_peer else jetstream_replay(args.replay)
     add_figures(figures, run, args.replay, args.live, theirs, why)
     figures.add("peer.jetstream_replay_100B", theirs, "msgs/s",
