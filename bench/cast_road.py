@@ -353,8 +353,8 @@ def bytes_per_subscription(n: int = 500) -> float:
     return grown / n
 
 
-def jetstream_replay(count: int) -> tuple[float | None, str]:
-    """JetStream's replay of ``count`` 100 B messages to a new durable consumer, through bench/cast.py's peer."""
+def jetstream_replay(count: int, repeats: int = 1) -> tuple[float | None, str]:
+    """JetStream's replay of ``count`` 100 B messages, best of ``repeats`` new durable consumers, through bench/cast.py's peer."""
     try:
         import cast as castbench  # bench/cast.py: the JetStream peer lives there
         start_peer = castbench._start_peer
@@ -366,7 +366,7 @@ def jetstream_replay(count: int) -> tuple[float | None, str]:
     server, client = peer
     try:
         client.publish("ROAD", count)
-        return client.replay("ROAD", count, "road"), ""
+        return max(client.replay("ROAD", count, f"road{r}") for r in range(repeats)), ""
     except Exception as error:  # noqa: BLE001 - a peer that fails is reported, not fatal
         return None, f"JetStream failed: {error!r}"[:300]
     finally:
@@ -414,7 +414,7 @@ def main() -> None:
         args.replay, args.live, args.rate, args.seconds = 2_000, 2_000, 2_000.0, 0.5
     figures = Figures("cast_road", quick=args.quick, replay=args.replay, live=args.live, rate=args.rate, seconds=args.seconds)
     run = measure(args.replay, args.live, args.rate, args.seconds, 50 if args.quick else 500, 1 if args.quick else args.repeats)
-    theirs, why = (None, "left out (--no-peer)") if args.no_peer else jetstream_replay(args.replay)
+    theirs, why = (None, "left out (--no-peer)") if args.no_peer else jetstream_replay(args.replay, 1 if args.quick else args.repeats)
     add_figures(figures, run, args.replay, args.live, theirs, why)
     figures.add("peer.jetstream_replay_100B", theirs, "msgs/s",
                 note=why or f"{args.replay:,} messages to a new durable pull consumer, batches of 1,000, one AckAll each")
