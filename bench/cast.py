@@ -17,15 +17,23 @@ Figures (``--json`` names):
   ``publish_async``, 4,000 in flight, no message-id header: JetStream's
   fastest path, so the ratio is conservative).
 * ``cast_replay_100B`` -- msgs/s replaying ``--count`` cached messages
-  (1,000,000 by default) from seq 0 through ``Cache.read`` (batches of
-  2,000 or 1 MiB, the subscriber window), in process.  The figure over a
-  road, to a remote subscriber's share, comes from the subscription path
-  (``flowcast/cast/publisher.py`` and ``subscriber.py``) once merged: this
-  one is the cache's share of it.  Ratio against
-  ``peer.jetstream_replay_100B``: the same count to a new durable pull
-  consumer, batches of 1,000, one ack (AckAll) per batch.
+  (1,000,000 by default) to a returning subscriber over a loopback road:
+  two estate processes, the subscriber's inbox committing each delivery
+  (``bench/cast_road.py``, run from here after the peer has stopped), best
+  of ``--repeats`` new subscriptions as the peer's is of as many consumers.
+  Ratio against ``peer.jetstream_replay_100B``: the same count to a new
+  durable pull consumer, batches of 1,000, one ack (AckAll) per batch.
+* ``cast_replay_cache_100B`` -- the cache's share of that: the same count
+  read from seq 0 through ``Cache.read`` in process (batches of 2,000 or
+  1 MiB, the subscriber window), with the same peer ratio.
+* ``cast_live_100B``, ``cast_live_p50_us``, ``cast_live_p99_us`` -- the
+  live stream over the same road: ``--live`` messages published as fast
+  as tickets return, then publish-to-arrival latency at ``--rate`` msgs/s
+  offered for ``--seconds`` (``bench/cast_road.py``'s docstring).
 * ``cast_bytes_per_message`` -- the cache file's size after a checkpoint,
   per message; ``peer.jetstream_bytes_per_message`` is the stream store's.
+* ``cast_bytes_per_subscription`` -- the publisher's memory per active
+  subscription (tracemalloc over 500 on the simulated network).
 
 The peer installs itself where it can: ``nats-server`` from Debian's
 packages when missing and this process is root (or has password-less
@@ -51,6 +59,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import cast_road  # noqa: E402
 from _common import Figures, best_of, parser, timed  # noqa: E402
 
 from flowcast.cast import Cache  # noqa: E402
@@ -289,11 +298,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="messages per publish round (default 200,000; --quick: --count)")
     p.add_argument("--window", type=int, default=4000, help="publishes in flight (default 4,000)")
     p.add_argument("--no-peer", action="store_true", help="flowcast's figures only")
+    p.add_argument("--live", type=int, default=None, help="messages of the live stream (default 100,000; --quick 2,000)")
+    p.add_argument("--rate", type=float, default=None, help="msgs/s offered for the latency (default 10,000; --quick 2,000)")
+    p.add_argument("--seconds", type=float, default=None, help="seconds of the paced stream (default 3; --quick 0.5)")
     args = p.parse_args(argv)
     count = args.count or (5_000 if args.quick else 1_000_000)
     per_round = args.publish_count or (count if args.quick else 200_000)
     repeats = 1 if args.quick else args.repeats
-    figures = Figures("cast", count=count, publish_count=per_round, window=args.window, size=SIZE, repeats=repeats)
+    live = args.live or (2_000 if args.quick else 100_000)
+    offered = args.rate or (2_000.0 if args.quick else 10_000.0)
+    seconds = args.seconds or (0.5 if args.quick else 3.0)
+    figures = Figures("cast", count=count, publish_count=per_round, window=args.window, size=SIZE, repeats=repeats,
+                      live=live, rate=offered, seconds=seconds, load_average_before=round(os.getloadavg()[0], 2))
 
     peer, why = (None, "left out (--no-peer)") if args.no_peer else _start_peer(60.0 if args.quick else 900.0)
     server, client = peer if peer is not None else (None, None)
@@ -335,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
             shutil.rmtree(server.store, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
+    # The road: two estate processes, after the peer stopped, so neither part loads the other.
+    road = cast_road.measure(count, live, offered, seconds, 50 if args.quick else 500, repeats)
 
     def ratio(key: str) -> dict[str, float]:
         return {"x jetstream": ours[key] / theirs[key]} if key in theirs else {}
@@ -344,14 +362,17 @@ def main(argv: list[str] | None = None) -> int:
 
     figures.add("cast_publish_100B", ours["publish"], "msgs/s", ratios=ratio("publish"), note=note("publish"),
                 extra={"acknowledged": "committed, synchronous=FULL"})
-    figures.add("cast_replay_100B", ours["replay"], "msgs/s", ratios=ratio("replay"), note=note("replay"),
-                extra={"path": "Cache.read in process; the road figure comes from the subscriber path"})
+    cast_road.add_figures(figures, road, count, live, theirs.get("replay"), why)
+    figures.add("cast_replay_cache_100B", ours["replay"], "msgs/s", ratios=ratio("replay"), note=note("replay"),
+                extra={"path": "Cache.read in process, the same count: the cache's share of cast_replay_100B"})
     figures.add("cast_bytes_per_message", ours["bytes"], "B", ratios=ratio("bytes"))
     figures.add("peer.jetstream_publish_100B", theirs.get("publish"), "msgs/s",
                 note="nats-py publish_async, 4,000 in flight" if "publish" in theirs else why)
     figures.add("peer.jetstream_replay_100B", theirs.get("replay"), "msgs/s",
                 note="new durable pull consumer, fetch 1,000" if "replay" in theirs else why)
     figures.add("peer.jetstream_bytes_per_message", theirs.get("bytes"), "B", note="" if "bytes" in theirs else why)
+    # Every figure here moves with what else the machine runs: say how loaded it was.
+    figures.settings["load_average_after"] = round(os.getloadavg()[0], 2)
     figures.emit(args.json)
     return 0
 

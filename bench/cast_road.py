@@ -1,7 +1,9 @@
 """CAST over a real road: replay to a returning subscriber, the live stream, memory per subscription.
 
-The subscription half of ``bench/cast.py``'s figures (that script holds the
-JetStream peer; the integrator takes these into it).  Two estate
+The subscription half of ``bench/cast.py``'s figures: that script runs
+this one's :func:`measure` and :func:`add_figures` after its cache figures,
+so one command prints them all; this one alone is the quicker way to
+look at the road (it borrows ``bench/cast.py``'s JetStream peer).  Two estate
 processes on loopback, each one manor house with its own scheduler on a
 real clock, wired as the estate launcher wires them (flowcast.routing
 .wiring: a road on UDP, acceptance ``always``)::
@@ -12,8 +14,10 @@ Figures (``--json``: one object):
 
 * ``cast_replay_100B``  msgs/s: ``--replay`` messages of 100 B are in the
   cache (published and durable) before xyz subscribes from cursor 0; the
-  figure is messages / (last arrival in xyz's queue share - the subscribe).
-  Each arrival went through the inbox's exactly-once commit.  Reference in
+  figure is messages / (last arrival in xyz's queue share - the subscribe),
+  the best of ``--repeats`` subscriptions (each a new one from cursor 0,
+  the one before closed; JetStream's replay is the best of as many new
+  consumers).  Each arrival went through the inbox's exactly-once commit.  Reference in
   the same run: ``x cache read`` (the same messages read in-process from
   the cache, the bound a road cannot beat) and ``x jetstream``: the same
   count replayed by JetStream to a new durable consumer in the same run
@@ -129,8 +133,8 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
             yield sleep(0.001)
         reply(reply_as, {"start": start, "end": time.monotonic()})
 
-    def receiver():  # type: ignore[no-untyped-def]
-        inbox = store.queue("inbox")
+    def receiver(into: str):  # type: ignore[no-untyped-def]
+        inbox = store.queue(into)
         queue = inbox.queue
         wake = Event()
         inbox.watchers.append(lambda share: wake.set())
@@ -175,10 +179,15 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
         elif command == "read_all":
             reply("read", read_all(*args))
         elif command == "subscribe":
-            state["timing"] = args[0]
-            scheduler.spawn(receiver(), name="receiver")
+            # A fresh subscription from cursor 0 into queue ``into`` (a new sid: the whole
+            # cache again); the one before it is closed, so only the last one takes the live stream.
+            state["timing"], into = args
+            if state.get("sub") is not None:
+                state["sub"].close()
+            state["got"] = 0
+            scheduler.spawn(receiver(into), name=f"receiver {into}")
             start = time.monotonic()
-            cast.subscribe("abc/**", estate="abc", into="inbox")
+            state["sub"] = cast.subscribe("abc/**", estate="abc", into=into)
             reply("subscribed", start)
         elif command == "timing":
             state["timing"], state["lat"][:] = args[0], []
@@ -249,7 +258,7 @@ def _wait_for(proc: _Proc, count: int, limit: float) -> dict[str, Any]:
     return progress
 
 
-def road_run(replay: int, live: int, rate: float, seconds: float) -> dict[str, Any]:
+def road_run(replay: int, live: int, rate: float, seconds: float, repeats: int = 1) -> dict[str, Any]:
     top = tempfile.mkdtemp(prefix="fccast-")
     ctx = multiprocessing.get_context("spawn")
     procs: dict[str, _Proc] = {}
@@ -270,11 +279,13 @@ def road_run(replay: int, live: int, rate: float, seconds: float) -> dict[str, A
         abc.conn.send(("publish", replay, 0.0, "filled"))
         abc.expect("filled", 60 + replay / 5_000)
         out["read"] = abc.ask("read", "read_all", replay, timeout=120)
-        start = xyz.ask("subscribed", "subscribe", False)
-        progress = _wait_for(xyz, replay, 60 + replay / 2_000)
-        if progress["got"] != replay:
-            raise RuntimeError(f"replay: {progress['got']:,} of {replay:,} arrived")
-        out["replay"] = replay / (progress["last"] - start)
+        # Best of ``repeats`` replays, as JetStream's replay is the best of as many consumers.
+        for round_ in range(repeats):
+            start = xyz.ask("subscribed", "subscribe", False, f"inbox{round_}")
+            progress = _wait_for(xyz, replay, 60 + replay / 2_000)
+            if progress["got"] != replay:
+                raise RuntimeError(f"replay: {progress['got']:,} of {replay:,} arrived")
+            out["replay"] = max(out.get("replay", 0.0), replay / (progress["last"] - start))
         abc.conn.send(("publish", live, 0.0, "published"))
         sent = abc.expect("published", 60 + live / 2_000)
         progress = _wait_for(xyz, replay + live, 60)
@@ -342,8 +353,8 @@ def bytes_per_subscription(n: int = 500) -> float:
     return grown / n
 
 
-def jetstream_replay(count: int) -> tuple[float | None, str]:
-    """JetStream's replay of ``count`` 100 B messages to a new durable consumer, through bench/cast.py's peer."""
+def jetstream_replay(count: int, repeats: int = 1) -> tuple[float | None, str]:
+    """JetStream's replay of ``count`` 100 B messages, best of ``repeats`` new durable consumers, through bench/cast.py's peer."""
     try:
         import cast as castbench  # bench/cast.py: the JetStream peer lives there
         start_peer = castbench._start_peer
@@ -355,12 +366,40 @@ def jetstream_replay(count: int) -> tuple[float | None, str]:
     server, client = peer
     try:
         client.publish("ROAD", count)
-        return client.replay("ROAD", count, "road"), ""
+        return max(client.replay("ROAD", count, f"road{r}") for r in range(repeats)), ""
     except Exception as error:  # noqa: BLE001 - a peer that fails is reported, not fatal
         return None, f"JetStream failed: {error!r}"[:300]
     finally:
         client.close()
         server.stop()
+
+
+def measure(replay: int, live: int, rate: float, seconds: float, subscriptions: int, repeats: int = 1) -> dict[str, Any]:
+    """The road run and the memory per subscription, as one dict (``note`` when the road run failed)."""
+    try:
+        import flowcast.cast.cache  # noqa: F401
+    except ImportError:
+        run: dict[str, Any] = {"note": "needs the SQLite cache (flowcast.cast.cache)"}
+    else:
+        run = road_run(replay, live, rate, seconds, repeats)
+    run["per_subscription"] = bytes_per_subscription(subscriptions)
+    return run
+
+
+def add_figures(figures: Figures, run: dict[str, Any], replay: int, live: int, theirs: float | None, why: str) -> None:
+    """The road's figures in the order and under the names of the issue (bench/cast.py prints the same)."""
+    note = run.get("note", "")
+    ours = run.get("replay")
+    ratios = {"x cache read": ours / run["read"]} if ours else {}
+    if ours and theirs:
+        ratios["x jetstream"] = ours / theirs
+    figures.add("cast_replay_100B", ours, "msgs/s", ratios=ratios, extra={"cache_read": run.get("read")},
+                note=note or f"{replay:,} cached messages to a returning subscriber over a loopback road; in-process cache read {run['read']:,.0f} msgs/s"
+                + ("" if theirs else f"; peer n/a: {why}"))
+    figures.add("cast_live_100B", run.get("live"), "msgs/s", note=note or f"{live:,} published while subscribed, publish to arrival")
+    for name, key in (("cast_live_p50_us", "p50"), ("cast_live_p99_us", "p99")):
+        figures.add(name, run.get(key), "us", note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered")
+    figures.add("cast_bytes_per_subscription", run["per_subscription"], "B", note="publisher memory per active subscription (tracemalloc)")
 
 
 def main() -> None:
@@ -374,27 +413,11 @@ def main() -> None:
     if args.quick:
         args.replay, args.live, args.rate, args.seconds = 2_000, 2_000, 2_000.0, 0.5
     figures = Figures("cast_road", quick=args.quick, replay=args.replay, live=args.live, rate=args.rate, seconds=args.seconds)
-    try:
-        import flowcast.cast.cache  # noqa: F401
-    except ImportError:
-        run = {"note": "needs the SQLite cache (flowcast.cast.cache)"}
-    else:
-        run = road_run(args.replay, args.live, args.rate, args.seconds)
-    note = run.get("note", "")
-    replay = run.get("replay")
-    theirs, why = (None, "left out (--no-peer)") if args.no_peer else jetstream_replay(args.replay)
-    ratios = {"x cache read": replay / run["read"]} if replay else {}
-    if replay and theirs:
-        ratios["x jetstream"] = replay / theirs
-    figures.add("cast_replay_100B", replay, "msgs/s", ratios=ratios,
-                note=note or f"{args.replay:,} cached messages to a returning subscriber over a loopback road; in-process cache read {run['read']:,.0f} msgs/s")
+    run = measure(args.replay, args.live, args.rate, args.seconds, 50 if args.quick else 500, 1 if args.quick else args.repeats)
+    theirs, why = (None, "left out (--no-peer)") if args.no_peer else jetstream_replay(args.replay, 1 if args.quick else args.repeats)
+    add_figures(figures, run, args.replay, args.live, theirs, why)
     figures.add("peer.jetstream_replay_100B", theirs, "msgs/s",
                 note=why or f"{args.replay:,} messages to a new durable pull consumer, batches of 1,000, one AckAll each")
-    figures.add("cast_live_100B", run.get("live"), "msgs/s", note=note or f"{args.live:,} published while subscribed, publish to arrival")
-    figures.add("cast_live_p50_us", run.get("p50"), "us", note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered")
-    figures.add("cast_live_p99_us", run.get("p99"), "us", note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered")
-    figures.add("cast_bytes_per_subscription", bytes_per_subscription(50 if args.quick else 500), "B",
-                note="publisher memory per active subscription (tracemalloc)")
     figures.emit(args.json)
 
 
