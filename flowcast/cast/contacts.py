@@ -21,10 +21,10 @@ would forget every acceptance and every held message.
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 from typing import NamedTuple
 
+from flowcast.cast.sqlitestore import open_store
 from flowcast.errors import Error
 
 __all__ = ["Contact", "Contacts", "ContactsCorrupt", "Held", "STATES"]
@@ -69,20 +69,7 @@ class Contacts:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=FULL")
-            for statement in _SCHEMA:
-                self.db.execute(statement)
-            found = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
-            if found is None:
-                self.db.execute("INSERT INTO meta VALUES('format', ?)", (_FORMAT,))
-            elif found[0] != _FORMAT:
-                raise ContactsCorrupt(f"{self.path}: contacts format {found[0]!r}, this flowcast reads {_FORMAT!r}")
-        except sqlite3.DatabaseError as error:
-            raise ContactsCorrupt(f"{self.path}: not a readable contacts store ({error}); move it away to start afresh") from None
+        self.db = open_store(self.path, _SCHEMA, _FORMAT, "contacts store", ContactsCorrupt)
 
     def get(self, user: str, peer: str) -> Contact | None:
         row = self.db.execute("SELECT user, peer, state, verify, box, stamp FROM contacts WHERE user=? AND peer=?", (user, peer)).fetchone()

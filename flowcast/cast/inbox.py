@@ -12,10 +12,10 @@ whole cache again.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
+from flowcast.cast.sqlitestore import open_store
 from flowcast.errors import Error
 
 __all__ = ["Inbox", "InboxCorrupt"]
@@ -38,20 +38,7 @@ class Inbox:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=FULL")
-            for statement in _SCHEMA:
-                self.db.execute(statement)
-            found = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
-            if found is None:
-                self.db.execute("INSERT INTO meta VALUES('format', ?)", (_FORMAT,))
-            elif found[0] != _FORMAT:
-                raise InboxCorrupt(f"{self.path}: inbox format {found[0]!r}, this flowcast reads {_FORMAT!r}")
-        except sqlite3.DatabaseError as error:
-            raise InboxCorrupt(f"{self.path}: not a readable inbox ({error}); move it away to start afresh") from None
+        self.db = open_store(self.path, _SCHEMA, _FORMAT, "inbox", InboxCorrupt)
 
     def find(self, key: str) -> tuple[bytes, int] | None:
         """The sid and cursor of the subscription known by ``key`` (estate, pattern, split, queue)."""
