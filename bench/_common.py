@@ -15,6 +15,7 @@ import json
 import platform
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +79,34 @@ def cpu_per_message(run: Callable[[], int], count: int, repeats: int) -> float:
             raise RuntimeError(f"{got} messages of {count}")
         best = min(best, spent)
     return best / count
+
+
+class BenchHouse:
+    """What flowcast's wiring functions need of a house (store, scheduler, the router and cast
+    slots, on_close), for benches that run a house's parts in a child process without a House."""
+
+    def __init__(self, store: Any, scheduler: Any) -> None:
+        self.store = store
+        self.scheduler = scheduler
+        self.router = None
+        self.cast = None
+        self.closers: list = []
+
+    def on_close(self, fn: Any) -> None:
+        self.closers.append(fn)
+
+
+def run_reported(body: Callable[[Any, dict[str, Any]], None], conn: Any, spec: dict[str, Any], label: str) -> None:
+    """A child house's main: ``body(conn, spec)`` with GC off, anything it raises sent to the parent
+    as ``("error", text, traceback)`` (the parent fails the bench with it instead of waiting)."""
+    gc.disable()
+    try:
+        body(conn, spec)
+    except BaseException as error:  # noqa: BLE001 - reported to the parent
+        try:
+            conn.send(("error", f"{label}: {type(error).__name__}: {error}", traceback.format_exc(limit=8)))
+        except OSError:
+            pass
 
 
 def machine() -> dict[str, Any]:

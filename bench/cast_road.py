@@ -46,39 +46,19 @@ import struct
 import sys
 import tempfile
 import time
-import traceback
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import Figures, parser  # noqa: E402
+from _common import BenchHouse, Figures, parser, run_reported  # noqa: E402
 
 PAYLOAD = 100
 _stamp = struct.Struct(">d")
 
 
-class _House:
-    """What the wiring functions need of a house."""
-
-    def __init__(self, store: Any, scheduler: Any) -> None:
-        self.store, self.scheduler = store, scheduler
-        self.router = None
-        self.cast = None
-        self.closers: list = []
-
-    def on_close(self, fn: Any) -> None:
-        self.closers.append(fn)
-
-
 def _house_main(conn: Any, spec: dict[str, Any]) -> None:
-    gc.disable()
-    try:
-        _house(conn, spec)
-    except BaseException as error:  # noqa: BLE001 - reported to the parent
-        try:
-            conn.send(("error", f"{spec['estate']}: {type(error).__name__}: {error}", traceback.format_exc(limit=8)))
-        except OSError:
-            pass
+    """One house: serve commands from the parent on ``conn`` until told to stop."""
+    run_reported(_house, conn, spec, spec["estate"])
 
 
 def _house(conn: Any, spec: dict[str, Any]) -> None:
@@ -90,7 +70,7 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
     estate = spec["estate"]
     scheduler = Scheduler(RealClock())
     store = Store(scheduler.clock.now, name="manor")
-    house = _House(store, scheduler)
+    house = BenchHouse(store, scheduler)
     router = wire_router(house, estate=estate, yard="manor", manor="manor", policy=spec["policy"])
     road = wire_road(house, "main", keep=spec["keep"], acceptance="always")
     config = CastConfig(subscribers={"xyz": ("abc/**",)})

@@ -100,7 +100,6 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 import tracemalloc
 import types
 from typing import Any
@@ -108,7 +107,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import Figures, parser  # noqa: E402
+from _common import BenchHouse, Figures, parser, run_reported  # noqa: E402
 
 TARGET_MSGS = 50_000
 GOAL_BYTES = 10 * 1024
@@ -118,29 +117,9 @@ PAYLOAD = 100
 # -- routed throughput: four house processes ------------------------------------------
 
 
-class _House:
-    """What the wiring functions need of a house: store, scheduler, router, on_close."""
-
-    def __init__(self, store: Any, scheduler: Any) -> None:
-        self.store = store
-        self.scheduler = scheduler
-        self.router = None
-        self.closers: list = []
-
-    def on_close(self, fn: Any) -> None:
-        self.closers.append(fn)
-
-
 def _house_main(conn: Any, spec: dict[str, Any]) -> None:
     """One house: serve commands from the parent on ``conn`` until told to stop."""
-    gc.disable()
-    try:
-        _house(conn, spec)
-    except BaseException as error:  # noqa: BLE001 - reported to the parent
-        try:
-            conn.send(("error", f"{spec['estate']}.{spec['yard']}: {type(error).__name__}: {error}", traceback.format_exc(limit=6)))
-        except OSError:
-            pass
+    run_reported(_house, conn, spec, f"{spec['estate']}.{spec['yard']}")
 
 
 def _house(conn: Any, spec: dict[str, Any]) -> None:
@@ -151,7 +130,7 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
     estate, yard = spec["estate"], spec["yard"]
     scheduler = Scheduler(RealClock())
     store = Store(scheduler.clock.now, name=yard)
-    house = _House(store, scheduler)
+    house = BenchHouse(store, scheduler)
     router = wire_router(house, estate=estate, yard=yard, manor="manor", policy=spec["policy"])
     from flowcast.transport.lanekeys import LaneKeys
 
