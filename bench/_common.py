@@ -13,11 +13,15 @@ import argparse
 import gc
 import json
 import platform
+import shutil
+import tempfile
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 __all__ = ["Figure", "Figures", "best_of", "machine", "parser", "timed"]
@@ -79,6 +83,23 @@ def cpu_per_message(run: Callable[[], int], count: int, repeats: int) -> float:
             raise RuntimeError(f"{got} messages of {count}")
         best = min(best, spent)
     return best / count
+
+
+@contextmanager
+def scratch_dirs(prefix: str) -> Iterator[Callable[[], Path]]:
+    """A function making a new empty directory per call (a recorder's root per run), all removed at the end."""
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    counter = iter(range(10**9))
+
+    def fresh() -> Path:
+        path = scratch / str(next(counter))
+        path.mkdir()
+        return path
+
+    try:
+        yield fresh
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 class BenchHouse:

@@ -23,15 +23,13 @@ Run: ``.venv/bin/python bench/cast_export.py [--json] [--quick] [--events N]``.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import Figures, best_of, parser, timed  # noqa: E402
+from _common import Figures, best_of, parser, scratch_dirs, timed  # noqa: E402
 
 from flowcast.cast.subscriber import HOOKS  # noqa: E402
 from flowcast.export import Recorder  # noqa: E402
@@ -98,21 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     args_parser.add_argument("--events", type=int, default=200_000, help="events per measurement (default 200,000)")
     args = args_parser.parse_args(argv)
     n = 2_000 if args.quick else args.events
-    scratch = Path(tempfile.mkdtemp(prefix="flowcast-bench-cast-export-"))
-    try:
-        counter = iter(range(10**9))
-
-        def fresh() -> Path:
-            path = scratch / str(next(counter))
-            path.mkdir()
-            return path
-
+    with scratch_dirs("flowcast-bench-cast-export-") as fresh:
         base = best_of(args.repeats, lambda: run_baseline(n)) / n * 1e6
         rec = best_of(args.repeats, lambda: run_recorder(n, fresh())) / n * 1e6
         bare = best_of(args.repeats, lambda: run_deliveries(n, None)) / n * 1e6
         recorded = best_of(args.repeats, lambda: run_deliveries(n, fresh())) / n * 1e6
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     figures = Figures("bench/cast_export.py", events=n, repeats=args.repeats, target_us=TARGET_US)
     figures.add("list.append baseline", base, "µs/event")
     figures.add("recorder.cast (all-in, to Parquet)", rec, "µs/event",

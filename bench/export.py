@@ -27,14 +27,12 @@ Run: ``.venv/bin/python bench/export.py [--json] [--quick] [--events N]``.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import Figures, best_of, parser, timed  # noqa: E402
+from _common import Figures, best_of, parser, scratch_dirs, timed  # noqa: E402
 
 from flowcast.behaving.stock import QUEUE_BUDGET  # noqa: E402
 from flowcast.export import Recorder  # noqa: E402
@@ -121,15 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     args_parser.add_argument("--events", type=int, default=200_000, help="events per measurement (default 200,000)")
     args = args_parser.parse_args(argv)
     n = 2_000 if args.quick else args.events
-    scratch = Path(tempfile.mkdtemp(prefix="flowcast-bench-export-"))
-    try:
-        counter = iter(range(10**9))
-
-        def fresh() -> Path:
-            path = scratch / str(next(counter))
-            path.mkdir()
-            return path
-
+    with scratch_dirs("flowcast-bench-export-") as fresh:
         base = best_of(args.repeats, lambda: run_baseline(n)) / n * 1e6
         rec = best_of(args.repeats, lambda: run_recorder(n, fresh())) / n * 1e6
         plain = best_of(args.repeats, lambda: run_shares(n, None)) / n * 1e6
@@ -137,8 +127,6 @@ def main(argv: list[str] | None = None) -> int:
         bare = best_of(args.repeats, lambda: run_router(n, None)) / n * 1e6
         recorded = best_of(args.repeats, lambda: run_router(n, fresh())) / n * 1e6
         detached = best_of(args.repeats, lambda: run_router(n, fresh(), detached=True)) / n * 1e6
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     figures = Figures("bench/export.py", events=n, repeats=args.repeats, target_us=TARGET_US)
     figures.add("list.append baseline", base, "µs/event")
     figures.add(
