@@ -25,15 +25,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flowcast.house.demo import example_root
+
 COUNT = 60  # what flows/cast-alice.flo writes
 ESTATES = ("xyz", "abc")
-
-
-def _root() -> Path | None:
-    for place in (Path(__file__).resolve().parents[2], Path.cwd()):
-        if (place / "houses" / "cast-abc.yaml").is_file() and (place / "flows" / "cast-bob.flo").is_file():
-            return place
-    return None
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
@@ -140,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="flowcast demo cast", description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=60.0, help="give up after this many seconds (default 60)")
     args = parser.parse_args(argv)
-    root = _root()
+    root = example_root("houses/cast-abc.yaml", "flows/cast-bob.flo")
     if root is None:
         print("flowcast demo cast: run it from a flowcast checkout (it needs houses/cast-*.yaml and flows/cast-*.flo)", file=sys.stderr)
         return 2

@@ -22,10 +22,11 @@ from pathlib import Path
 ESTATES = ("pingpong-beta", "pingpong-alpha")
 
 
-def _root() -> Path | None:
-    """The checkout (or folder) holding houses/pingpong-*.yaml, or None."""
+def example_root(*needed: str) -> Path | None:
+    """The checkout (or, failing that, the working folder) holding every one of ``needed``
+    (paths like ``houses/pingpong-alpha.yaml``), or None: an installed package has no examples."""
     for place in (Path(__file__).resolve().parents[2], Path.cwd()):
-        if (place / "houses" / "pingpong-alpha.yaml").is_file() and (place / "flows" / "ping.flo").is_file():
+        if all((place / path).is_file() for path in needed):
             return place
     return None
 
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                                      epilog="'flowcast demo cast' runs the CAST example instead (flowcast demo cast --help)")
     parser.add_argument("--timeout", type=float, default=30.0, help="give up after this many seconds (default 30)")
     args = parser.parse_args(argv)
-    root = _root()
+    root = example_root("houses/pingpong-alpha.yaml", "flows/ping.flo")
     if root is None:
         print("flowcast demo: run it from a flowcast checkout (it needs houses/pingpong-*.yaml and flows/ping.flo)", file=sys.stderr)
         return 2
