@@ -64,6 +64,15 @@ def manor(estate: str, scheduler: Scheduler, directory: Path, *, port: int = 0, 
     return house
 
 
+def drain(queue, into: list) -> int:
+    """Move the CAST deliveries waiting in ``queue`` (a queue share) into ``into``; how many it holds now."""
+    while queue.queue:
+        item = queue.queue.popleft()
+        if item["tag"] == "cast":
+            into.append(item)
+    return len(into)
+
+
 def run_until(scheduler: Scheduler, predicate: Callable[[], Any], timeout: float, step: float = 0.02) -> bool:
     """Run the real-clock scheduler until ``predicate()`` holds or ``timeout`` wall seconds pass."""
     end = time.monotonic() + timeout

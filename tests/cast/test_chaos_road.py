@@ -14,21 +14,13 @@ from collections import defaultdict
 from flowcast.cast import CastConfig
 from flowcast.runtime import RealClock, Scheduler
 from flowcast.transport.chaos import ChaosRelay
-from tests.cast.realkit import FROM_ABC, SUBSCRIBE_FROM_XYZ, manor, run_for, run_until
+from tests.cast.realkit import FROM_ABC, SUBSCRIBE_FROM_XYZ, drain, manor, run_for, run_until
 
 COUNT = 5000
 PUBLISHERS = ("alice", "carol", "dave")
 #: Small batches on Internet-sized datagrams: the stream is hundreds of datagrams for the relay to hit.
 CONFIG = CastConfig(subscribers={"xyz": ("abc/**",)}, window=40)
 ROAD = {"datagram_size": 1200}
-
-
-def _drain(queue, into: list) -> int:
-    while queue.queue:
-        item = queue.queue.popleft()
-        if item["tag"] == "cast":
-            into.append(item)
-    return len(into)
 
 
 def test_exactly_once_in_order_through_the_chaos_relay(tmp_path):
@@ -51,11 +43,11 @@ def test_exactly_once_in_order_through_the_chaos_relay(tmp_path):
             who = PUBLISHERS[i % len(PUBLISHERS)]
             tickets.append(abc.cast.publish(f"abc/messages/{who}/{i}", b"%s %06d" % (who.encode(), i), publisher=who))
             if i % 250 == 249:
-                assert run_until(scheduler, lambda: _drain(queue, got) >= 0 and all(t.done for t in tickets), 10)
+                assert run_until(scheduler, lambda: drain(queue, got) >= 0 and all(t.done for t in tickets), 10)
         assert run_until(scheduler, lambda: all(t.done for t in tickets), 10)
         assert all(t.error is None and not t.duplicate for t in tickets)
-        assert run_until(scheduler, lambda: _drain(queue, got) >= COUNT, 20), (len(got), sub, relay.counts)
-        run_for(scheduler, 0.5, lambda: _drain(queue, got))  # anything more (a duplicate) would come now
+        assert run_until(scheduler, lambda: drain(queue, got) >= COUNT, 20), (len(got), sub, relay.counts)
+        run_for(scheduler, 0.5, lambda: drain(queue, got))  # anything more (a duplicate) would come now
         assert len(got) == COUNT
 
         ids = [item["id"] for item in got]

@@ -29,6 +29,7 @@ from flowcast.cast import Cache, CastConfig
 from flowcast.runtime import RealClock, Scheduler
 from flowcast.transport.chaos import ChaosRelay
 from tests.cast.realkit import FROM_ABC, manor, run_for, run_until
+from tests.cast.realkit import drain as _drain
 
 ROOT = Path(__file__).resolve().parents[2]
 AFTER = 1_000_000  # the restarted publisher's numbers start here
@@ -79,14 +80,6 @@ class Child:
         self.process.stdout.close()
         self.process.stderr.close()
         return errors
-
-
-def _drain(queue, into: list) -> int:
-    while queue.queue:
-        item = queue.queue.popleft()
-        if item["tag"] == "cast":
-            into.append(item)
-    return len(into)
 
 
 #: xyz's subscriptions: the whole stream, and two receivers splitting it ``mod 2`` at the publisher.
