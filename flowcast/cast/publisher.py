@@ -20,7 +20,7 @@ from typing import Any
 from flowcast.cast.config import CastConfig
 from flowcast.cast.wire import (
     BATCH, CURSOR, GAP, PUB, PUBACK, SUB, SUBOK, UNSUB,
-    check_name, check_recipients, estate_of, read_cursor, read_pub, read_sub, read_unsub, recipient_estates,
+    check_name, check_recipients, estate_of, read_cursor, read_pub, read_sub, read_unsub,
 )
 from flowcast.routing import Landing, Refused, Route, declare_access
 from flowcast.transport.hooks import Hooks
@@ -253,10 +253,7 @@ class Publisher:
                 self.counts["stalled_reads"] += 1  # nothing readable past it: expired since the gap check
                 return
             msgs, size = [], 0
-            for row in rows:
-                estates = recipient_estates(row.recipients)
-                if estates is not None and held.estate not in estates:
-                    continue  # addressed to others: not even its existence leaves the estate
+            for row in rows:  # the read's ``to`` left out what is addressed to others: not even its existence leaves
                 msgs.append([row.seq, row.id, row.name, row.publisher, row.stamp, row.data])
                 size += len(row.data) + len(row.name)
             if not msgs:

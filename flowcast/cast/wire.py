@@ -13,7 +13,6 @@ integrator switches them to.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -137,15 +136,6 @@ def read_cursor(data: Any) -> tuple[bytes, int]:
 
 def check_recipients(value: Any) -> tuple[str, ...] | None:
     return _checked(names.check_recipients, value, "bad_recipients")
-
-
-def recipient_estates(recipients: Any) -> frozenset[str] | None:
-    """The estates a stored message may go to; None: public."""
-    if not recipients:
-        return None
-    if isinstance(recipients, str):  # as a text column holds them
-        recipients = [part for part in re.split(r"[\s,\[\]\"']+", recipients) if part]
-    return frozenset(item.rsplit("@", 1)[-1] for item in recipients)
 
 
 def read_pub(data: Any, estate: str) -> Pub:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-from flowcast.cast.wire import matches, recipient_estates, split_takes
+from flowcast.cast.wire import matches, split_takes
 
 
 class CacheError(Exception):
@@ -124,8 +124,7 @@ class Cache:
                 continue
             if split is not None and not split_takes(split, row.id, row.name, row.publisher):
                 continue
-            estates = recipient_estates(row.recipients)
-            if to is not None and estates is not None and to not in estates:
+            if to is not None and row.recipients is not None and to not in {r.rpartition("@")[2] for r in row.recipients}:
                 continue
             weight = len(row.data) + len(row.name)
             if out and (len(out) >= limit or size + weight > max_bytes):
