@@ -26,7 +26,6 @@ import os
 import select
 import shutil
 import socket
-import statistics
 import sys
 import tempfile
 import time

@@ -21,7 +21,6 @@ no cost per tick.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Lifecycle", "lifecycle_of"]

@@ -13,7 +13,7 @@ makes the named frame's ``over`` the frame that named it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 
 from flowcast.flow.errors import FlowError, did_you_mean
 from flowcast.flow.spec import FlowSpec, FramerSpec, FrameSpec, HouseSpec, Need, Where

@@ -10,7 +10,6 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from flowcast.behaving import Registry
 from flowcast.flow.errors import FlowErrors
 from tests.cast.flowkit import FlowWorld, build
 
