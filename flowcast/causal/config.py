@@ -1,0 +1,79 @@
+"""A topic's trust root and an estate's causal settings (docs/causal.md, "Using it").
+
+Why the keys come from configuration: predicate 1 ("the signature comes
+from a valid publisher of this topic") needs a root of trust that no
+message can change, or a publisher could sign its own admission.  So the
+owner and the publishers of each topic are verify keys given by the
+layout; only the owner opens epochs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from flowcast.causal.message import CausalError, check_topic
+
+__all__ = ["CausalConfig", "TopicConfig", "check_key"]
+
+
+def check_key(key: object) -> bytes:
+    """A 32-byte Ed25519 verify key, from bytes or 64 hex digits."""
+    if isinstance(key, str):
+        try:
+            key = bytes.fromhex(key)
+        except ValueError:
+            raise CausalError(f"a verify key is 64 hex digits, got {key[:80]!r}", "bad_key") from None
+    if not isinstance(key, bytes) or len(key) != 32:
+        raise CausalError("a verify key is 32 bytes (64 hex digits)", "bad_key")
+    return key
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """Who may publish to a topic; the owner is a publisher too, and alone opens epochs."""
+
+    name: str
+    owner: bytes
+    publishers: frozenset[bytes] = frozenset()
+
+    def __post_init__(self) -> None:
+        check_topic(self.name)
+        object.__setattr__(self, "owner", check_key(self.owner))
+        object.__setattr__(self, "publishers", frozenset(check_key(k) for k in self.publishers) | {self.owner})
+
+    @classmethod
+    def of(cls, name: str, owner: bytes | str, publishers: Iterable[bytes | str] = ()) -> "TopicConfig":
+        return cls(name, check_key(owner), frozenset(check_key(k) for k in publishers))
+
+
+@dataclass(frozen=True)
+class CausalConfig:
+    """What an estate's relay relays and how patient it is."""
+
+    topics: Mapping[str, TopicConfig] = field(default_factory=dict)
+    #: Remote estates whose relays this one subscribes to (with CAST) and fetches from.
+    peers: tuple[str, ...] = ()
+    #: Seconds an epoch stays open for fetching and delivery once the next has opened.
+    grace: float = 300.0
+    max_buffered: int = 10_000
+    max_per_publisher: int = 1_000
+    #: Fetch back-off: the first retry after ``fetch_base`` seconds, doubling to ``fetch_max``.
+    fetch_base: float = 0.25
+    fetch_max: float = 30.0
+    #: Evidence (predicate-2 failures, equivocations) is kept this many seconds.
+    evidence_for: float = 7 * 86400.0
+
+    def __post_init__(self) -> None:
+        for name, topic in self.topics.items():
+            if not isinstance(topic, TopicConfig) or topic.name != name:
+                raise CausalError(f"topics maps each name to its TopicConfig, got {name!r}", "bad_config")
+        if self.grace < 0 or self.max_buffered < 1 or self.max_per_publisher < 1 or not 0 < self.fetch_base <= self.fetch_max:
+            raise CausalError("grace >= 0, caps >= 1 and 0 < fetch_base <= fetch_max", "bad_config")
+        object.__setattr__(self, "peers", tuple(self.peers))
+
+    def topic(self, name: str) -> TopicConfig:
+        found = self.topics.get(name)
+        if found is None:
+            raise CausalError(f"this estate relays no topic {name[:80]!r} (configured: {', '.join(sorted(self.topics)) or 'none'})", "unknown_topic")
+        return found
