@@ -64,7 +64,7 @@ class CausalService:
     """Causal topics for the house of ``router``, stored in ``cast``'s cache, recorded in ``state``."""
 
     def __init__(self, router: Any, cast: Any, config: CausalConfig, *, state: str | os.PathLike[str],
-                 signers: Mapping[str, SigningKey] | None = None) -> None:
+                 signers: Mapping[str, SigningKey] | None = None, follow: bool = True) -> None:
         self.router = router
         self.cast = cast
         self.config = config
@@ -89,7 +89,8 @@ class CausalService:
         self._shares = {kind: store.share(f"causal.{kind}") for kind in _NOTES}
         self._notes: dict[tuple[str, str], dict[str, Any]] = {}
         self.relay.rebuild()
-        self.sync.follow_peers(cast)
+        if follow:  # False: fetch from the peers, but take nothing from them unasked (tests, fetch-only estates)
+            self.sync.follow_peers(cast)
 
     def attach(self, house: Any) -> "CausalService":
         """Put this service in ``house.causal`` and close it with the house."""
@@ -218,6 +219,7 @@ class CausalService:
             if self.hooks.abandoned is not None:
                 self.hooks.abandoned(sub, entry, missing)
         self.sync.forget_epoch(topic, epoch)
+        self.broker.resume()
         self.counts["epochs_closed"] += 1
 
     # -- subscribing -------------------------------------------------------------------
