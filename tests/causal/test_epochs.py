@@ -64,3 +64,21 @@ def test_shape_rules_are_enforced_and_kept_as_evidence(tmp_path) -> None:
     kinds = {(e["hash"], e["kind"]) for e in beta.ledger.evidence(TOPIC)}
     assert kinds == {(not_owner.hash, "bad_genesis"), (no_genesis.hash, "no_genesis_dep"), (two.hash, "two_own_deps")}
     assert beta.relay.counts["stored"] == 0 and beta.relay.pending == {}
+
+
+def test_the_owner_opens_epochs_on_a_configured_period(tmp_path) -> None:
+    world = Causal(tmp_path, ("alpha", "beta"), config={"epoch_every": 60.0, "grace": 10.0})
+    beta = world.services["beta"]
+    beta.subscribe(TOPIC, "inbox")
+    world.run_for(185.0)
+    assert beta.relay.current[TOPIC] == 3 and world.services["alpha"].relay.current[TOPIC] == 3
+    assert [i["epoch"] for i in world.queue("beta").queue] == [1, 2, 3]
+
+
+def test_evidence_is_capped_per_publisher_so_a_flood_costs_no_disk(tmp_path) -> None:
+    world = Causal(tmp_path, ("alpha", "beta"), follow=False, config={"evidence_cap": 5})
+    beta = world.services["beta"]
+    for i in range(50):
+        junk = make(world.keys["alpha"], TOPIC, b"%d" % i, epoch=1)  # no genesis dep: bad shape, signed
+        assert beta.relay.accept(junk.wire, "alpha") == "no_genesis_dep"
+    assert len(beta.ledger.evidence(TOPIC)) == 5 and beta.counts["evidence_over_cap"] == 45
