@@ -165,37 +165,11 @@ def test_a_version_2_segment_still_reads_with_the_causal_columns_as_nulls(tmp_pa
 
 def test_a_real_causal_service_on_the_simulated_network_records_what_its_mailbox_did(tmp_path) -> None:
     """End to end: a relay and mailbox at gamma, messages arriving out of order from alpha, every hook firing."""
-    from flowcast.causal.message import make
-    from tests.causal.kit import TOPIC, Causal
+    from tests.causal.kit import TOPIC
+    from tests.export.causalrun import causal_run
 
-    # nothing flows unasked; 20 ms a datagram, so a fetch takes time and the released message has waited
-    world = Causal(tmp_path, ("alpha", "gamma"), follow=False, config={"grace": 5.0}, delay=0.02)
-    alpha, gamma = world.services["alpha"], world.services["gamma"]
-    clock = world.world.scheduler.clock
-    rec = Recorder(tmp_path / "live", estate="gamma", house="manor", clock=clock.now, epoch=0.0)
-    house = SimpleNamespace(causal=None, on_close=lambda close: None)  # what attach needs of a House
-    chore = rec.follow_causal(house)
-    gamma.attach(house)
-    chore()
-    sub = gamma.subscribe(TOPIC, "inbox", predicate=lambda m: "rude" if m.content == b"rude" else None)
-    first, second = alpha.publish(TOPIC, b"question"), alpha.publish(TOPIC, b"follow-up")
-    assert world.run_until(lambda: first.done and second.done, 10)
-    assert gamma.relay.accept(second.msg.wire, "alpha") == "stored"  # before its dep: buffered, dep fetched
-    assert world.run_until(lambda: len(world.queue("gamma").queue) == 2, 10)
-    rude = make(world.keys["alpha"], TOPIC, b"rude", deps=[second.msg.id])
-    fork = make(world.keys["alpha"], TOPIC, b"fork", deps=[second.msg.id])  # the same own previous: equivocation
-    ghost = make(world.keys["gamma"], TOPIC, b"never sent")
-    stuck = make(world.keys["gamma"], TOPIC, b"waits for the ghost", deps=[ghost.id])
-    for msg in (rude, fork, stuck):
-        assert gamma.relay.accept(msg.wire, "alpha") == "stored"
-    assert world.run_until(lambda: len(world.queue("gamma").queue) == 3, 10)
-    genesis = alpha.genesis(TOPIC)
-    assert world.run_until(lambda: genesis.done, 10)
-    assert gamma.relay.accept(genesis.msg.wire, "alpha") == "stored"
-    world.run_for(6.0)  # epoch 0's grace passes: stuck is abandoned
-    assert stuck.hash not in sub.mailbox.buffered
-    delivered = {item["hash"]: item for item in world.queue("gamma").queue}
-    rows = _rows(rec.close())
+    run = causal_run(tmp_path / "causal", tmp_path / "live")
+    rows = _rows(run.paths)
 
     def one(kind: str, msg) -> dict:
         (row,) = [r for r in rows if r["kind"] == kind and r["msg_id"] == msg.hash.hex()]
@@ -203,17 +177,19 @@ def test_a_real_causal_service_on_the_simulated_network_records_what_its_mailbox
 
     assert {r["kind"] for r in rows} == set(CAUSAL_KINDS)
     assert all(r["topic"] == TOPIC for r in rows)
-    waited = one("causal-buffered", second.msg)
-    assert (waited["publisher"], waited["count"], waited["sub"], waited["share"]) == (alpha.relay.config.topic(TOPIC).owner.hex(), 1, sub.name, "inbox")
-    fetched = one("causal-fetched", first.msg)
+    waited = one("causal-buffered", run.second)
+    assert (waited["publisher"], waited["count"], waited["sub"], waited["share"]) == (run.alpha, 1, run.sub.name, "inbox")
+    fetched = one("causal-fetched", run.first)
     assert fetched["remote"] == "alpha" and 0.039 <= fetched["latency"] <= 10  # a round trip at least
-    released = one("causal-delivered", second.msg)
-    assert released["lag"] == pytest.approx(delivered[second.msg.hash.hex()]["lag"]) and released["lag"] >= 0.039
+    released = one("causal-delivered", run.second)
+    assert released["lag"] == pytest.approx(run.delivered[run.second.hash.hex()]["lag"]) and released["lag"] >= 0.039
     assert released["stamp"] - waited["stamp"] == pytest.approx(released["lag"], abs=1e-6)  # the mailbox's clock is the house's
-    assert [r["msg_id"] for r in rows if r["kind"] == "causal-delivered"][:3] == [
-        first.msg.hash.hex(), second.msg.hash.hex(), fork.hash.hex()]  # causal order, as the queue got it
-    assert one("causal-delivered", first.msg)["lag"] == 0.0
-    assert (one("causal-rejected", rude)["detail"], one("causal-rejected", rude)["sub"]) == ("rude", sub.name)
-    assert one("causal-equivocation", fork)["detail"] == rude.hash.hex()
-    gone = one("causal-abandoned", stuck)
-    assert (gone["count"], gone["detail"], gone["epoch"]) == (1, ghost.hash.hex(), 0)
+    assert [r["msg_id"] for r in rows if r["kind"] == "causal-delivered"] == [
+        run.first.hash.hex(), run.second.hash.hex(), run.fork.hash.hex(), run.genesis.hash.hex()]  # as the queue got them
+    assert list(run.delivered) == [r["msg_id"] for r in rows if r["kind"] == "causal-delivered"]
+    assert one("causal-delivered", run.first)["lag"] == 0.0
+    rude = one("causal-rejected", run.rude)
+    assert (rude["detail"], rude["sub"], rude["publisher"]) == ("rude", run.sub.name, run.alpha)
+    assert one("causal-equivocation", run.fork)["detail"] == run.rude.hash.hex()
+    gone = one("causal-abandoned", run.stuck)
+    assert (gone["count"], gone["detail"], gone["epoch"], gone["publisher"]) == (1, run.ghost.hash.hex(), 0, run.gamma)

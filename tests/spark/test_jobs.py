@@ -219,3 +219,30 @@ def test_empty_and_missing_inputs_never_crash(spark, tmp_path: Path, capsys: pyt
     assert "no presence changes recorded" in (tmp_path / "out" / "index.html").read_text()
     assert sparkcli.main(["loss", "--input", str(tmp_path / "nope"), "--output", str(tmp_path / "o")]) == 2
     assert "is not a directory" in capsys.readouterr().err
+
+
+def test_causal_job_on_a_real_causal_run_matches_its_rows(spark, tmp_path: Path) -> None:
+    """The causal job over a simulated CausalService's export (tests/export/causalrun.py), checked against the rows."""
+    from flowcast.export import read_segments
+    from flowcast.export.collect import collect
+    from tests.export.causalrun import causal_run
+
+    run = causal_run(tmp_path / "causal", tmp_path / "live")
+    assert collect([tmp_path / "live"], tmp_path / "in").skipped == []
+    rows = [r for r in read_segments(run.paths)[0].to_pylist() if r["kind"].startswith("causal-")]
+    summary = fcspark.run_jobs(spark, [all_jobs.causal.JOB], tmp_path / "in", tmp_path / "out")
+    assert summary["jobs"]["causal"]["tables"] == {"causal": 2, "causal_evidence": 3, "causal_fetch": 1}
+    table = {r["publisher"]: r for r in _rows(tmp_path / "out", "causal")}
+    lag = next(r["lag"] for r in rows if r["kind"] == "causal-delivered" and r["msg_id"] == run.second.hash.hex())
+    alpha, gamma = table[run.alpha], table[run.gamma]
+    assert (alpha["subscriber"], alpha["sub"], alpha["topic"]) == ("gamma/manor", run.sub.name, "log")
+    assert (alpha["delivered"], alpha["buffered"], alpha["released"], alpha["rejected"], alpha["abandoned"]) == (4, 1, 1, 1, 0)
+    assert alpha["p50_lag"] == alpha["p95_lag"] == alpha["max_lag"] == pytest.approx(lag, abs=1e-9)
+    assert (gamma["delivered"], gamma["buffered"], gamma["released"], gamma["rejected"], gamma["abandoned"]) == (0, 1, 0, 0, 1)
+    assert gamma["max_lag"] is None  # never released: no lag to report
+    evidence = {(r["publisher"], r["kind"], r["reason"]): r["messages"] for r in _rows(tmp_path / "out", "causal_evidence")}
+    assert evidence == {(run.alpha, "rejected", "rude"): 1, (run.alpha, "equivocation", None): 1, (run.gamma, "abandoned", None): 1}
+    (fetch,) = _rows(tmp_path / "out", "causal_fetch")
+    waited = next(r["latency"] for r in rows if r["kind"] == "causal-fetched")
+    assert (fetch["relay"], fetch["source"], fetch["fetched"]) == ("gamma/manor", "alpha", 1)
+    assert fetch["max_wait"] == pytest.approx(waited, abs=1e-9)
