@@ -103,7 +103,7 @@ EXPECTED: dict[str, Any] = {
     },
     # (observer, topic, publisher, kind, reason) -> (messages, events)
     "causal_evidence": {
-        ("beta/main", "chat", BOB, "rejected", "predicate"): (1, 1),
+        ("beta/main", "chat", BOB, "rejected", "not a reply"): (1, 1),
         ("beta/main", "chat", BOB, "abandoned", None): (1, 1),
         ("alpha/demo", "chat", BOB, "equivocation", None): (1, 1),
     },
@@ -268,7 +268,7 @@ def _causal(at: Callable[[float], None], alpha: Recorder, beta: Recorder) -> Non
     at(545.0)  # one waits for a dep that never comes
     beta.causal("causal-buffered", bob[5], "chat", BOB, epoch=0, seq=25, count=1, **log)
     at(550.0)
-    beta.causal("causal-rejected", bob[6], "chat", BOB, detail="predicate: not a reply to anything", **log)
+    beta.causal("causal-rejected", bob[6], "chat", BOB, detail="not a reply: names nothing it answers", **log)
     at(552.0)
     beta.causal("causal-fetched", "1f" * 32, "chat", None, latency=1.5, remote="alpha")
     at(555.0)
