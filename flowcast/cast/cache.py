@@ -402,6 +402,31 @@ class Cache:
         out.upto = position
         return out
 
+    def get(self, seqs: list[int]) -> dict[int, Stored]:
+        """The readable messages stored at ``seqs`` (by seq; expired and unknown ones are absent).
+
+        For layers that keep their own index of the cache (the causal relay
+        finds a message by content hash, then reads it here by seq).
+        """
+        if self._closed:
+            raise CacheError("the CAST cache is closed", "closed")
+        now = self.now()
+        out: dict[int, Stored] = {}
+        try:
+            for start in range(0, len(seqs), 500):
+                part = seqs[start:start + 500]
+                rows = self._reader.execute(
+                    "SELECT seq, id, name, publisher, stamp, recipients, data, expires FROM messages"
+                    f" WHERE seq IN ({','.join('?' * len(part))})",
+                    part,
+                ).fetchall()
+                for seq, id, name, publisher, stamp, recipients, data, expires in rows:
+                    if data is not None and expires > now:
+                        out[seq] = Stored(seq, id, name, publisher, stamp, tuple(recipients.split(" ")) if recipients else None, data)
+        except sqlite3.Error as error:
+            raise CacheError(f"the CAST cache {self.path} could not be read: {error}") from error
+        return out
+
     @property
     def high_seq(self) -> int:
         """The highest seq ever given (a cursor above it is from the future)."""

@@ -1,0 +1,269 @@
+"""The local broker: one mailbox per subscription, predicate 2, delivery into queue shares.
+
+Why predicate 2 runs here and not at the relay: it is the application's
+judgement (permissions, payload validity), and what fails it is still
+proof worth forwarding.  So the relay stores and forwards everything a
+publisher signed, and only delivery is refused -- with the message kept as
+evidence and reported, never dropped in silence.
+
+Why deliveries leave at the end of the turn: every hash delivered in a turn
+is written to the ledger in one transaction, and only then are the
+messages pushed into the queue shares, so a crash never delivers twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import Any
+
+from flowcast.causal.mailbox import BUFFERED, DELIVERED, REJECTED, Buffered, Mailbox, Ready
+from flowcast.causal.message import CausalError, TopicMsg, decode
+
+__all__ = ["Broker", "Subscription", "delivery"]
+
+log = logging.getLogger(__name__)
+
+Predicate = Callable[[TopicMsg], Any]
+
+
+class Subscription:
+    """One subscriber of a topic: its mailbox and the queue share deliveries go into."""
+
+    def __init__(self, broker: "Broker", topic: str, into: str, name: str, predicate: Predicate | None, mailbox: Mailbox) -> None:
+        self.broker = broker
+        self.topic = topic
+        self.into = into
+        self.name = name
+        self.predicate = predicate
+        self.mailbox = mailbox
+        self.delivered = 0
+        self.rejected = 0
+        self.closed = False
+        #: deliveries recorded in the ledger but not yet in the queue (it was full)
+        self.backlog: deque[dict[str, Any]] = deque()
+
+    def close(self) -> None:
+        self.broker.unsubscribe(self)
+
+    def __repr__(self) -> str:
+        return f"Subscription({self.topic!r} -> {self.into!r})"
+
+
+def delivery(msg: TopicMsg, lag: float) -> dict[str, Any]:
+    """What a flow finds in the queue share for one delivered message."""
+    return {
+        "topic": msg.topic,
+        "epoch": msg.epoch,
+        "publisher": msg.publisher.hex(),
+        "hash": msg.hash.hex(),
+        "deps": [d.hash.hex() for d in msg.deps],
+        "tags": list(msg.tags),
+        "content": msg.content,
+        "lag": lag,
+    }
+
+
+class Broker:
+    """Mailboxes for the subscriptions of one house, fed by the relay in store order."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+        self.relay = service.relay
+        self.storage = service.storage
+        self.ledger = service.ledger
+        self.config = service.config
+        self.hooks = service.hooks
+        self.store = service.router.store
+        self.scheduler = service.router.scheduler
+        self.clock = self.scheduler.clock.now
+        self.counts: Counter[str] = Counter()
+        self.subs: dict[str, Subscription] = {}
+        self.by_topic: dict[str, list[Subscription]] = {}
+        self._outbox: list[tuple[Subscription, Ready, TopicMsg | None]] = []
+        self._flushing: Any = None
+        self._retry = 0.0
+
+    # -- subscriptions ----------------------------------------------------------------
+
+    def subscribe(self, topic: str, into: str, predicate: Predicate | None = None, name: str | None = None) -> Subscription:
+        self.config.topic(topic)
+        self.store.queue(into)
+        name = name or f"{topic}>{into}"
+        if name in self.subs:
+            raise ValueError(f"a causal subscription named {name!r} exists already")
+        if predicate is not None and not callable(predicate):
+            raise TypeError("a predicate is a callable taking the message")
+        mailbox = Mailbox(max_buffered=self.config.max_buffered, max_per_publisher=self.config.max_per_publisher, clock=self.clock)
+        for epoch, hashes in self.ledger.delivered(name).items():
+            if self.relay.is_open(topic, epoch):
+                mailbox.load(epoch, hashes)
+        sub = Subscription(self, topic, into, name, predicate, mailbox)
+        self.subs[name] = sub
+        self.by_topic.setdefault(topic, []).append(sub)
+        held = sorted((h.seq, d) for d, h in self.relay.index.items() if h.topic == topic)
+        self._replay(sub, [seq for seq, _d in held])
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        if self.subs.pop(sub.name, None) is sub:
+            self.by_topic[sub.topic].remove(sub)
+            sub.closed = True
+
+    def _replay(self, sub: Subscription, seqs: list[int], publisher: bytes | None = None) -> None:
+        """Offer stored messages again, in store order (a new subscription, a restart, deferred ones)."""
+        for start in range(0, len(seqs), 500):
+            wires = self.storage.get(seqs[start:start + 500])
+            for seq in seqs[start:start + 500]:
+                wire = wires.get(seq)
+                if wire is None:
+                    continue
+                try:
+                    msg = decode(wire)
+                except CausalError:
+                    self.counts["unreadable"] += 1
+                    continue
+                if publisher is None or msg.publisher == publisher:
+                    held = self.relay.index.get(msg.hash)
+                    self.offer(sub, msg, seq, held.source if held is not None else "")
+
+    # -- offering ---------------------------------------------------------------------
+
+    def stored(self, msg: TopicMsg, seq: int, source: str) -> None:
+        """The relay stored ``msg``: offer it to every subscription of its topic."""
+        for sub in self.by_topic.get(msg.topic, ()):
+            self.offer(sub, msg, seq, source)
+
+    def offer(self, sub: Subscription, msg: TopicMsg, seq: int, source: str) -> str:
+        box = sub.mailbox
+        digest = msg.hash
+        if box.is_delivered(digest, msg.epoch) or digest in box.buffered or digest in box.rejected:
+            return "duplicate"
+        relay_rejected = self.relay.rejected
+        for dep in msg.deps:
+            found = relay_rejected.get(dep.hash)
+            if found is not None and dep.hash not in box.rejected:
+                self.reject(sub, dep.hash, dep.publisher, msg.epoch, found[2])
+        reason = self._judge(sub, msg)
+        if reason:
+            self.service.keep_evidence(msg, "predicate", reason, None)
+            self.reject(sub, digest, msg.publisher, msg.epoch, reason)
+            return REJECTED
+        status, ready = box.offer(digest, msg.publisher, msg.epoch, tuple(d.hash for d in msg.deps), seq)
+        if status == BUFFERED:
+            entry = box.buffered[digest]
+            if self.hooks.buffered is not None:
+                self.hooks.buffered(sub, entry)
+            self.service.sync.want(msg, source, box)
+        elif status == REJECTED:
+            self._rejected(sub, msg.topic, digest, msg.publisher, box.rejected.get(digest, (0, "dep_rejected"))[1])
+        if ready:
+            first = msg if status == DELIVERED else None
+            for item in ready:
+                self._outbox.append((sub, item, first if item.hash == digest else None))
+            if self._flushing is None:
+                self._flushing = self.scheduler.call_later(0.0, self.flush)
+        return status
+
+    def _judge(self, sub: Subscription, msg: TopicMsg) -> str:
+        """Predicate 2: '' if valid, else the reason."""
+        if sub.predicate is None:
+            return ""
+        try:
+            verdict = sub.predicate(msg)
+        except Exception as error:  # noqa: BLE001 - the application's code: its failure refuses the message, not the house
+            self.counts["predicate_failed"] += 1
+            log.warning("causal: the predicate of %r raised on %r", sub, msg, exc_info=True)
+            return f"predicate_raised: {type(error).__name__}: {error}"[:200]
+        if verdict is None or verdict is True:
+            return ""
+        if verdict is False:
+            return "invalid"
+        return str(verdict)[:200] or "invalid"
+
+    def reject(self, sub: Subscription, digest: bytes, publisher: bytes, epoch: int, reason: str) -> None:
+        """Reject ``digest`` in ``sub``'s mailbox, with everything buffered that depends on it."""
+        gone = sub.mailbox.reject(digest, reason, epoch)
+        self._rejected(sub, sub.topic, digest, publisher, reason)
+        for entry in gone:
+            if entry.hash != digest:
+                self._rejected(sub, sub.topic, entry.hash, entry.publisher, "dep_rejected")
+
+    def _rejected(self, sub: Subscription, topic: str, digest: bytes, publisher: bytes, reason: str) -> None:
+        sub.rejected += 1
+        self.counts["rejected"] += 1
+        self.service.note("rejected", topic, digest, {"publisher": publisher.hex(), "reason": reason, "sub": sub.name})
+        if self.hooks.rejected is not None:
+            self.hooks.rejected(sub, topic, digest, publisher, reason)
+
+    # -- delivering -------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Record this turn's deliveries, then push them: ledger first, so a crash never delivers twice."""
+        self._flushing = None
+        out, self._outbox = self._outbox, []
+        if not out:
+            return
+        try:
+            self.ledger.commit([(sub.name, ready.epoch, ready.hash) for sub, ready, _m in out])
+        except Exception:  # noqa: BLE001 - a disk error: keep them and try again, never push unrecorded
+            self.counts["ledger_failed"] += 1
+            log.warning("causal: the ledger %s could not record %d deliveries; retrying", self.ledger.path, len(out), exc_info=True)
+            self._outbox = out + self._outbox
+            self._retry = min(max(self._retry * 2, 0.1), 5.0)
+            self._flushing = self.scheduler.call_later(self._retry, self.flush)
+            return
+        self._retry = 0.0
+        wires = self.storage.get([ready.seq for _s, ready, msg in out if msg is None])
+        for sub, ready, msg in out:
+            if msg is None:
+                wire = wires.get(ready.seq)
+                try:
+                    msg = decode(wire) if wire is not None else None
+                except CausalError:
+                    msg = None
+                if msg is None:  # expired from the cache while buffered (past retention): said, not skipped
+                    self.counts["unreadable"] += 1
+                    self.service.note("abandoned", sub.topic, ready.hash, {"reason": "expired_from_storage", "sub": sub.name})
+                    continue
+            self._push(sub, delivery(msg, ready.lag))
+            sub.delivered += 1
+            if self.hooks.delivered is not None:
+                self.hooks.delivered(sub, ready)
+        self.resume()
+
+    def _push(self, sub: Subscription, item: dict[str, Any]) -> None:
+        if sub.closed:
+            return
+        queue = self.store.queue(sub.into)
+        if sub.backlog or not queue.push(item):
+            sub.backlog.append(item)
+            self.counts["backlogged"] += 1
+
+    def drain_backlogs(self) -> None:
+        for sub in self.subs.values():
+            queue = self.store.queue(sub.into)
+            while sub.backlog and queue.push(sub.backlog[0]):
+                sub.backlog.popleft()
+
+    def resume(self) -> None:
+        """Offer deferred messages again where their publishers have room (read from storage)."""
+        for sub in list(self.subs.values()):
+            for publisher, low in sub.mailbox.resumable():
+                seqs = sorted(h.seq for h in self.relay.index.values()
+                              if h.topic == sub.topic and h.publisher == publisher and h.seq >= low)
+                sub.mailbox.resumed(publisher, None)
+                self._replay(sub, seqs, publisher)
+
+    # -- epochs -----------------------------------------------------------------------
+
+    def close_epoch(self, topic: str, epoch: int) -> list[tuple[Subscription, Buffered, list[bytes]]]:
+        out = []
+        for sub in self.by_topic.get(topic, ()):
+            box = sub.mailbox
+            missing = {e.hash: box.missing_of(e) for e in box.buffered.values() if e.epoch == epoch}
+            for entry in box.close_epoch(epoch):
+                out.append((sub, entry, missing.get(entry.hash, [])))
+            self.ledger.forget(sub.name, epoch + 1)
+        return out

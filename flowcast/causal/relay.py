@@ -1,0 +1,251 @@
+"""The topic relay: predicate 1, dedupe by hash, equivocation, epochs (docs/causal.md, "Predicate 1").
+
+Why the relay checks only the signature and the shape: everything signed
+by a publisher of the topic is worth keeping and passing on, even content
+the application will refuse -- it is proof of what that publisher did, and
+every estate should be able to see it.  What nobody on the topic signed is
+stopped here, before it costs storage or bandwidth anywhere (no spam, no
+amplification).
+
+Nothing waits here: an accepted message is queued for the disk at once and
+handed on (``on_stored``) in the order the disk stored it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from flowcast.causal.config import CausalConfig
+from flowcast.causal.message import CausalError, TopicMsg, decode, verify_id
+from flowcast.causal.storage import LocalStorage
+
+__all__ = ["Held", "Relay"]
+
+log = logging.getLogger(__name__)
+
+
+class Held:
+    """What the relay remembers of a stored message of an open epoch."""
+
+    __slots__ = ("topic", "epoch", "publisher", "hsig", "seq", "source")
+
+    def __init__(self, topic: str, epoch: int, publisher: bytes, hsig: bytes, seq: int, source: str) -> None:
+        self.topic = topic
+        self.epoch = epoch
+        self.publisher = publisher
+        self.hsig = hsig
+        self.seq = seq
+        self.source = source
+
+
+class Relay:
+    """One estate's relay for the topics of ``config``; stores in ``storage``."""
+
+    def __init__(self, storage: LocalStorage, config: CausalConfig, clock: Callable[[], float],
+                 on_stored: Callable[[TopicMsg, int, str], Any], on_drop: Callable[[str | None, str, str, bytes | None], Any],
+                 on_evidence: Callable[..., Any], on_epoch: Callable[[str, int], Any]) -> None:
+        self.storage = storage
+        self.config = config
+        self.clock = clock
+        self._on_stored = on_stored
+        self._on_drop = on_drop
+        self._on_evidence = on_evidence
+        self._on_epoch = on_epoch
+        self.counts: Counter[str] = Counter()
+        #: hash -> Held, for messages stored in the open epochs
+        self.index: dict[bytes, Held] = {}
+        #: hash -> (message, source): accepted, waiting for the disk
+        self.pending: dict[bytes, tuple[TopicMsg, str]] = {}
+        #: hash -> (topic, epoch, reason): signed, but failed the shape rules (or a dep of it did)
+        self.rejected: dict[bytes, tuple[str, int, str]] = {}
+        #: (topic, publisher, epoch, prev hash or b"") -> the hash that claimed it first
+        self.claims: dict[tuple[str, bytes, int, bytes], bytes] = {}
+        #: (topic, publisher, epoch) -> the newest hash of the publisher's chain seen here
+        self.tips: dict[tuple[str, bytes, int], bytes] = {}
+        #: (topic, epoch) -> hashes accepted here that no accepted message names yet
+        self.heads: dict[tuple[str, int], dict[bytes, None]] = {}
+        #: topic -> the newest epoch opened here
+        self.current: dict[str, int] = {t: 0 for t in config.topics}
+        #: topic -> (epoch, until): the epoch before the current one, open until ``until``
+        self.closing: dict[str, tuple[int, float]] = {}
+        #: (topic, epoch) -> the genesis hash
+        self.genesis: dict[tuple[str, int], bytes] = {}
+
+    # -- predicate 1 ------------------------------------------------------------------
+
+    def accept(self, wire: Any, source: str = "", msg: TopicMsg | None = None) -> str:
+        """Check and, if new and valid, store ``wire``; the outcome ('stored' or the drop reason)."""
+        try:
+            if msg is None:
+                msg = decode(wire)
+            topic = self.config.topic(msg.topic)
+        except CausalError as error:
+            return self._drop(getattr(msg, "topic", None), error.reason, source, getattr(msg, "publisher", None))
+        if msg.publisher not in topic.publishers:
+            return self._drop(msg.topic, "not_publisher", source, msg.publisher)
+        digest = msg.hash
+        if digest in self.index or digest in self.pending or digest in self.rejected:
+            return self._drop(msg.topic, "duplicate", source, msg.publisher)
+        if not verify_id(msg.publisher, digest, msg.hsig):
+            return self._drop(msg.topic, "bad_signature", source, msg.publisher)
+        window = self._window(msg)
+        if window:
+            return self._drop(msg.topic, window, source, msg.publisher)
+        shape = self._shape(msg, topic.owner, topic.publishers)
+        if shape:
+            self.rejected[digest] = (msg.topic, msg.epoch, shape)
+            self._on_evidence(msg, shape, None)
+            return self._drop(msg.topic, shape, source, msg.publisher)
+        self._claim(msg)
+        self.pending[digest] = (msg, source)
+        try:
+            ticket = self.storage.put(msg)
+        except Exception as error:  # noqa: BLE001 - busy, full, closed: counted; the sender's copy stays
+            self.pending.pop(digest, None)
+            return self._drop(msg.topic, f"store_{getattr(error, 'reason', 'failed')}", source, msg.publisher)
+        ticket.add_done(lambda done, digest=digest: self._stored(done, digest))
+        self.counts["accepted"] += 1
+        return "stored"
+
+    def _window(self, msg: TopicMsg) -> str:
+        current = self.current.get(msg.topic, 0)
+        epoch = msg.epoch
+        if epoch == current or (msg.is_genesis and epoch > current):
+            return ""
+        if epoch == current + 1:
+            return ""  # its genesis is on the way; the mailbox waits for it (rule 6)
+        if epoch > current:
+            return "epoch_unknown"
+        closing = self.closing.get(msg.topic)
+        if closing is not None and closing[0] == epoch and self.clock() < closing[1]:
+            return ""
+        return "epoch_closed"
+
+    @staticmethod
+    def _shape(msg: TopicMsg, owner: bytes, publishers: frozenset[bytes]) -> str:
+        own = 0
+        by_owner = False
+        for dep in msg.deps:
+            if dep.publisher not in publishers:
+                return "dep_not_publisher"
+            if dep.publisher == msg.publisher:
+                own += 1
+            if dep.publisher == owner:
+                by_owner = True
+        if own > 1:
+            return "two_own_deps"
+        if msg.is_genesis:
+            return "" if msg.publisher == owner and not msg.deps else "bad_genesis"
+        if msg.epoch >= 1 and own == 0 and not by_owner:
+            return "no_genesis_dep"
+        return ""
+
+    def _claim(self, msg: TopicMsg) -> None:
+        """Record which message claims each (publisher, epoch, prev); a second claimant is an equivocation."""
+        prev = msg.prev
+        key = (msg.topic, msg.publisher, msg.epoch, prev.hash if prev is not None else b"")
+        first = self.claims.get(key)
+        if first is None:
+            self.claims[key] = msg.hash
+            chain = (msg.topic, msg.publisher, msg.epoch)
+            if prev is None or self.tips.get(chain) == prev.hash:
+                self.tips[chain] = msg.hash
+        elif first != msg.hash:
+            self.counts["equivocations"] += 1
+            self._on_evidence(msg, "equivocation", first)
+        heads = self.heads.setdefault((msg.topic, msg.epoch), {})
+        for dep in msg.deps:
+            heads.pop(dep.hash, None)
+        heads[msg.hash] = None
+        if msg.is_genesis:
+            self.genesis.setdefault((msg.topic, msg.epoch), msg.hash)
+
+    def _stored(self, ticket: Any, digest: bytes) -> None:
+        msg, source = self.pending.pop(digest, (None, ""))
+        if msg is None:
+            return
+        if ticket.error is not None:
+            self.counts["store_failed"] += 1
+            log.warning("causal: %r could not be stored (%s); it is not forwarded or delivered", msg, ticket.error)
+            self._on_drop(msg.topic, "store_failed", source, msg.publisher)
+            return
+        self.index[digest] = Held(msg.topic, msg.epoch, msg.publisher, msg.hsig, ticket.seq, source)
+        self.counts["stored"] += 1
+        if msg.is_genesis and msg.epoch > self.current.get(msg.topic, 0):
+            self.open_epoch(msg.topic, msg.epoch)
+        self._on_stored(msg, ticket.seq, source)
+
+    def _drop(self, topic: str | None, reason: str, source: str, publisher: bytes | None) -> str:
+        self.counts[f"dropped_{reason}"] += 1
+        self._on_drop(topic, reason, source, publisher)
+        return reason
+
+    # -- epochs -----------------------------------------------------------------------
+
+    def open_epoch(self, topic: str, epoch: int) -> None:
+        """Make ``epoch`` current: the one before closes after ``grace``, older ones at once."""
+        previous = self.current.get(topic, 0)
+        self.current[topic] = epoch
+        self.closing[topic] = (epoch - 1, self.clock() + self.config.grace)
+        self.prune(topic, epoch - 1)
+        self._on_epoch(topic, epoch)
+        log.info("causal: topic %s opened epoch %d (was %d)", topic, epoch, previous)
+
+    def prune(self, topic: str, keep_from: int) -> int:
+        """Forget ``topic``'s epochs before ``keep_from``: index, claims, heads, rejected ids."""
+        old = [h for h, held in self.index.items() if held.topic == topic and held.epoch < keep_from]
+        for digest in old:
+            del self.index[digest]
+        for key in [k for k in self.claims if k[0] == topic and k[2] < keep_from]:
+            del self.claims[key]
+        for key in [k for k in self.tips if k[0] == topic and k[2] < keep_from]:
+            del self.tips[key]
+        for key in [k for k in self.heads if k[0] == topic and k[1] < keep_from]:
+            del self.heads[key]
+        for key in [k for k in self.genesis if k[0] == topic and k[1] < keep_from]:
+            del self.genesis[key]
+        for digest in [h for h, (t, e, _r) in self.rejected.items() if t == topic and e < keep_from]:
+            del self.rejected[digest]
+        return len(old)
+
+    def is_open(self, topic: str, epoch: int) -> bool:
+        current = self.current.get(topic, 0)
+        if epoch >= current:
+            return epoch <= current + 1
+        closing = self.closing.get(topic)
+        return closing is not None and closing[0] == epoch and self.clock() < closing[1]
+
+    # -- asking -----------------------------------------------------------------------
+
+    def holds(self, digest: bytes) -> bool:
+        """Stored or on its way to the disk here."""
+        return digest in self.index or digest in self.pending
+
+    def rebuild(self) -> int:
+        """Index what the cache holds (after a restart): the messages of each topic's newest epochs."""
+        found: list[tuple[int, TopicMsg]] = []
+        for seq, wire in self.storage.scan():
+            try:
+                msg = decode(wire)
+            except CausalError:
+                self.counts["rebuild_undecodable"] += 1
+                continue
+            if msg.topic not in self.config.topics:
+                continue
+            found.append((seq, msg))
+            if msg.is_genesis and msg.epoch > self.current.get(msg.topic, 0):
+                self.current[msg.topic] = msg.epoch
+        for topic, epoch in self.current.items():
+            if epoch:
+                self.closing[topic] = (epoch - 1, self.clock() + self.config.grace)
+        kept = 0
+        for seq, msg in found:
+            if not self.is_open(msg.topic, msg.epoch) or msg.hash in self.index:
+                continue
+            self._claim(msg)
+            self.index[msg.hash] = Held(msg.topic, msg.epoch, msg.publisher, msg.hsig, seq, "")
+            kept += 1
+        return kept

@@ -1,0 +1,272 @@
+"""CausalService: a house's relay, broker and sync for causal topics, in ``house.causal``.
+
+It lives in the house that holds the estate's CAST cache, because the cache
+is its Local Storage.  Flows reach it through the stock behaviours
+``causal publish`` and ``causal subscribe``; Python through
+:meth:`publish`, :meth:`genesis` and :meth:`subscribe`.
+
+What cannot be delivered is kept in shares a person or a flow can read,
+each with one field per topic: ``causal.missing`` (dependencies being
+fetched, since when, how often asked), ``causal.rejected``,
+``causal.abandoned``, ``causal.equivocations`` and ``causal.gaps``.
+Each field is a map from hash hex to details, at most ``NOTE_LIMIT``
+entries (the counts in :meth:`status` stay exact).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from nacl.signing import SigningKey
+
+from flowcast.causal.broker import Broker, Predicate, Subscription
+from flowcast.causal.config import CausalConfig
+from flowcast.causal.hooks import HOOKS
+from flowcast.causal.ledger import Ledger
+from flowcast.causal.message import EPOCH_TAG, CausalError, TopicMsg, TopicMsgID, make
+from flowcast.causal.relay import Relay
+from flowcast.causal.storage import LocalStorage
+from flowcast.causal.sync import Sync
+from flowcast.transport.hooks import Hooks
+
+__all__ = ["CausalService", "Published"]
+
+log = logging.getLogger(__name__)
+
+NOTE_LIMIT = 1000
+_NOTES = ("missing", "rejected", "abandoned", "equivocations", "gaps")
+
+
+class Published:
+    """A publish on its way to the disk: ``done`` once durable (then forwarded), or ``error``."""
+
+    __slots__ = ("msg", "done", "error", "seq")
+
+    def __init__(self, msg: TopicMsg) -> None:
+        self.msg = msg
+        self.done = False
+        self.error: BaseException | None = None
+        self.seq = 0
+
+    @property
+    def id(self) -> TopicMsgID:
+        return self.msg.id
+
+    def __repr__(self) -> str:
+        return f"Published({self.msg!r}, done={self.done}, error={self.error!r})"
+
+
+class CausalService:
+    """Causal topics for the house of ``router``, stored in ``cast``'s cache, recorded in ``state``."""
+
+    def __init__(self, router: Any, cast: Any, config: CausalConfig, *, state: str | os.PathLike[str],
+                 signers: Mapping[str, SigningKey] | None = None) -> None:
+        self.router = router
+        self.cast = cast
+        self.config = config
+        self.signers = dict(signers or {})
+        for topic, key in self.signers.items():
+            found = config.topic(topic)
+            if bytes(key.verify_key) not in found.publishers:
+                raise CausalError(f"this estate signs {topic!r} with a key that is not one of its publishers", "not_publisher")
+        self.scheduler = router.scheduler
+        self.clock = self.scheduler.clock.now
+        self.hooks = Hooks(HOOKS, "causal", direct=False)
+        self.counts: Counter[str] = Counter()
+        self.ledger = Ledger(state)
+        self.storage = LocalStorage(cast, router.estate)
+        self.relay = Relay(self.storage, config, self.clock, self._stored, self._dropped, self.keep_evidence, self._opened)
+        self.broker = Broker(self)
+        self.sync = Sync(self)
+        self._published: dict[bytes, Published] = {}
+        self._closers: dict[str, Any] = {}
+        self._closed = False
+        store = router.store
+        self._shares = {kind: store.share(f"causal.{kind}") for kind in _NOTES}
+        self._notes: dict[tuple[str, str], dict[str, Any]] = {}
+        self.relay.rebuild()
+        self.sync.follow_peers(cast)
+
+    def attach(self, house: Any) -> "CausalService":
+        """Put this service in ``house.causal`` and close it with the house."""
+        house.causal = self
+        house.on_close(self.close)
+        return self
+
+    # -- publishing ---------------------------------------------------------------------
+
+    def publish(self, topic: str, content: bytes, *, tags: Iterable[str] = (),
+                deps: Iterable[TopicMsgID] | None = None) -> Published:
+        """Sign and store ``content``; ``deps`` None names the topic's frontier and this publisher's previous message."""
+        key = self._signer(topic)
+        publisher = bytes(key.verify_key)
+        epoch = self.relay.current.get(topic, 0)
+        if deps is None:
+            chosen = self.frontier(topic, publisher, epoch)
+        else:  # the chain is kept whatever the caller names: two messages with no previous one are an equivocation
+            chosen = [d for d in deps if d.publisher != publisher] + self.frontier(topic, publisher, epoch, limit=0)
+        return self._submit(make(key, topic, content, epoch=epoch, deps=chosen, tags=tags))
+
+    def genesis(self, topic: str) -> Published:
+        """Open the topic's next epoch (the owner's key only)."""
+        key = self._signer(topic)
+        if bytes(key.verify_key) != self.config.topic(topic).owner:
+            raise CausalError(f"only the owner of {topic!r} opens its epochs", "not_owner")
+        return self._submit(make(key, topic, b"", epoch=self.relay.current.get(topic, 0) + 1, tags=[EPOCH_TAG]))
+
+    def frontier(self, topic: str, publisher: bytes, epoch: int, limit: int = 62) -> list[TopicMsgID]:
+        """Deps for a new message: this publisher's previous one (or the genesis), and the newest heads."""
+        relay = self.relay
+        out: dict[bytes, TopicMsgID] = {}
+        tip = relay.tips.get((topic, publisher, epoch))
+        if tip is None and epoch:
+            tip = relay.genesis.get((topic, epoch))
+        for digest in ([tip] if tip is not None else []) + (list(relay.heads.get((topic, epoch), ()))[-limit:] if limit else []):
+            found = self._id_of(digest)
+            if found is not None and (found.publisher != publisher or digest == tip):
+                out[digest] = found
+        return list(out.values())
+
+    def _id_of(self, digest: bytes) -> TopicMsgID | None:
+        held = self.relay.index.get(digest)
+        if held is not None:
+            return TopicMsgID(held.publisher, digest, held.hsig)
+        pending = self.relay.pending.get(digest)
+        return pending[0].id if pending is not None else None
+
+    def _signer(self, topic: str) -> SigningKey:
+        self.config.topic(topic)
+        key = self.signers.get(topic)
+        if key is None:
+            raise CausalError(f"this estate has no key to publish to {topic!r} (give it in signers / sign_as)", "no_key")
+        return key
+
+    def _submit(self, msg: TopicMsg) -> Published:
+        ticket = Published(msg)
+        self._published[msg.hash] = ticket
+        outcome = self.relay.accept(msg.wire, "", msg)
+        if outcome != "stored":
+            self._published.pop(msg.hash, None)
+            ticket.error = CausalError(f"the relay refused the message: {outcome}", outcome)
+            ticket.done = True
+        return ticket
+
+    # -- from the relay -------------------------------------------------------------------
+
+    def _stored(self, msg: TopicMsg, seq: int, source: str) -> None:
+        ticket = self._published.pop(msg.hash, None)
+        if ticket is not None:
+            ticket.seq, ticket.done = seq, True
+        if self.hooks.stored is not None:
+            self.hooks.stored(msg.topic, msg, seq, source)
+        self.sync.arrived(msg, source)
+        self.broker.stored(msg, seq, source)
+
+    def _dropped(self, topic: str | None, reason: str, source: str, publisher: bytes | None) -> None:
+        self.counts[f"dropped_{reason}"] += 1
+        if self.hooks.dropped is not None:
+            self.hooks.dropped(topic, reason, source, publisher)
+
+    def keep_evidence(self, msg: TopicMsg, kind: str, other: bytes | None) -> None:
+        """Keep a signed message that proves misbehaviour; report it."""
+        reason = kind
+        if other is not None:  # an equivocation: both messages are the proof
+            kind, reason = "equivocation", f"claims the same place as {other.hex()}"
+            other_wire = self._wire_of(other)
+            if other_wire is not None:
+                self.ledger.keep(other, "equivocation", msg.topic, msg.publisher, f"claims the same place as {msg.hash.hex()}",
+                                 msg.hash, self.clock(), other_wire)
+            self.note("equivocations", msg.topic, msg.hash, {"publisher": msg.publisher.hex(), "other": other.hex()})
+            if self.hooks.equivocation is not None:
+                self.hooks.equivocation(msg.topic, msg.publisher, other, msg.hash)
+        elif kind == "predicate":
+            kind, reason = "predicate", "failed predicate 2"
+        self.ledger.keep(msg.hash, kind, msg.topic, msg.publisher, reason, other, self.clock(), msg.wire)
+        self.counts[f"evidence_{kind}"] += 1
+
+    def _wire_of(self, digest: bytes) -> bytes | None:
+        held = self.relay.index.get(digest)
+        if held is not None:
+            return self.storage.get([held.seq]).get(held.seq)
+        pending = self.relay.pending.get(digest)
+        return pending[0].wire if pending is not None else None
+
+    # -- epochs ---------------------------------------------------------------------------
+
+    def _opened(self, topic: str, epoch: int) -> None:
+        """``epoch`` opened: older epochs close now, the one before after the grace period."""
+        for old in {e for sub in self.broker.by_topic.get(topic, ()) for e in sub.mailbox.epochs() if e < epoch - 1}:
+            self._close_epoch(topic, old)
+        previous = self._closers.pop(topic, None)
+        if previous is not None:
+            previous.cancel()
+        if epoch >= 1:
+            self._closers[topic] = self.scheduler.call_later(self.config.grace, lambda: self._close_epoch(topic, epoch - 1))
+
+    def _close_epoch(self, topic: str, epoch: int) -> None:
+        if self._closed:
+            return
+        if self.relay.current.get(topic, 0) > epoch:
+            self.relay.prune(topic, epoch + 1)
+        for sub, entry, missing in self.broker.close_epoch(topic, epoch):
+            self.note("abandoned", topic, entry.hash, {"sub": sub.name, "publisher": entry.publisher.hex(), "epoch": epoch,
+                                                       "missing": [m.hex() for m in missing[:8]]})
+            if self.hooks.abandoned is not None:
+                self.hooks.abandoned(sub, entry, missing)
+        self.sync.forget_epoch(topic, epoch)
+        self.counts["epochs_closed"] += 1
+
+    # -- subscribing -------------------------------------------------------------------
+
+    def subscribe(self, topic: str, into: str, *, predicate: Predicate | None = None, name: str | None = None) -> Subscription:
+        """Deliver ``topic`` in causal order into the queue share ``into``; ``predicate`` is predicate 2."""
+        return self.broker.subscribe(topic, into, predicate, name)
+
+    # -- shares and status ---------------------------------------------------------------
+
+    def note(self, kind: str, topic: str, digest: bytes, detail: dict[str, Any]) -> None:
+        """Show ``digest`` in ``causal.<kind>`` under ``topic`` (at most NOTE_LIMIT per topic)."""
+        self.counts[f"noted_{kind}"] += 1
+        notes = self._notes.setdefault((kind, topic), {})
+        key = digest.hex()
+        if key not in notes and len(notes) >= NOTE_LIMIT:
+            self.counts[f"notes_over_{kind}"] += 1
+            return
+        notes[key] = detail
+        self._shares[kind][topic or "-"] = dict(notes)
+
+    def unnote(self, kind: str, topic: str, digest: bytes) -> None:
+        notes = self._notes.get((kind, topic))
+        if notes is not None and notes.pop(digest.hex(), None) is not None:
+            self._shares[kind][topic or "-"] = dict(notes)
+
+    def status(self) -> dict[str, Any]:
+        relay = self.relay
+        return {
+            "topics": {t: {"epoch": relay.current.get(t, 0), "held": sum(1 for h in relay.index.values() if h.topic == t)}
+                       for t in self.config.topics},
+            "relay": dict(relay.counts),
+            "sync": {"missing": len(self.sync.missing), **self.sync.counts},
+            "broker": dict(self.broker.counts),
+            "subscriptions": [
+                {"name": s.name, "topic": s.topic, "into": s.into, "delivered": s.delivered, "rejected": s.rejected,
+                 "buffered": len(s.mailbox.buffered), "deferred_publishers": len(s.mailbox.deferred), "backlog": len(s.backlog)}
+                for s in self.broker.subs.values()
+            ],
+            "counts": dict(self.counts),
+        }
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.sync.close()
+        for closer in self._closers.values():
+            closer.cancel()
+        if self.broker._outbox:
+            self.broker.flush()
+        self.ledger.close()

@@ -1,0 +1,270 @@
+"""Dependency sync: fetch what a buffered message waits for; forward between relays with CAST.
+
+Why fetch from the relay that sent the dependent message first: it stored
+that message, so it most likely stored what the message names too.  Then
+the other peers in turn, with exponential back-off, for as long as the
+epoch is open -- never "give up after N tries", which is how a gap
+becomes silent loss.  The missing ids, since when, and how often they were
+asked for are in the share ``causal.missing`` at all times.
+
+Why dependencies are verified before they are fetched: a message may name
+an id nobody signed (a forged reference, or a publisher inventing one).
+Its hsig is checked under the named publisher first; a reference that
+does not verify is *rejected*, with what depends on it, and nobody is
+asked for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from typing import Any
+
+from flowcast.causal.mailbox import Mailbox
+from flowcast.causal.message import MAX_DEPS, TopicMsg, verify_id
+from flowcast.routing import Landing, Route
+from flowcast.routing.policy import declare_access
+
+__all__ = ["ACCESS", "FETCH", "FETCH_SHARE", "HAVE", "Missing", "Sync", "from_share"]
+
+FETCH = "causal.fetch"
+HAVE = "causal.have"
+FETCH_SHARE = "causal"
+ACCESS = declare_access("causal")
+#: The most bytes of messages one ``causal.have`` carries; the rest are asked for again.
+HAVE_BYTES = 256 << 10
+
+
+def from_share(peer: str) -> str:
+    """The queue share a peer relay's messages arrive in (through the CAST subscription)."""
+    return "causal.from." + re.sub(r"[^A-Za-z0-9_]", "_", peer)
+
+
+class Missing:
+    """A dependency some buffered message waits for and this estate does not hold."""
+
+    __slots__ = ("topic", "epoch", "publisher", "hash", "since", "tries", "next_at", "sources", "asked")
+
+    def __init__(self, topic: str, epoch: int, publisher: bytes, hash: bytes, since: float, sources: list[str]) -> None:
+        self.topic = topic
+        self.epoch = epoch
+        self.publisher = publisher
+        self.hash = hash
+        self.since = since
+        self.tries = 0
+        self.next_at = since
+        self.sources = sources
+        self.asked = ""
+
+    def view(self) -> dict[str, Any]:
+        return {"since": self.since, "tries": self.tries, "asked": self.asked, "epoch": self.epoch}
+
+
+class Sync:
+    """Missing dependencies of one house's mailboxes, and the fetches that fill them."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+        self.router = service.router
+        self.relay = service.relay
+        self.config = service.config
+        self.scheduler = self.router.scheduler
+        self.clock = self.scheduler.clock.now
+        self.counts: Counter[str] = Counter()
+        self.missing: dict[bytes, Missing] = {}
+        self._timer: Any = None
+        self._due = float("inf")
+        self._closed = False
+        store = self.router.store
+        store.share(FETCH_SHARE)
+        store.queue(FETCH_SHARE + ".error", 100).watchers.append(self._on_error)
+        self.router.handle(FETCH, self._on_fetch, access=ACCESS)
+        self.router.handle(HAVE, self._on_have, access=ACCESS)
+
+    # -- relay to relay, through CAST ------------------------------------------------------
+
+    def follow_peers(self, cast: Any) -> None:
+        """Subscribe with CAST to each peer relay's stored messages of every topic."""
+        for peer in self.config.peers:
+            into = from_share(peer)
+            queue = self.router.store.queue(into)
+            queue.watchers.append(lambda share, peer=peer: self._arrived_from(peer, share))
+            for topic in self.config.topics:
+                cast.subscribe(f"{peer}/causal/{topic}", estate=peer, into=into)
+
+    def _arrived_from(self, peer: str, share: Any) -> None:
+        queue = share.queue
+        while queue:
+            item = queue.popleft()
+            if item.get("tag") == "cast":
+                self.relay.accept(item.get("data"), peer)
+            else:  # a CAST gap: the peer's cache expired messages before they reached us
+                self.counts["peer_gaps"] += 1
+                self.service.note("gaps", "", hashlib.blake2b(repr(item.get("data")).encode(), digest_size=8).digest(),
+                                  {"peer": peer, "range": item.get("data")})
+
+    # -- wanting ---------------------------------------------------------------------------
+
+    def want(self, msg: TopicMsg, source: str, box: Mailbox) -> None:
+        """``msg`` was buffered in ``box``: ask for each of its deps nobody here holds."""
+        topic = self.config.topics[msg.topic]
+        now = self.clock()
+        for dep in msg.deps:
+            digest = dep.hash
+            if box.is_delivered(digest, msg.epoch) or digest in box.buffered or self.relay.holds(digest):
+                continue
+            found = self.missing.get(digest)
+            if found is not None:
+                if source and source not in found.sources:
+                    found.sources.append(source)
+                continue
+            if digest in box.rejected:
+                continue
+            if dep.publisher not in topic.publishers or not verify_id(dep.publisher, digest, dep.hsig):
+                self.counts["bad_dep_signature"] += 1
+                self.relay.rejected[digest] = (msg.topic, msg.epoch, "bad_dep_signature")
+                for sub in list(self.service.broker.by_topic.get(msg.topic, ())):
+                    if digest not in sub.mailbox.rejected:
+                        self.service.broker.reject(sub, digest, dep.publisher, msg.epoch, "bad_dep_signature")
+                continue
+            sources = ([source] if source else []) + [p for p in self.config.peers if p != source]
+            self.missing[digest] = Missing(msg.topic, msg.epoch, dep.publisher, digest, now, sources)
+            self.counts["wanted"] += 1
+            self.service.note("missing", msg.topic, digest, self.missing[digest].view())
+        if self.missing:
+            self._arm(now)
+
+    def arrived(self, msg: TopicMsg, source: str) -> None:
+        """The relay stored ``msg``: it is no longer missing."""
+        found = self.missing.pop(msg.hash, None)
+        if found is None:
+            return
+        self.service.unnote("missing", found.topic, msg.hash)
+        if found.tries:
+            self.counts["fetched"] += 1
+            hooks = self.service.hooks
+            if hooks.fetched is not None:
+                hooks.fetched(found.topic, msg.hash, source, self.clock() - found.since)
+
+    def forget_epoch(self, topic: str, epoch: int) -> None:
+        for digest in [d for d, m in self.missing.items() if m.topic == topic and m.epoch <= epoch]:
+            del self.missing[digest]
+            self.service.unnote("missing", topic, digest)
+
+    # -- asking ----------------------------------------------------------------------------
+
+    def _arm(self, now: float) -> None:
+        due = min((m.next_at for m in self.missing.values()), default=float("inf"))
+        if due == float("inf") or self._closed:
+            return
+        if self._timer is not None and self._due <= due:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._due = due
+        self._timer = self.scheduler.call_later(max(0.0, due - now), self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._due = float("inf")
+        if self._closed:
+            return
+        now = self.clock()
+        waited = self._still_waited()
+        asks: dict[tuple[str, str], list[Missing]] = {}
+        for digest, entry in list(self.missing.items()):
+            if digest not in waited:
+                del self.missing[digest]  # what waited for it was rejected or abandoned
+                self.service.unnote("missing", entry.topic, digest)
+                continue
+            if entry.next_at > now:
+                continue
+            entry.tries += 1
+            entry.next_at = now + self._backoff(entry)
+            if entry.sources:
+                entry.asked = entry.sources[(entry.tries - 1) % len(entry.sources)]
+                asks.setdefault((entry.asked, entry.topic), []).append(entry)
+            else:
+                self.counts["nowhere_to_ask"] += 1
+            self.service.note("missing", entry.topic, digest, entry.view())
+        for (estate, topic), entries in asks.items():
+            for start in range(0, len(entries), MAX_DEPS):
+                want = [e.hash for e in entries[start:start + MAX_DEPS]]
+                self.counts["fetches"] += 1
+                if not self.router.send(Route(FETCH_SHARE, "", estate, ""), {"topic": topic, "want": want}, src=FETCH_SHARE, tag=FETCH):
+                    self.counts["fetch_unsent"] += 1
+        self._arm(now)
+
+    def _backoff(self, entry: Missing) -> float:
+        """base * 2**(tries-1), capped, times a jitter in [0.75, 1.25) that a seed (the hash) decides."""
+        spread = hashlib.blake2b(entry.hash + entry.tries.to_bytes(4, "big"), digest_size=2).digest()
+        jitter = 0.75 + int.from_bytes(spread, "big") / 65536 / 2
+        return min(self.config.fetch_max, self.config.fetch_base * 2 ** min(entry.tries - 1, 30)) * jitter
+
+    def _still_waited(self) -> set[bytes]:
+        out: set[bytes] = set()
+        for sub in self.service.broker.subs.values():
+            out.update(sub.mailbox.waiters)
+        return out
+
+    # -- answering -------------------------------------------------------------------------
+
+    def _on_fetch(self, landing: Landing) -> None:
+        data = landing.data
+        if not isinstance(data, dict) or not isinstance(data.get("topic"), str) or not isinstance(data.get("want"), list):
+            landing.refuse("causal.fetch carries {topic, want: [hash, ...]}", "bad_fetch")
+        topic, want = data["topic"], data["want"]
+        if topic not in self.config.topics:
+            landing.refuse(f"this estate relays no topic {topic[:80]!r}", "unknown_topic")
+        if len(want) > MAX_DEPS or not all(isinstance(h, bytes) and len(h) == 32 for h in want):
+            landing.refuse(f"causal.fetch wants at most {MAX_DEPS} hashes of 32 bytes", "bad_fetch")
+        self.counts["fetch_asked"] += 1
+        seqs: dict[int, bytes] = {}
+        none: list[bytes] = []
+        for digest in dict.fromkeys(want):
+            held = self.relay.index.get(digest)
+            if held is None or held.topic != topic:
+                none.append(digest)
+            else:
+                seqs[held.seq] = digest
+        wires = self.relay.storage.get(list(seqs))
+        msgs: list[bytes] = []
+        total = 0
+        for seq, digest in seqs.items():
+            wire = wires.get(seq)
+            if wire is None:
+                none.append(digest)
+            elif not msgs or total + len(wire) <= HAVE_BYTES:
+                msgs.append(wire)
+                total += len(wire)
+        self.counts["fetch_served"] += len(msgs)
+        landing.reply({"topic": topic, "msgs": msgs, "none": none}, tag=HAVE)
+
+    def _on_have(self, landing: Landing) -> None:
+        data = landing.data
+        if not isinstance(data, dict) or not isinstance(data.get("msgs"), list) or not isinstance(data.get("none"), list):
+            landing.refuse("causal.have carries {topic, msgs: [wire, ...], none: [hash, ...]}", "bad_have")
+        if len(data["msgs"]) > 4 * MAX_DEPS or len(data["none"]) > 4 * MAX_DEPS:
+            landing.refuse("causal.have answers at most one fetch", "bad_have")
+        source = landing.src.estate
+        for wire in data["msgs"]:
+            self.relay.accept(wire, source)
+        now = self.clock()
+        for digest in data["none"]:
+            entry = self.missing.get(digest) if isinstance(digest, bytes) else None
+            if entry is not None and entry.asked == source and entry.tries < len(entry.sources):
+                entry.next_at = now  # not there: ask the next relay now rather than after the back-off
+        if self.missing:
+            self._arm(now)
+
+    def _on_error(self, share: Any) -> None:
+        while share.queue:
+            share.queue.popleft()
+            self.counts["fetch_refused"] += 1
+
+    def close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

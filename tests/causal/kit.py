@@ -1,0 +1,85 @@
+"""Estates on the simulated network, each with a CAST cache and a causal relay in its manor."""
+
+from __future__ import annotations
+
+import itertools
+
+from nacl.signing import SigningKey
+
+from flowcast.cast.cache import Cache
+from flowcast.cast.config import CastConfig
+from flowcast.cast.service import CastService
+from flowcast.causal.config import CausalConfig, TopicConfig
+from flowcast.causal.service import CausalService
+from tests.routing.kit import World
+
+TOPIC = "log"
+
+
+def key(name: str) -> SigningKey:
+    """A fixed key per name, so runs repeat."""
+    return SigningKey(name.encode().ljust(32, b"k")[:32])
+
+
+def rules(peers) -> list[dict]:
+    out = []
+    for peer in peers:
+        out += [
+            {"allow": "write", "estate": peer, "share": "cast.*"},
+            {"allow": "subscribe", "estate": peer, "share": "cast"},
+            {"allow": "causal", "estate": peer, "share": "causal"},
+        ]
+    return out
+
+
+class Causal:
+    """Estates ``names`` (all peers of each other unless ``peers`` says), one topic, owner = the first."""
+
+    def __init__(self, tmp_path, names=("alpha", "beta", "gamma"), *, seed: int = 1, peers: dict | None = None,
+                 owner: str | None = None, publishers=None, config: dict | None = None, connect: bool = True, **conditions) -> None:
+        self.tmp_path = tmp_path
+        self.world = World(seed=seed, **conditions)
+        self.names = list(names)
+        self.peers = peers if peers is not None else {n: [m for m in names if m != n] for n in names}
+        self.keys = {n: key(n) for n in names}
+        owner = owner or names[0]
+        publishers = publishers if publishers is not None else names
+        self.topic = TopicConfig.of(TOPIC, bytes(self.keys[owner].verify_key), [bytes(self.keys[n].verify_key) for n in publishers])
+        self.options = config or {}
+        self.estates = {n: self.world.routed_estate(n, ["manor"], policy=rules(self.peers[n])) for n in names}
+        if connect:
+            for a, b in itertools.combinations(names, 2):
+                if b in self.peers[a] or a in self.peers[b]:
+                    self.world.connect(self.estates[a], self.estates[b])
+        self.caches = {}
+        self.casts = {}
+        self.services: dict[str, CausalService] = {}
+        for n in names:
+            self.start(n)
+
+    def start(self, n: str) -> CausalService:
+        router = self.estates[n]["manor"]
+        path = self.tmp_path / n / "cache.sqlite3"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cache = Cache.open(path, estate=n, clock=self.world.scheduler.clock, scheduler=self.world.scheduler)
+        grants = {p: (f"{n}/causal/**",) for p in self.peers[n]}
+        cast = CastService(router, cache=cache, config=CastConfig(subscribers=grants), inbox=self.tmp_path / n / "inbox.sqlite3")
+        config = CausalConfig(topics={TOPIC: self.topic}, peers=tuple(self.peers[n]), **self.options)
+        signers = {TOPIC: self.keys[n]} if bytes(self.keys[n].verify_key) in self.topic.publishers else {}
+        service = CausalService(router, cast, config, state=self.tmp_path / n / "causal.sqlite3", signers=signers)
+        self.caches[n], self.casts[n], self.services[n] = cache, cast, service
+        return service
+
+    def queue(self, n: str, into: str = "inbox"):
+        return self.estates[n].store("manor").queue(into)
+
+    def run_until(self, predicate, limit: float = 60.0) -> bool:
+        return self.world.run_until(predicate, limit)
+
+    def run_for(self, seconds: float) -> None:
+        end = self.world.scheduler.clock.now() + seconds
+        self.world.run_until(lambda: self.world.scheduler.clock.now() >= end, seconds + 1)
+
+
+def hashes(queue) -> list[str]:
+    return [item["hash"] for item in queue.queue]
