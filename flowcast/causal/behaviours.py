@@ -37,13 +37,12 @@ called with the subscribing act's ``Io`` (its store, clock and house) and
 answering True or None (valid), False, or a string (the reason it is
 invalid).  It is looked up when the flow is built, so a misspelt name is a
 load error.  A predicate that raises rejects that message with the reason
-``predicate_error: ...``: the message is kept as evidence and reported,
-never dropped silently, and the house keeps running.
+``predicate_raised: ...`` (the broker's rule): the message is kept as
+evidence and reported, never dropped silently, and the house keeps running.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import deque
 from typing import Any, Callable
@@ -53,8 +52,6 @@ from flowcast.cast.behaviours import encode
 from flowcast.causal.message import CausalError, TopicMsg, TopicMsgID, check_tag, check_topic
 
 __all__ = ["CausalPublish", "CausalSubscribe", "dep_ids", "predicate_of"]
-
-log = logging.getLogger("flowcast.causal")
 
 #: Publishes handed to the service and not yet durable, per behaviour: past
 #: this the source is left alone (back-pressure on the flow, nothing dropped).
@@ -101,10 +98,10 @@ def dep_ids(causal: Any, topic: str, deps: Any) -> list[TopicMsgID]:
             out.append(dep)
             continue
         digest = _hash_of(dep)
-        found = causal.id_of(topic, digest)
-        if found is None:
+        held = causal.relay.index.get(digest)
+        if held is None or held.topic != topic:
             raise CausalError(f"this relay holds no message {digest.hex()[:16]}... of topic {topic!r} to depend on", "unknown_dep")
-        out.append(found)
+        out.append(TopicMsgID(held.publisher, digest, held.hsig))
     return out
 
 
@@ -205,15 +202,7 @@ def predicate_of(io: Io, name: str) -> Callable[[TopicMsg], Any]:
         raise ValueError(f"causal subscribe: valid {name!r} must be a function behaviour taking (io, msg)"
                          f" and answering True, False or a reason; it is a {found.form} taking {required or 'nothing'}")
     target = found.target
-
-    def predicate(msg: TopicMsg) -> Any:
-        try:
-            return target(io, msg)
-        except Exception as error:  # noqa: BLE001 - the application's code: reject this message with why, keep running
-            log.exception("causal predicate %s raised on %r", name, msg)
-            return f"predicate_error: {type(error).__name__}: {error}"[:200]
-
-    return predicate
+    return lambda msg: target(io, msg)
 
 
 @behaviour("causal.subscribe")

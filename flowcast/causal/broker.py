@@ -147,7 +147,7 @@ class Broker:
                 self.reject(sub, dep.hash, dep.publisher, msg.epoch, found[2])
         reason = self._judge(sub, msg)
         if reason:
-            self.service.keep_evidence(msg, "predicate", reason, None)
+            self.service.keep_evidence(msg, "predicate", None)
             self.reject(sub, digest, msg.publisher, msg.epoch, reason)
             return REJECTED
         status, ready = box.offer(digest, msg.publisher, msg.epoch, tuple(d.hash for d in msg.deps), seq)
