@@ -140,3 +140,59 @@ def test_a_key_others_may_read_a_mismatched_pub_or_a_missing_key_is_refused_with
     os.chmod(tmp_path / "k" / "carol.key", 0o600)
     with pytest.raises(KeyFileError, match="does not hold 64 hex digits"):
         load_signer(tmp_path / "k", "carol")
+
+
+def _stop_when(house, done):
+    from flowcast.runtime import sleep
+
+    for _ in range(500):
+        if done():
+            break
+        yield sleep(0.01)
+    house.stop()
+
+
+def test_the_cast_cache_house_gets_the_relay_signing_as_the_layout_says(tmp_path):
+    from flowcast.causal.service import CausalService
+    from flowcast.house.estate import open_house
+
+    pubs = keys(tmp_path, "alice", "bob")
+    loaded = load_layout(layout(tmp_path, """causal:
+  keys: keys
+  topics:
+    chat: {owner: alice.pub, publishers: [bob.pub], sign_as: bob}
+""", cast="cast: {house: w1}"))
+    manor = open_house(loaded, "manor", houses=2)
+    w1 = open_house(loaded, "w1", houses=2)
+    try:
+        assert manor.causal is None  # the relay lives with the CAST cache only
+        assert isinstance(w1.causal, CausalService)
+        assert (loaded.run / "cast" / "causal.sqlite3").is_file()
+        sub = w1.causal.subscribe("chat", "inbox")
+        published = w1.causal.publish("chat", b"hello")
+        assert published.msg.publisher == pubs["bob"]
+        w1.scheduler.call_later(5.0, w1.stop)
+        w1.scheduler.spawn(_stop_when(w1, lambda: published.done and sub.delivered == 1))
+        w1.scheduler.run()
+        assert published.error is None and [d["content"] for d in w1.store.queue("inbox").queue] == [b"hello"]
+    finally:
+        for house in (manor, w1):
+            house.stop()
+            house.run()
+
+
+def test_a_signing_key_that_no_longer_matches_its_pub_stops_the_house_before_it_signs(tmp_path):
+    from flowcast.house.estate import open_house
+
+    keys(tmp_path, "alice", "bob")
+    loaded = load_layout(layout(tmp_path, """causal:
+  keys: keys
+  topics:
+    chat: {owner: alice.pub, publishers: [bob.pub], sign_as: bob}
+"""))
+    (tmp_path / "keys" / "bob.key").unlink()
+    create_signer(tmp_path / "keys", "other")
+    (tmp_path / "keys" / "other.key").rename(tmp_path / "keys" / "bob.key")
+    with pytest.raises(KeyFileError, match="is not a publisher of topic 'chat'"):
+        open_house(loaded, "manor", houses=2)
+    assert not (loaded.run / "lane" / "manor").exists()  # what it opened was closed again
