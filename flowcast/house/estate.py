@@ -90,6 +90,8 @@ def _wire(house: House, layout: EstateLayout, plan: list[HousePlan], mine: House
     yard = mine.yard
     manor = plan[0].yard
     channels = list(layout.roads)
+    if layout.causal is not None:  # declares the 'causal' permission (fetches) before the policy granting it is read
+        import flowcast.causal.sync  # noqa: F401
     wire_router(
         house,
         estate=layout.estate,
