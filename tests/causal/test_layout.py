@@ -196,3 +196,21 @@ def test_a_signing_key_that_no_longer_matches_its_pub_stops_the_house_before_it_
     with pytest.raises(KeyFileError, match="is not a publisher of topic 'chat'"):
         open_house(loaded, "manor", houses=2)
     assert not (loaded.run / "lane" / "manor").exists()  # what it opened was closed again
+
+
+def test_flowcast_causal_keygen_prints_the_pub_and_status_says_when_nothing_runs(tmp_path, capsys):
+    from flowcast.house.causalcli import main
+
+    assert main(["keygen", "alice", "--dir", str(tmp_path / "keys")]) == 0
+    out = capsys.readouterr().out
+    public = read_verify_key(tmp_path / "keys" / "alice.pub")
+    assert out.startswith("made key alice") and out.splitlines()[-1] == public.hex()
+    assert main(["keygen", "alice", "--dir", str(tmp_path / "keys")]) == 0
+    assert capsys.readouterr().out.startswith("kept the existing key alice")
+    assert main(["keygen", "../alice", "--dir", str(tmp_path / "keys")]) == 1
+    assert "a key name is" in capsys.readouterr().err
+    path = layout(tmp_path, "causal: {keys: keys, topics: {chat: {owner: alice.pub}}}")
+    assert main(["status", str(path)]) == 1
+    assert "no status from estate beta's relay house manor" in capsys.readouterr().err
+    assert main(["status", str(layout(tmp_path, ""))]) == 1
+    assert "has no causal: section" in capsys.readouterr().err
