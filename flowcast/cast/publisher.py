@@ -317,6 +317,8 @@ class Publisher:
 
     def close(self) -> None:
         self._closed = True
+        for tag, handler in ((SUB, self._on_sub), (UNSUB, self._on_unsub), (CURSOR, self._on_cursor), (PUB, self._on_pub)):
+            self.router.unhandle(tag, handler)
         for timer in (self._settling, self._sweep):
             if timer is not None:
                 timer.cancel()

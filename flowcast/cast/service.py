@@ -110,6 +110,11 @@ class CastService:
         return out
 
     def close(self) -> None:
+        if self.publisher is None:
+            self.router.unhandle(PUBACK, self._on_puback)
+            errors = self.router.store.get(_PUB_SHARE + ".error")
+            if errors is not None and self._on_error in errors.watchers:
+                errors.watchers.remove(self._on_error)
         if self.subscriber is not None:
             self.subscriber.close()
         if self.publisher is not None:

@@ -131,6 +131,12 @@ class Subscriber:
         for sub in list(self.subs.values()):
             self.close_subscription(sub)
         self._closed = True
+        for tag, handler in ((SUBOK, self._on_subok), (BATCH, self._on_batch), (GAP, self._on_gap)):
+            self.router.unhandle(tag, handler)
+        for sid in self._watched:
+            share = self.router.store.get(f"cast.s{sid.hex()}.error")
+            if share is not None:
+                share.watchers.clear()
         self._tick.cancel()
         if self._flushing is not None:
             self._flushing.cancel()

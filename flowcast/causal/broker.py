@@ -140,11 +140,15 @@ class Broker:
         digest = msg.hash
         if box.is_delivered(digest, msg.epoch) or digest in box.buffered or digest in box.rejected:
             return "duplicate"
-        relay_rejected = self.relay.rejected
+        relay = self.relay
         for dep in msg.deps:
-            found = relay_rejected.get(dep.hash)
+            found = relay.rejected.get(dep.hash)
             if found is not None and dep.hash not in box.rejected:
                 self.reject(sub, dep.hash, dep.publisher, msg.epoch, found[2])
+            held = relay.index.get(dep.hash)
+            if held is not None and held.epoch != msg.epoch:  # deps never cross epochs: it could never be delivered
+                self.reject(sub, digest, msg.publisher, msg.epoch, "cross_epoch")
+                return REJECTED
         reason = self._judge(sub, msg)
         if reason:
             self.service.keep_evidence(msg, "predicate", None)
@@ -189,6 +193,8 @@ class Broker:
         for entry in gone:
             if entry.hash != digest:
                 self._rejected(sub, sub.topic, entry.hash, entry.publisher, "dep_rejected")
+        if gone and sub.mailbox.deferred:
+            self.scheduler.call_later(0.0, self.resume)
 
     def _rejected(self, sub: Subscription, topic: str, digest: bytes, publisher: bytes, reason: str) -> None:
         sub.rejected += 1

@@ -63,6 +63,11 @@ class CausalConfig:
     fetch_max: float = 30.0
     #: Evidence (predicate-2 failures, equivocations) is kept this many seconds.
     evidence_for: float = 7 * 86400.0
+    #: Evidence rows kept per publisher and kind in an epoch; more are counted, not written
+    #: (a flood of signed junk must not turn into one fsync per message).
+    evidence_cap: int = 100
+    #: If set, a house holding a topic's owner key opens a new epoch this often (seconds).
+    epoch_every: float | None = None
 
     def __post_init__(self) -> None:
         for name, topic in self.topics.items():
@@ -70,6 +75,8 @@ class CausalConfig:
                 raise CausalError(f"topics maps each name to its TopicConfig, got {name!r}", "bad_config")
         if self.grace < 0 or self.max_buffered < 1 or self.max_per_publisher < 1 or not 0 < self.fetch_base <= self.fetch_max:
             raise CausalError("grace >= 0, caps >= 1 and 0 < fetch_base <= fetch_max", "bad_config")
+        if self.epoch_every is not None and not self.epoch_every > 0:
+            raise CausalError("epoch_every is a positive number of seconds", "bad_config")
         object.__setattr__(self, "peers", tuple(self.peers))
 
     def topic(self, name: str) -> TopicConfig:

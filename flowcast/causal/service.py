@@ -64,7 +64,7 @@ class CausalService:
     """Causal topics for the house of ``router``, stored in ``cast``'s cache, recorded in ``state``."""
 
     def __init__(self, router: Any, cast: Any, config: CausalConfig, *, state: str | os.PathLike[str],
-                 signers: Mapping[str, SigningKey] | None = None) -> None:
+                 signers: Mapping[str, SigningKey] | None = None, follow: bool = True) -> None:
         self.router = router
         self.cast = cast
         self.config = config
@@ -83,13 +83,20 @@ class CausalService:
         self.broker = Broker(self)
         self.sync = Sync(self)
         self._published: dict[bytes, Published] = {}
+        self._evidence: Counter[tuple[bytes, str, int]] = Counter()
         self._closers: dict[str, Any] = {}
         self._closed = False
         store = router.store
         self._shares = {kind: store.share(f"causal.{kind}") for kind in _NOTES}
         self._notes: dict[tuple[str, str], dict[str, Any]] = {}
         self.relay.rebuild()
-        self.sync.follow_peers(cast)
+        if follow:  # False: fetch from the peers, but take nothing from them unasked (tests, fetch-only estates)
+            self.sync.follow_peers(cast)
+        self._epoch_timers: dict[str, Any] = {}
+        if config.epoch_every is not None:
+            for topic, key in self.signers.items():
+                if bytes(key.verify_key) == config.topic(topic).owner:
+                    self._epoch_timers[topic] = self.scheduler.call_later(config.epoch_every, lambda t=topic: self._next_epoch(t))
 
     def attach(self, house: Any) -> "CausalService":
         """Put this service in ``house.causal`` and close it with the house."""
@@ -117,6 +124,15 @@ class CausalService:
         if bytes(key.verify_key) != self.config.topic(topic).owner:
             raise CausalError(f"only the owner of {topic!r} opens its epochs", "not_owner")
         return self._submit(make(key, topic, b"", epoch=self.relay.current.get(topic, 0) + 1, tags=[EPOCH_TAG]))
+
+    def _next_epoch(self, topic: str) -> None:
+        """The owner's configured period: open the next epoch, and again after another period."""
+        if self._closed:
+            return
+        done = self.genesis(topic)
+        if done.error is not None:
+            log.warning("causal: topic %s could not open its next epoch: %s", topic, done.error)
+        self._epoch_timers[topic] = self.scheduler.call_later(self.config.epoch_every, lambda: self._next_epoch(topic))
 
     def frontier(self, topic: str, publisher: bytes, epoch: int, limit: int = 62) -> list[TopicMsgID]:
         """Deps for a new message: this publisher's previous one (or the genesis), and the newest heads."""
@@ -174,6 +190,11 @@ class CausalService:
     def keep_evidence(self, msg: TopicMsg, kind: str, other: bytes | None) -> None:
         """Keep a signed message that proves misbehaviour; report it."""
         reason = kind
+        cap = (msg.publisher, "equivocation" if other is not None else kind, msg.epoch)
+        self._evidence[cap] += 1
+        if self._evidence[cap] > self.config.evidence_cap:
+            self.counts["evidence_over_cap"] += 1
+            return
         if other is not None:  # an equivocation: both messages are the proof
             kind, reason = "equivocation", f"claims the same place as {other.hex()}"
             other_wire = self._wire_of(other)
@@ -218,6 +239,9 @@ class CausalService:
             if self.hooks.abandoned is not None:
                 self.hooks.abandoned(sub, entry, missing)
         self.sync.forget_epoch(topic, epoch)
+        for key in [k for k in self._evidence if k[2] <= epoch]:
+            del self._evidence[key]
+        self.broker.resume()
         self.counts["epochs_closed"] += 1
 
     # -- subscribing -------------------------------------------------------------------
@@ -265,7 +289,7 @@ class CausalService:
             return
         self._closed = True
         self.sync.close()
-        for closer in self._closers.values():
+        for closer in [*self._closers.values(), *self._epoch_timers.values()]:
             closer.cancel()
         if self.broker._outbox:
             self.broker.flush()

@@ -264,7 +264,15 @@ class Sync:
             self.counts["fetch_refused"] += 1
 
     def close(self) -> None:
+        """Stop fetching and answering; a service started again in this house takes over the tags."""
         self._closed = True
+        self.router.unhandle(FETCH, self._on_fetch)
+        self.router.unhandle(HAVE, self._on_have)
+        store = self.router.store
+        for name in [FETCH_SHARE + ".error"] + [from_share(p) for p in self.config.peers]:
+            share = store.get(name)
+            if share is not None:
+                share.watchers.clear()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -205,6 +205,19 @@ class Router:
             raise ValueError(f"tag {tag!r} already has a handler")
         self._handlers[tag] = Handler(handler, access)
 
+    def unhandle(self, tag: str, handler: Callable[[Landing], None] | None = None) -> bool:
+        """Stop handling ``tag`` (only if its handler is ``handler``, when given): a closed service hears nothing more.
+
+        After this a message of ``tag`` lands as data again would, so a
+        service is closed for good or replaced, in the same house, by one
+        that handles the tag anew (a restarted CAST or causal service).
+        """
+        found = self._handlers.get(tag)
+        if found is None or (handler is not None and found.handler != handler):
+            return False
+        del self._handlers[tag]
+        return True
+
     def answer(self, pair: Any, data: Any, *, tag: str = "value", ext: Mapping[str, Any] | None = None) -> bool:
         """Send ``data`` back along ``pair`` (a message that arrived), from its destination share."""
         if tag.__class__ is not str or len(tag) > 64:

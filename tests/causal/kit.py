@@ -36,7 +36,7 @@ class Causal:
     """Estates ``names`` (all peers of each other unless ``peers`` says), one topic, owner = the first."""
 
     def __init__(self, tmp_path, names=("alpha", "beta", "gamma"), *, seed: int = 1, peers: dict | None = None,
-                 owner: str | None = None, publishers=None, config: dict | None = None, connect: bool = True, **conditions) -> None:
+                 owner: str | None = None, publishers=None, config: dict | None = None, connect: bool = True, follow: bool = True, **conditions) -> None:
         self.tmp_path = tmp_path
         self.world = World(seed=seed, **conditions)
         self.names = list(names)
@@ -46,6 +46,7 @@ class Causal:
         publishers = publishers if publishers is not None else names
         self.topic = TopicConfig.of(TOPIC, bytes(self.keys[owner].verify_key), [bytes(self.keys[n].verify_key) for n in publishers])
         self.options = config or {}
+        self.follow = follow
         self.estates = {n: self.world.routed_estate(n, ["manor"], policy=rules(self.peers[n])) for n in names}
         if connect:
             for a, b in itertools.combinations(names, 2):
@@ -66,9 +67,15 @@ class Causal:
         cast = CastService(router, cache=cache, config=CastConfig(subscribers=grants), inbox=self.tmp_path / n / "inbox.sqlite3")
         config = CausalConfig(topics={TOPIC: self.topic}, peers=tuple(self.peers[n]), **self.options)
         signers = {TOPIC: self.keys[n]} if bytes(self.keys[n].verify_key) in self.topic.publishers else {}
-        service = CausalService(router, cast, config, state=self.tmp_path / n / "causal.sqlite3", signers=signers)
+        service = CausalService(router, cast, config, state=self.tmp_path / n / "causal.sqlite3", signers=signers, follow=self.follow)
         self.caches[n], self.casts[n], self.services[n] = cache, cast, service
         return service
+
+    def stop(self, n: str) -> None:
+        """Close a relay and its cache as a house exit would (its estate's roads stay up)."""
+        self.services[n].close()
+        self.casts[n].close()
+        self.caches[n].close()
 
     def queue(self, n: str, into: str = "inbox"):
         return self.estates[n].store("manor").queue(into)

@@ -230,3 +230,16 @@ def test_extensions_with_a_repeated_key_or_a_key_that_is_not_a_name_are_malforme
             open_ext(parcel)
     with pytest.raises(ParcelError, match="not a name"):
         pack_message(("out", "", "alpha", "main"), ("b", "", "beta", "main"), "t", 1.0, 1, {"a b": 1})
+
+
+def test_unhandle_stops_a_handler_and_lets_another_take_the_tag(world):
+    alpha, beta = _pair(world, [{"allow": "write", "estate": "alpha"}])
+    first, second = [], []
+    beta["w1"].handle("sub", first.append)
+    assert not beta["w1"].unhandle("sub", second.append)  # not its handler: left alone
+    assert beta["w1"].unhandle("sub", first.append) and not beta["w1"].unhandle("sub")
+    beta["w1"].handle("sub", second.append)  # a service started again in the same house
+    beta.store("w1").share("board", {"x": 1})
+    assert alpha["w1"].send("board@w1.beta", {"n": 1}, src="answers", tag="sub")
+    assert world.run_until(lambda: len(second) == 1, 5)
+    assert first == []
