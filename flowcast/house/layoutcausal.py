@@ -36,12 +36,14 @@ if TYPE_CHECKING:
 
 __all__ = ["CAUSAL_KEYS", "CausalSpec", "TOPIC_KEYS", "read_causal", "wire_causal"]
 
-CAUSAL_KEYS = ("keys", "topics", "peers", "grace", "max_buffered", "max_per_publisher")
+CAUSAL_KEYS = ("keys", "topics", "peers", "grace", "epoch_every", "max_buffered", "max_per_publisher")
 TOPIC_KEYS = ("owner", "publishers", "sign_as")
 #: Caps on what a mailbox buffers, with their ranges (docs/causal.md, "Caps").
 WHOLE = {"max_buffered": (1, 10_000_000), "max_per_publisher": (1, 10_000_000)}
 #: Seconds a closing epoch stays open (a day at most: history is bounded).
 GRACE = (0.0, 86400.0)
+#: Seconds between the epochs the owner's house opens, when the layout asks it to (a second to a year).
+EPOCH_EVERY = (1.0, 365 * 86400.0)
 #: Most topics and publishers per topic a layout may name (each publisher is a key checked per message).
 MAX_TOPICS = 256
 MAX_PUBLISHERS = 1024
@@ -95,6 +97,8 @@ def read_causal(reader: "LayoutReader", node: yaml.Node, cast: "CastSpec | None"
             values[key] = reader.integer(pairs[key][1], f"causal {key}", low, high)
     if "grace" in pairs:
         values["grace"] = _seconds(reader, pairs["grace"][1], "causal grace", *GRACE)
+    if "epoch_every" in pairs and not reader.is_null(pairs["epoch_every"][1]):
+        values["epoch_every"] = _seconds(reader, pairs["epoch_every"][1], "causal epoch_every", *EPOCH_EVERY)
     peers = _peers(reader, pairs["peers"][1], estate) if "peers" in pairs else ()
     topics: dict[str, Any] = {}
     sign_as: dict[str, str] = {}
