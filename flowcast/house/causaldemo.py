@@ -193,8 +193,10 @@ def main(argv: list[str] | None = None) -> int:
         for record in records["beta"][:6]:
             print(f"     {record['text']:<28} lag {record['lag'] * 1000:7.1f} ms  deps {len(record['deps'])}")
         lags = sorted(r["lag"] for rs in records.values() for r in rs)
-        print(f"   buffered waiting for deps: {sum(1 for lag in lags if lag > 0)} of {len(lags)} deliveries,"
-              f" longest {lags[-1] * 1000:.0f} ms")
+        waited = sum(1 for lag in lags if lag > 0)
+        print(f"   buffered waiting for deps: {waited} of {len(lags)} deliveries, longest {lags[-1] * 1000:.0f} ms"
+              + ("" if waited else " (each relay forwards in the order it stored, deps first, so with every estate"
+                                   " following every other a message seldom arrives before its deps)"))
         faults = {key: sum(relay.counts[key] for relay in relays) for key in ("lost", "reordered", "duplicated")}
         print(f"   the chaos relays lost {faults['lost']}, reordered {faults['reordered']}"
               f" and duplicated {faults['duplicated']} datagrams\n")
