@@ -1,4 +1,4 @@
-"""Causal buffering lag per route (empty until mailboxes record buffered events).
+"""Causal delivery per topic and publisher: buffering lag, rejected and abandoned messages, evidence, fetches.
 
 Run: `spark-submit spark/causal.py --input DIR [--output DIR]` or
 `flowcast spark causal --input DIR [--master URL]`.
@@ -14,8 +14,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import fcspark  # noqa: E402
 import metrics  # noqa: E402
+import report  # noqa: E402
 
-JOB = fcspark.Job("causal", metrics.causal, None)
+JOB = fcspark.Job("causal", metrics.causal, report.causal_notes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from fcspark import ensure_columns
 
-__all__ = ["causal", "delivery_latencies", "latency", "loss", "presence", "routed", "routed_latencies", "throughput"]
+__all__ = ["CAUSAL_COLUMNS", "causal", "delivery_latencies", "latency", "loss", "presence", "routed", "routed_latencies", "throughput"]
 
 #: percentile_approx accuracy: relative rank error 1/ACCURACY; on small inputs it is exact.
 ACCURACY = 10_000
@@ -132,7 +132,8 @@ def loss(events: DataFrame) -> dict[str, DataFrame]:
         return F.sum(_kind(kind).cast("long"))
 
     per_message = (
-        events.filter(F.col("msg_id").isNotNull() & ~F.col("kind").isin(*ROUTER_KINDS) & ~F.col("kind").startswith("cast-"))  # the routed and cast jobs'
+        events.filter(F.col("msg_id").isNotNull() & ~F.col("kind").isin(*ROUTER_KINDS)
+                      & ~F.col("kind").startswith("cast-") & ~F.col("kind").startswith("causal-"))  # other jobs'
         .groupBy("src", "dst", "msg_id")
         .agg(
             has("sent").alias("sent"),
@@ -211,32 +212,79 @@ def routed(events: DataFrame) -> dict[str, DataFrame]:
     return {"routed": table, "routed_refused": refusals}
 
 
-def causal(events: DataFrame) -> dict[str, DataFrame]:
-    """Causal buffering lag per route: how long buffered messages waited for their dependencies.
+#: The columns the causal job reads that older data (or a table made by hand) may lack: read as nulls.
+CAUSAL_COLUMNS = {
+    "estate": "string", "house": "string", "lag": "double", "latency": "double", "msg_id": "string", "topic": "string", "publisher": "string",
+    "sub": "string", "detail": "string", "remote": "string",
+}
 
-    Lag is the ``lag`` a mailbox reported on delivery, else buffered-to-
-    delivered time.  Data from before mailboxes existed has no buffered
-    events (and perhaps no ``lag`` column): the table is then empty, not an
-    error.
+
+def causal(events: DataFrame) -> dict[str, DataFrame]:
+    """Causal delivery per subscription, topic and publisher: buffering lag, rejected and abandoned
+    messages (``causal``); what was kept as evidence, by reason (``causal_evidence``); how long missing
+    dependencies took to fetch, per relay asked (``causal_fetch``).
+
+    Lag is the ``lag`` the mailbox reported on delivery (it stamped the
+    message when it buffered it), else buffered-to-delivered time, over the
+    messages that were buffered: one delivered at once has none to report.
+    One shuffle by message folds its events into flags, as ``loss`` does.
+    Data without causal events or columns gives empty tables, not an error.
     """
-    events = ensure_columns(events, {"lag": "double", "msg_id": "string", "src": "string", "dst": "string"})
+    events = ensure_columns(events, CAUSAL_COLUMNS).filter(F.col("kind").startswith("causal-"))
+
+    def has(kind: str):
+        return F.max(_kind(kind).cast("int"))
+
+    subscribed = events.filter(F.col("sub").isNotNull() & F.col("kind").isin(
+        "causal-buffered", "causal-delivered", "causal-rejected", "causal-abandoned"))
     per_message = (
-        _first_pair(events, "buffered", "delivered", "lag")
-        .filter(F.col("start_ts").isNotNull())
-        .withColumn("wait", F.coalesce(F.col("reported"), _seconds_between("end_ts", "start_ts")))
+        subscribed.groupBy("estate", "house", "sub", "topic", "publisher", "msg_id")
+        .agg(
+            has("causal-buffered").alias("was_buffered"),
+            has("causal-delivered").alias("delivered"),
+            has("causal-rejected").alias("rejected"),
+            has("causal-abandoned").alias("abandoned"),
+            F.min(F.when(_kind("causal-buffered"), F.col("ts"))).alias("start_ts"),
+            F.min(F.when(_kind("causal-delivered"), F.col("ts"))).alias("end_ts"),
+            F.max(F.when(_kind("causal-delivered"), F.col("lag"))).alias("reported"),
+        )
+        .withColumn("released", (F.col("was_buffered") == 1) & (F.col("delivered") == 1))
+        .withColumn("wait", F.when(F.col("released"), F.coalesce(F.col("reported"), _seconds_between("end_ts", "start_ts"))))
     )
-    stats = per_message.groupBy("src", "dst").agg(
-        F.count("*").alias("buffered"),
-        F.count("end_ts").alias("released"),
+    stats = per_message.groupBy("estate", "house", "sub", "topic", "publisher").agg(
+        F.sum("delivered").cast("long").alias("delivered"),
+        F.sum("was_buffered").cast("long").alias("buffered"),
+        F.sum(F.col("released").cast("long")).alias("released"),
         F.percentile_approx("wait", [0.5, 0.95], ACCURACY).alias("p"),
         F.max("wait").alias("max_lag"),
+        F.sum("rejected").cast("long").alias("rejected"),
+        F.sum("abandoned").cast("long").alias("abandoned"),
     )
-    return {
-        "causal": stats.select(
-            _route(), "buffered", "released",
-            F.col("p")[0].alias("p50_lag"), F.col("p")[1].alias("p95_lag"), "max_lag",
+    table = stats.select(
+        F.concat_ws("/", "estate", "house").alias("subscriber"), "sub", "topic", "publisher", "delivered",
+        "buffered", "released", F.col("p")[0].alias("p50_lag"), F.col("p")[1].alias("p95_lag"), "max_lag",
+        "rejected", "abandoned",
+    )
+    kept = events.filter(F.col("kind").isin("causal-rejected", "causal-abandoned", "causal-equivocation"))
+    evidence = (
+        kept.groupBy(
+            F.concat_ws("/", "estate", "house").alias("observer"), "topic", "publisher",
+            F.regexp_replace(F.col("kind"), "^causal-", "").alias("kind"),
+            F.when(_kind("causal-rejected"), F.trim(F.split(F.col("detail"), ":").getItem(0))).alias("reason"),
         )
-    }
+        .agg(F.countDistinct("msg_id").alias("messages"), F.count("*").alias("events"))
+    )
+    fetched = (
+        events.filter(_kind("causal-fetched"))
+        .groupBy(F.concat_ws("/", "estate", "house").alias("relay"), "topic", F.col("remote").alias("source"))
+        .agg(
+            F.count("*").alias("fetched"),
+            F.percentile_approx("latency", [0.5, 0.95], ACCURACY).alias("p"),
+            F.max("latency").alias("max_wait"),
+        )
+        .select("relay", "topic", "source", "fetched", F.col("p")[0].alias("p50_wait"), F.col("p")[1].alias("p95_wait"), "max_wait")
+    )
+    return {"causal": table, "causal_evidence": evidence, "causal_fetch": fetched}
 
 
 def presence(events: DataFrame) -> dict[str, DataFrame]:

@@ -21,14 +21,14 @@ import pandas as pd  # noqa: E402
 
 from fcspark import read_table  # noqa: E402
 
-__all__ = ["plot_latency", "plot_presence", "plot_throughput", "write_index"]
+__all__ = ["causal_notes", "plot_latency", "plot_presence", "plot_throughput", "write_index"]
 
 MAX_ROUTES = 12  # per-route plots; the tables keep every route
 SECTIONS = (
     ("latency", "Delivery latency per route", "latency-*.png"),
     ("throughput", "Throughput per route per minute", "throughput.png"),
     ("loss", "Loss, resends and missed segments", None),
-    ("causal", "Causal buffering lag", None),
+    ("causal", "Causal delivery per topic and publisher: buffering lag, evidence and fetches", None),
     ("presence", "Presence of remote estates", "presence.png"),
     ("routed", "Routed share to share: latency, loss and refusals per route", None),
     ("cast", "CAST per subscription: lag, resyncs and gaps", None),
@@ -125,13 +125,34 @@ def plot_presence(output: Path) -> list[str]:
     return []
 
 
+def causal_notes(output: Path) -> list[str]:
+    """The causal section's headline: what waited longest, and what was never delivered and why."""
+    table, evidence = read_table(output, "causal"), read_table(output, "causal_evidence")
+    if table is None or table.empty:
+        return ["no causal deliveries recorded"]
+    notes = [f"{int(table.delivered.sum())} delivered, {int(table.buffered.sum())} buffered first, "
+             f"{int(table.rejected.sum())} rejected, {int(table.abandoned.sum())} abandoned"]
+    timed = table[table.max_lag.notna()]
+    if not timed.empty:
+        worst = timed.sort_values(["max_lag", "subscriber"], ascending=[False, True]).iloc[0]
+        notes.append(f"longest wait {worst['max_lag']:.6g} s: topic {worst['topic']}, publisher {str(worst['publisher'])[:16]}..., "
+                     f"at {worst['subscriber']} ({worst['sub']})")
+    if evidence is not None and not evidence.empty:
+        equivocations = evidence[evidence.kind == "equivocation"]
+        if not equivocations.empty:
+            who = sorted({f"{t}/{str(p)[:16]}..." for t, p in zip(equivocations.topic, equivocations.publisher)})
+            notes.append(f"equivocation by {', '.join(who)}")
+    return notes
+
+
 def _table_html(output: Path, name: str, limit: int = 50) -> str:
     table = read_table(output, name)
     if table is None:
         return ""
     if table.empty:
         return "<p><em>empty</em></p>"
-    keys = [c for c in ("route", "observer", "remote", "minute", "since", "subscriber", "publisher", "sub") if c in table.columns]
+    keys = [c for c in ("route", "observer", "relay", "remote", "minute", "since", "subscriber", "topic", "publisher", "sub")
+            if c in table.columns]
     if keys:
         table = table.sort_values(keys, kind="stable")
     more = f"<p>first {limit} of {len(table)} rows</p>" if len(table) > limit else ""

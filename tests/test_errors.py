@@ -25,6 +25,8 @@ BUILTIN_BASES = {
     "flowcast.cast.inbox.InboxCorrupt": Exception,
     "flowcast.cast.names.CastNameError": ValueError,
     "flowcast.cast.sealing.SealError": ValueError,
+    "flowcast.causal.ledger.LedgerCorrupt": Exception,
+    "flowcast.causal.message.CausalError": ValueError,
     "flowcast.export.layout.ExportNameError": ValueError,
     "flowcast.export.reader.CorruptSegmentError": ValueError,
     "flowcast.export.schema.SchemaVersionError": ValueError,

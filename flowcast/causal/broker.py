@@ -151,7 +151,7 @@ class Broker:
                 return REJECTED
         reason = self._judge(sub, msg)
         if reason:
-            self.service.keep_evidence(msg, "predicate", None)
+            self.service.keep_evidence(msg, "predicate", None, reason)
             self.reject(sub, digest, msg.publisher, msg.epoch, reason)
             return REJECTED
         status, ready = box.offer(digest, msg.publisher, msg.epoch, tuple(d.hash for d in msg.deps), seq)

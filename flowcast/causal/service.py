@@ -187,9 +187,9 @@ class CausalService:
         if self.hooks.dropped is not None:
             self.hooks.dropped(topic, reason, source, publisher)
 
-    def keep_evidence(self, msg: TopicMsg, kind: str, other: bytes | None) -> None:
-        """Keep a signed message that proves misbehaviour; report it."""
-        reason = kind
+    def keep_evidence(self, msg: TopicMsg, kind: str, other: bytes | None = None, reason: str = "") -> None:
+        """Keep a signed message that proves misbehaviour (``other``: the message it equivocates with); report it."""
+        reason = reason or kind
         cap = (msg.publisher, "equivocation" if other is not None else kind, msg.epoch)
         self._evidence[cap] += 1
         if self._evidence[cap] > self.config.evidence_cap:
@@ -204,8 +204,6 @@ class CausalService:
             self.note("equivocations", msg.topic, msg.hash, {"publisher": msg.publisher.hex(), "other": other.hex()})
             if self.hooks.equivocation is not None:
                 self.hooks.equivocation(msg.topic, msg.publisher, other, msg.hash)
-        elif kind == "predicate":
-            kind, reason = "predicate", "failed predicate 2"
         self.ledger.keep(msg.hash, kind, msg.topic, msg.publisher, reason, other, self.clock(), msg.wire)
         self.counts[f"evidence_{kind}"] += 1
 

@@ -102,6 +102,7 @@ def cmd_run(argv: Sequence[str]) -> int:
 
         house.skedder.after_tick.append(follow_house(house, recorder))  # routed messages, once the flow has a router
         house.skedder.after_tick.append(recorder.follow_cast(house))  # CAST events, once something gives the house a service
+        house.skedder.after_tick.append(recorder.follow_causal(house))  # causal events, likewise
     try:
         house.run(args.until, handle_signals=True)
     finally:

@@ -11,8 +11,9 @@ report by eye.
 Two estates: ``alpha`` (house ``demo``) sends, ``beta`` (house ``main``)
 receives.  Route ``fast`` carries 100 messages with latencies 1..100 ms,
 route ``slow`` 20 messages of 10 ms (latency left for the job to derive
-from sent/delivered times), with resends, missed segments, causal
-buffering, one denial, and presence changes seen by alpha.
+from sent/delivered times), with resends, missed segments, five held back
+by the receiving link to restore order (transport ``buffered``, not
+causal), one denial, and presence changes seen by alpha.
 
 Their routers record share to share (flowcast.routing.events), on a third
 stretch of time: route ``tally`` 21 messages routed, 20 landed with
@@ -26,6 +27,14 @@ delivered 20 ms after they were stored, then beta is away (its lease
 lapses), resyncs from its cursor and gets the next 5 in one batch (11..15 s
 late, 4..0 seqs behind) with one sent twice and dropped; the last 2 expire
 before it asks again and reach it as a gap.
+
+On a fifth stretch, beta's causal mailboxes (flowcast.export.causalevents)
+deliver topic ``chat`` (subscription ``log``) from alice and bob and topic
+``news`` (``feed``) from alice: four of alice's chat messages wait 0.1..0.4 s
+for their deps, two of bob's 1 s and 3 s (the second with no reported lag:
+the job derives it), one of bob's is abandoned when its epoch closes and one
+rejected by predicate 2; beta fetches two deps from alpha (0.5 s and 1.5 s
+after they were missed), and alpha's relay catches bob equivocating.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ from typing import Any
 
 from flowcast.export.recorder import Recorder
 
-__all__ = ["DEMO_FLOW", "EPOCH", "EXPECTED", "FAST", "SLOW", "TALLY_ROUTE", "write_demo", "main"]
+__all__ = ["ALICE", "BOB", "DEMO_FLOW", "EPOCH", "EXPECTED", "FAST", "SLOW", "TALLY_ROUTE", "write_demo", "main"]
 
 #: 2026-11-22T00:00:00Z: the virtual clock's zero in wall time.
 EPOCH = 1_795_305_600.0
@@ -70,6 +79,7 @@ TALLY_ROUTE, SECRET_ROUTE, REPORT_ROUTE = (" -> ".join(r) for r in (TALLY, SECRE
 DENIAL = "denied: write of 'secret' by 'alpha' (peer) on 'main' denied by policy"
 CAST_SUB = "00112233445566778899aabbccddeeff"  # beta's subscription id, hex
 CAST_PATTERN = "alpha/news/*"
+ALICE, BOB = "a1" * 32, "b0" * 32  # causal publishers' verify keys, hex
 
 EXPECTED: dict[str, Any] = {
     "share_events": {"counter": 5, "light": 1},
@@ -85,7 +95,20 @@ EXPECTED: dict[str, Any] = {
         FAST_ROUTE: (100, 100, 0, 0, 0, 0),
         SLOW_ROUTE: (20, 19, 1, 2, 3, 1),
     },
-    "causal": {SLOW_ROUTE: (5, 0.3, 0.5)},  # route -> (buffered, p50 lag, max lag)
+    # (subscriber, sub, topic, publisher) -> (delivered, buffered, released, p50_lag, p95_lag, max_lag, rejected, abandoned)
+    "causal": {
+        ("beta/main", "log", "chat", ALICE): (10, 4, 4, 0.2, 0.4, 0.4, 0, 0),
+        ("beta/main", "log", "chat", BOB): (5, 3, 2, 1.0, 3.0, 3.0, 1, 1),
+        ("beta/main", "feed", "news", ALICE): (3, 0, 0, None, None, None, 0, 0),
+    },
+    # (observer, topic, publisher, kind, reason) -> (messages, events)
+    "causal_evidence": {
+        ("beta/main", "chat", BOB, "rejected", "not a reply"): (1, 1),
+        ("beta/main", "chat", BOB, "abandoned", None): (1, 1),
+        ("alpha/demo", "chat", BOB, "equivocation", None): (1, 1),
+    },
+    # (relay, topic, source) -> (fetched, p50_wait, p95_wait, max_wait)
+    "causal_fetch": {("beta/main", "chat", "alpha"): (2, 0.5, 1.5, 1.5)},
     "presence": [  # (remote, status, since, until) seconds from EPOCH
         ("beta", "joined", 0.0, 60.0),
         ("beta", "lost", 60.0, 70.0),
@@ -102,7 +125,8 @@ EXPECTED: dict[str, Any] = {
     # (publisher, subscriber, sub) -> (pattern, resyncs, resync_seqs, asked, forwarded, batches, duplicates, gaps,
     # gap_seqs, leases_expired)
     "cast_resync": {("alpha", "beta", CAST_SUB): (CAST_PATTERN, 1, 5, 1, 10, 6, 1, 1, 2, 1)},
-    "events": 6 + 100 * 2 + 20 + 19 + 2 + 3 + 5 + 1 + 3 + (21 + 20) + (1 + 1) + (1 + 1) + (12 + 6 + 10 + 2 + 1 + 1 + 2),
+    "events": 6 + 100 * 2 + 20 + 19 + 2 + 3 + 5 + 1 + 3 + (21 + 20) + (1 + 1) + (1 + 1) + (12 + 6 + 10 + 2 + 1 + 1 + 2)
+    + (14 + 10 + 3 + 2 + 1),
 }
 
 
@@ -146,15 +170,15 @@ def write_demo(root: Path | str, **writer: Any) -> dict[str, Any]:
         if i == 19:
             beta.message("denied", f"slow-{i}", SLOW[0], SLOW[1], 2048, detail="not authorized")
             continue
-        if i < 5:  # causally buffered for (i + 1) / 10 s before delivery
-            lag = (i + 1) / 10
+        if i < 5:  # held by the link for (i + 1) / 10 s until the message before it came
             beta.message("buffered", f"slow-{i}", SLOW[0], SLOW[1], 2048)
-            at(t + 0.010 + lag)
-            beta.message("delivered", f"slow-{i}", SLOW[0], SLOW[1], 2048, lag=lag)
+            at(t + 0.010 + (i + 1) / 10)
+            beta.message("delivered", f"slow-{i}", SLOW[0], SLOW[1], 2048)
         else:
             beta.message("delivered", f"slow-{i}", SLOW[0], SLOW[1], 2048)
     _routes(at, alpha, beta)
     _cast(at, alpha, beta)
+    _causal(at, alpha, beta)
     for t, status in ((0.0, "joined"), (60.0, "lost"), (70.0, "joined")):
         at(t)
         alpha.presence("beta", status)
@@ -217,6 +241,43 @@ def _cast(at: Callable[[float], None], alpha: Recorder, beta: Recorder) -> None:
     at(400.01)
     beta.cast("cast-gap", None, "alpha", seq=11, upto=12, count=2, sub=CAST_SUB, name=CAST_PATTERN, detail="delivered")
 
+
+def _causal(at: Callable[[float], None], alpha: Recorder, beta: Recorder) -> None:
+    """Causal events as beta's mailboxes and both relays record them (docs/export.md "Causal events")."""
+    def ids(prefix: int, n: int) -> list[str]:
+        return [f"{prefix:02x}{i:062x}" for i in range(n)]
+
+    log = {"sub": "log", "share": "chat.log"}
+    for i, h in enumerate(ids(0xA1, 10)):  # alice on chat: the even ones from 2 on wait i/20 s
+        at(500.0 + i)
+        lag = i / 20 if i in (2, 4, 6, 8) else 0.0
+        if lag:
+            beta.causal("causal-buffered", h, "chat", ALICE, epoch=0, seq=i + 1, count=1, **log)
+            at(500.0 + i + lag)
+        beta.causal("causal-delivered", h, "chat", ALICE, epoch=0, seq=i + 1, lag=lag, **log)
+    at(510.0)
+    beta.causal("causal-fetched", "0f" * 32, "chat", None, latency=0.5, remote="alpha")
+    bob = ids(0xB0, 7)
+    for j, h in enumerate(bob[:5]):  # bob on chat, every 5 s: the second and fourth wait 1 s and 3 s
+        at(520.0 + 5 * j)
+        if j in (1, 3):
+            beta.causal("causal-buffered", h, "chat", BOB, epoch=0, seq=20 + j, count=1, **log)
+            at(520.0 + 5 * j + j)
+        lag = {1: 1.0, 3: None}.get(j, 0.0)  # the fourth's lag left for the job to derive from the times
+        beta.causal("causal-delivered", h, "chat", BOB, epoch=0, seq=20 + j, lag=lag, **log)
+    at(545.0)  # one waits for a dep that never comes
+    beta.causal("causal-buffered", bob[5], "chat", BOB, epoch=0, seq=25, count=1, **log)
+    at(550.0)
+    beta.causal("causal-rejected", bob[6], "chat", BOB, detail="not a reply: names nothing it answers", **log)
+    at(552.0)
+    beta.causal("causal-fetched", "1f" * 32, "chat", None, latency=1.5, remote="alpha")
+    at(555.0)
+    alpha.causal("causal-equivocation", "ed" * 32, "chat", BOB, detail="de" * 32)
+    at(560.0)  # its epoch closes
+    beta.causal("causal-abandoned", bob[5], "chat", BOB, epoch=0, seq=25, count=1, detail="ee" * 32, **log)
+    for k, h in enumerate(ids(0xA2, 3)):  # alice on news: nothing waits
+        at(570.0 + k)
+        beta.causal("causal-delivered", h, "news", ALICE, epoch=0, seq=40 + k, lag=0.0, sub="feed", share="news.feed")
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m flowcast.export.demo", description=__doc__.splitlines()[0])

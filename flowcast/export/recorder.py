@@ -13,12 +13,15 @@ Public API for the transport, routers, cast and causal layers::
     recorder.presence(remote, status, detail=None)
     recorder.cast(kind, msg_id, remote, *, size=None, latency=None, seq=None,
                   upto=None, count=None, sub=None, name=None, detail=None)
+    recorder.causal(kind, msg_id, topic, publisher, *, epoch=None, seq=None, lag=None,
+                    latency=None, count=None, sub=None, share=None, remote=None, detail=None)
 
 ``kind`` is one of :data:`flowcast.export.schema.MESSAGE_KINDS`.  ``src`` and
 ``dst`` are route tuples ``(share, yard, estate, channel)`` or their text;
 ``latency`` and ``lag`` are seconds.  Shares marked for logging are recorded
 through their watchers (:meth:`Recorder.watch_house`), with no call needed;
-so is a house's CAST service (:meth:`Recorder.watch_cast`, from ``watch_house``).
+so are a house's CAST and causal services (:meth:`Recorder.watch_cast`,
+:meth:`Recorder.watch_causal`, from ``watch_house``).
 
 Event time is the house clock (``clock()``, the same one that stamps
 shares) plus ``epoch``, the wall time at clock zero, so a virtual-clock run
@@ -32,7 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flowcast.export.castevents import CastRecorder
-from flowcast.export.schema import CAST_KINDS, MESSAGE_KINDS, PRESENCE_KIND
+from flowcast.export.causalevents import CausalRecorder
+from flowcast.export.schema import CAST_KINDS, CAUSAL_KINDS, MESSAGE_KINDS, PRESENCE_KIND
 from flowcast.export.segments import _COUNT, Recovery, SegmentWriter, route_text
 from flowcast.runtime import wall_now
 from flowcast.store import HouseLike, Share
@@ -44,6 +48,7 @@ __all__ = ["Recorder", "route_text"]
 
 _KINDS = frozenset(MESSAGE_KINDS)
 _CAST = frozenset(CAST_KINDS)
+_CAUSAL = frozenset(CAUSAL_KINDS)
 _pack = _COUNT.pack_into
 
 
@@ -80,6 +85,7 @@ class Recorder:
         self._journaled = 0
         self._watched: list[Share] = []
         self._casts: list[CastRecorder] = []
+        self._causals: list[CausalRecorder] = []
         self.closed = False
         #: Events offered after close and not recorded (a hook left in place).
         self.after_close = 0
@@ -159,6 +165,28 @@ class Recorder:
             raise ValueError(f"unknown CAST event kind {kind!r}; want one of {', '.join(CAST_KINDS)}")
         self._add((self._now(), kind, msg_id, remote, size, latency, seq, upto, count, sub, name, detail))
 
+    def causal(
+        self,
+        kind: str,
+        msg_id: str | None,
+        topic: str | None,
+        publisher: str | None,
+        *,
+        epoch: int | None = None,
+        seq: int | None = None,
+        lag: float | None = None,
+        latency: float | None = None,
+        count: int | None = None,
+        sub: str | None = None,
+        share: str | None = None,
+        remote: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """Record one causal event (``kind`` in :data:`flowcast.export.schema.CAUSAL_KINDS`; docs/export.md)."""
+        if kind not in _CAUSAL:
+            raise ValueError(f"unknown causal event kind {kind!r}; want one of {', '.join(CAUSAL_KINDS)}")
+        self._add((self._now(), kind, msg_id, topic, publisher, epoch, seq, lag, latency, count, sub, share, remote, detail))
+
     def _on_share(self, share: Share) -> None:
         history = share.history
         if history:
@@ -201,21 +229,15 @@ class Recorder:
         service = getattr(house, "cast", None)
         if service is not None:
             self.watch_cast(service)
+        service = getattr(house, "causal", None)
+        if service is not None:
+            self.watch_causal(service)
         return names
 
     def follow_cast(self, house: Any) -> Callable[[], None]:
         """A chore for the house's ticks: watch ``house.cast`` once it is set (behaviours or
         user code may attach a service after this recorder exists); one identity check a tick."""
-        watched: list[Any] = [None]
-
-        def chore() -> None:
-            service = getattr(house, "cast", None)
-            if service is not None and service is not watched[0] and not self.closed:
-                if not any(listeners.service is service for listeners in self._casts):  # watch_house did
-                    self.watch_cast(service)
-                watched[0] = service
-
-        return chore
+        return self._follow(house, "cast", self._casts, self.watch_cast)
 
     def watch_cast(self, service: Any) -> CastRecorder:
         """Record a CastService's cache and delivery events (flowcast.export.castevents) until close."""
@@ -223,6 +245,31 @@ class Recorder:
             raise ValueError("recorder is closed")
         listeners = CastRecorder(service, self)
         self._casts.append(listeners)
+        return listeners
+
+    def follow_causal(self, house: Any) -> Callable[[], None]:
+        """As :meth:`follow_cast`, for ``house.causal`` (a CausalService attaches itself after the
+        house's CAST service, so usually after a recorder made at start)."""
+        return self._follow(house, "causal", self._causals, self.watch_causal)
+
+    def _follow(self, house: Any, attribute: str, watching: list[Any], watch: Callable[[Any], Any]) -> Callable[[], None]:
+        watched: list[Any] = [None]
+
+        def chore() -> None:
+            service = getattr(house, attribute, None)
+            if service is not None and service is not watched[0] and not self.closed:
+                if not any(listeners.service is service for listeners in watching):  # watch_house did
+                    watch(service)
+                watched[0] = service
+
+        return chore
+
+    def watch_causal(self, service: Any) -> CausalRecorder:
+        """Record a CausalService's mailbox and relay events (flowcast.export.causalevents) until close."""
+        if self.closed:
+            raise ValueError("recorder is closed")
+        listeners = CausalRecorder(service, self)
+        self._causals.append(listeners)
         return listeners
 
     # -- batches -----------------------------------------------------------
@@ -279,9 +326,10 @@ class Recorder:
             except ValueError:
                 pass
         self._watched.clear()
-        for listeners in self._casts:
+        for listeners in (*self._casts, *self._causals):
             listeners.detach()
         self._casts.clear()
+        self._causals.clear()
         self.writer.close()
         return list(self.writer.published)
 

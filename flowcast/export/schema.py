@@ -28,6 +28,8 @@ __all__ = [
     "PRESENCE_KIND",
     "CAST_KINDS",
     "CAST_ROW_COLUMNS",
+    "CAUSAL_KINDS",
+    "CAUSAL_ROW_COLUMNS",
     "KINDS",
     "ROW_COLUMNS",
     "SchemaVersionError",
@@ -37,7 +39,8 @@ __all__ = [
 
 #: The version this flowcast writes, and the newest it reads.  Version 2 added the CAST events and
 #: their columns: a version-1 reader would count their message ids into its transport loss table.
-SCHEMA_VERSION = 2
+#: Version 3 added the causal events and their columns, for the same reason.
+SCHEMA_VERSION = 3
 #: Parquet key-value metadata key holding the version as ASCII digits.
 VERSION_KEY = b"flowcast.export.schema_version"
 
@@ -68,7 +71,16 @@ CAST_KINDS = (
     "cast-delivered",
     "cast-duplicate",
 )
-KINDS = (SHARE_KIND, PRESENCE_KIND, *MESSAGE_KINDS, *CAST_KINDS)
+#: Causal mailbox and relay events (flowcast.export.causalevents): per subscription, then per relay.
+CAUSAL_KINDS = (
+    "causal-buffered",
+    "causal-delivered",
+    "causal-rejected",
+    "causal-abandoned",
+    "causal-equivocation",
+    "causal-fetched",
+)
+KINDS = (SHARE_KIND, PRESENCE_KIND, *MESSAGE_KINDS, *CAST_KINDS, *CAUSAL_KINDS)
 
 UTC_US = pa.timestamp("us", tz="UTC")  # nanoseconds fail to read in Spark
 
@@ -97,6 +109,10 @@ SCHEMA = pa.schema(
         pa.field("count", pa.int64()),  # messages in a forwarded batch; seqs in a resync or gap range
         pa.field("sub", pa.string()),  # subscription id (hex), the same at both estates
         pa.field("name", pa.string()),  # the message's name, or the subscription's pattern
+        # Version 3, causal events:
+        pa.field("topic", pa.string()),  # the causal topic
+        pa.field("publisher", pa.string()),  # the message's publisher key, hex
+        pa.field("epoch", pa.int64()),  # the message's epoch
     ],
     metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
 )
@@ -121,8 +137,15 @@ ROW_COLUMNS = (
 #: Columns a CAST row carries, in order (recorder.cast).
 CAST_ROW_COLUMNS = ("stamp", "kind", "msg_id", "remote", "size", "latency", "seq", "upto", "count", "sub", "name", "detail")
 
+#: Columns a causal row carries, in order (flowcast.export.causalevents).  Its length (14) tells it
+#: apart from the other row shapes (segments.rows_to_batches).
+CAUSAL_ROW_COLUMNS = (
+    "stamp", "kind", "msg_id", "topic", "publisher", "epoch", "seq", "lag", "latency", "count", "sub", "share",
+    "remote", "detail",
+)
+
 #: Low-cardinality columns worth dictionary-encoding (the rest are mostly unique).
-DICTIONARY_COLUMNS = ["schema_version", "estate", "house", "kind", "share", "src", "dst", "remote", "detail", "sub"]
+DICTIONARY_COLUMNS = ["schema_version", "estate", "house", "kind", "share", "src", "dst", "remote", "detail", "sub", "topic", "publisher"]
 
 
 class SchemaVersionError(ValueError, Error):

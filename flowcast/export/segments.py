@@ -33,6 +33,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,9 @@ import pyarrow.parquet as pq
 
 from flowcast.errors import Error
 from flowcast.export.layout import check_part, inprogress, journal_dir, partition_dir, publish
-from flowcast.export.schema import CAST_ROW_COLUMNS, DICTIONARY_COLUMNS, SCHEMA, SCHEMA_VERSION, SHARE_KIND
+from flowcast.export.schema import (
+    CAST_ROW_COLUMNS, CAUSAL_ROW_COLUMNS, DICTIONARY_COLUMNS, ROW_COLUMNS, SCHEMA, SCHEMA_VERSION, SHARE_KIND,
+)
 from flowcast.export.reader import CorruptSegmentError, conform
 
 __all__ = ["Recovery", "SegmentWriter", "route_text", "rows_to_batch", "rows_to_batches", "write_parquet"]
@@ -141,9 +144,14 @@ def _message_batch(rows: Sequence[tuple], estate: str, house: str, epoch_us: int
     return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
 
 
-def _cast_batch(rows: Sequence[tuple], estate: str, house: str, epoch_us: int) -> pa.RecordBatch:
+def _named_batch(names: tuple[str, ...]) -> Callable[[Sequence[tuple], str, str, int], pa.RecordBatch]:
+    """The batch maker for rows of the columns ``names`` (CAST's and causal events' shapes)."""
+    return partial(_columns_batch, names)
+
+
+def _columns_batch(names: tuple[str, ...], rows: Sequence[tuple], estate: str, house: str, epoch_us: int) -> pa.RecordBatch:
     n = len(rows)
-    values = dict(zip(CAST_ROW_COLUMNS, zip(*rows)))
+    values = dict(zip(names, zip(*rows)))
     stamps, ts = _times(values.pop("stamp"), n, epoch_us)
     known = {"schema_version": _constant(SCHEMA_VERSION, pa.int16(), n), "ts": ts, "stamp": stamps,
              "estate": _constant(estate, pa.string(), n), "house": _constant(house, pa.string(), n)}
@@ -172,16 +180,21 @@ def _share_batch(rows: Sequence[tuple], estate: str, house: str, epoch_us: int) 
     return pa.RecordBatch.from_arrays(head + tail, schema=SCHEMA)
 
 
-_CAST_LEN = len(CAST_ROW_COLUMNS)
-_SHAPES = ((3, _share_batch), (_CAST_LEN, _cast_batch))
+_SHAPES = ((3, _share_batch), (len(CAST_ROW_COLUMNS), _named_batch(CAST_ROW_COLUMNS)),
+           (len(CAUSAL_ROW_COLUMNS), _named_batch(CAUSAL_ROW_COLUMNS)))
+_OTHER = frozenset(length for length, _ in _SHAPES)
+# Shapes are told apart by length alone: a new one must not share a length with another, nor with a message row.
+if len(_OTHER) != len(_SHAPES) or len(ROW_COLUMNS) in _OTHER:
+    raise RuntimeError("export row shapes must differ in length")
 
 
 def rows_to_batches(rows: Sequence[tuple], estate: str, house: str, epoch_us: int) -> list[pa.RecordBatch]:
     """Recorder rows to batches of the export schema.
 
     Three row shapes come in: share changes ``(stamp, share, fields)``,
-    message/presence events (``schema.ROW_COLUMNS`` order) and CAST events
-    (``schema.CAST_ROW_COLUMNS``, told apart by their length); each shape
+    message/presence events (``schema.ROW_COLUMNS`` order), CAST events
+    (``schema.CAST_ROW_COLUMNS``) and causal events (``schema.CAUSAL_ROW_COLUMNS``),
+    told apart by their length; each shape
     becomes its own batch.  Conversion happens here, per batch, rather than
     per event in the house: column-wise it costs about a microsecond an event.
     """
@@ -190,7 +203,7 @@ def rows_to_batches(rows: Sequence[tuple], estate: str, house: str, epoch_us: in
         (length,) = shapes
         return [dict(_SHAPES).get(length, _message_batch)(rows, estate, house, epoch_us)]
     batches = [make([r for r in rows if len(r) == length], estate, house, epoch_us) for length, make in _SHAPES if length in shapes]
-    other = [r for r in rows if len(r) not in (3, _CAST_LEN)]
+    other = [r for r in rows if len(r) not in _OTHER]
     if other:
         batches.append(_message_batch(other, estate, house, epoch_us))
     return batches

@@ -13,9 +13,9 @@ import pytest
 import all as all_jobs
 import fcspark
 import metrics
-from flowcast.export.demo import EPOCH, EXPECTED, FAST_ROUTE, SLOW_ROUTE
+from flowcast.export.demo import BOB, EPOCH, EXPECTED, FAST_ROUTE, SLOW_ROUTE
 from flowcast.export.layout import segment_files
-from flowcast.export.schema import VERSION_KEY
+from flowcast.export.schema import SCHEMA_VERSION, VERSION_KEY
 
 
 def _rows(output: Path, table: str) -> list[dict]:
@@ -64,12 +64,30 @@ def test_loss_resend_and_missed_counts(report) -> None:
     assert got == EXPECTED["loss"]
 
 
-def test_causal_buffering_lag(report) -> None:
+def test_causal_lag_per_subscription_topic_and_publisher(report) -> None:
     output, _ = report
-    got = {r["route"]: (r["buffered"], r["p50_lag"], r["max_lag"]) for r in _rows(output, "causal")}
-    assert set(got) == set(EXPECTED["causal"])
-    for route, want in EXPECTED["causal"].items():
-        assert got[route] == pytest.approx(want, abs=1e-9), route
+    columns = ("delivered", "buffered", "released", "p50_lag", "p95_lag", "max_lag", "rejected", "abandoned")
+    got = {(r["subscriber"], r["sub"], r["topic"], r["publisher"]): tuple(r[c] for c in columns) for r in _rows(output, "causal")}
+    assert set(got) == set(EXPECTED["causal"])  # the slow route's transport ``buffered`` events are not causal
+    for key, want in EXPECTED["causal"].items():
+        assert got[key][:3] == want[:3] and got[key][6:] == want[6:], key
+        if want[3] is None:
+            assert got[key][3:6] == want[3:6], key
+        else:
+            assert got[key][3:6] == pytest.approx(want[3:6], abs=1e-9), key
+    evidence = {
+        (r["observer"], r["topic"], r["publisher"], r["kind"], r["reason"]): (r["messages"], r["events"])
+        for r in _rows(output, "causal_evidence")
+    }
+    assert evidence == EXPECTED["causal_evidence"]
+    fetch = {(r["relay"], r["topic"], r["source"]): (r["fetched"], r["p50_wait"], r["p95_wait"], r["max_wait"])
+             for r in _rows(output, "causal_fetch")}
+    assert fetch == EXPECTED["causal_fetch"]
+    index = (output / "index.html").read_text()
+    assert "Causal delivery per topic and publisher" in index
+    assert all(f"tables/{t}" in index for t in ("causal", "causal_evidence", "causal_fetch"))
+    assert "18 delivered, 7 buffered first, 1 rejected, 1 abandoned" in index
+    assert f"longest wait 3 s: topic chat, publisher {BOB[:16]}..., at beta/main (log)" in index
 
 
 def test_presence_timeline(report) -> None:
@@ -134,8 +152,9 @@ def test_jobs_handle_absent_causal_columns(spark) -> None:
     events = spark.createDataFrame(
         [Row(kind="delivered", src="a", dst="b", ts=datetime(2026, 1, 1), msg_id="m", latency=0.1)]
     )
-    assert "lag" not in events.columns
-    assert metrics.causal(events)["causal"].count() == 0
+    assert not {"lag", "topic", "publisher", "estate"} & set(events.columns)
+    tables = metrics.causal(events)
+    assert {name: df.count() for name, df in tables.items()} == {"causal": 0, "causal_evidence": 0, "causal_fetch": 0}
 
 
 def test_corrupt_and_truncated_files_are_counted_skips(spark, demo: Path, tmp_path: Path) -> None:
@@ -182,9 +201,9 @@ def test_cluster_urls_are_read_as_given_and_versions_checked_in_rows(
     shutil.copytree(demo, root)
     path = next(p for *_, p in segment_files(root))
     table = pq.read_table(path)
-    version = pa.array([3] * table.num_rows, pa.int16())
+    version = pa.array([SCHEMA_VERSION + 1] * table.num_rows, pa.int16())
     pq.write_table(table.set_column(0, table.schema.field(0), version), path)
-    with pytest.raises(fcspark.JobError, match="export schema version 3 is newer than this flowcast reads"):
+    with pytest.raises(fcspark.JobError, match=f"export schema version {SCHEMA_VERSION + 1} is newer than this flowcast reads"):
         fcspark.load_events(spark, str(root))
 
 
@@ -200,3 +219,30 @@ def test_empty_and_missing_inputs_never_crash(spark, tmp_path: Path, capsys: pyt
     assert "no presence changes recorded" in (tmp_path / "out" / "index.html").read_text()
     assert sparkcli.main(["loss", "--input", str(tmp_path / "nope"), "--output", str(tmp_path / "o")]) == 2
     assert "is not a directory" in capsys.readouterr().err
+
+
+def test_causal_job_on_a_real_causal_run_matches_its_rows(spark, tmp_path: Path) -> None:
+    """The causal job over a simulated CausalService's export (tests/export/causalrun.py), checked against the rows."""
+    from flowcast.export import read_segments
+    from flowcast.export.collect import collect
+    from tests.export.causalrun import causal_run
+
+    run = causal_run(tmp_path / "causal", tmp_path / "live")
+    assert collect([tmp_path / "live"], tmp_path / "in").skipped == []
+    rows = [r for r in read_segments(run.paths)[0].to_pylist() if r["kind"].startswith("causal-")]
+    summary = fcspark.run_jobs(spark, [all_jobs.causal.JOB], tmp_path / "in", tmp_path / "out")
+    assert summary["jobs"]["causal"]["tables"] == {"causal": 2, "causal_evidence": 3, "causal_fetch": 1}
+    table = {r["publisher"]: r for r in _rows(tmp_path / "out", "causal")}
+    lag = next(r["lag"] for r in rows if r["kind"] == "causal-delivered" and r["msg_id"] == run.second.hash.hex())
+    alpha, gamma = table[run.alpha], table[run.gamma]
+    assert (alpha["subscriber"], alpha["sub"], alpha["topic"]) == ("gamma/manor", run.sub.name, "log")
+    assert (alpha["delivered"], alpha["buffered"], alpha["released"], alpha["rejected"], alpha["abandoned"]) == (4, 1, 1, 1, 0)
+    assert alpha["p50_lag"] == alpha["p95_lag"] == alpha["max_lag"] == pytest.approx(lag, abs=1e-9)
+    assert (gamma["delivered"], gamma["buffered"], gamma["released"], gamma["rejected"], gamma["abandoned"]) == (0, 1, 0, 0, 1)
+    assert gamma["max_lag"] is None  # never released: no lag to report
+    evidence = {(r["publisher"], r["kind"], r["reason"]): r["messages"] for r in _rows(tmp_path / "out", "causal_evidence")}
+    assert evidence == {(run.alpha, "rejected", "rude"): 1, (run.alpha, "equivocation", None): 1, (run.gamma, "abandoned", None): 1}
+    (fetch,) = _rows(tmp_path / "out", "causal_fetch")
+    waited = next(r["latency"] for r in rows if r["kind"] == "causal-fetched")
+    assert (fetch["relay"], fetch["source"], fetch["fetched"]) == ("gamma/manor", "alpha", 1)
+    assert fetch["max_wait"] == pytest.approx(waited, abs=1e-9)
