@@ -3,7 +3,7 @@
 Loaded by ``flows/causal-log.flo``::
 
     do causal subscribe to got with topic "log" valid "causal demo valid"
-    do causal demo writer with me "alpha" posts 10 rate 4.0 file "houses/run/alpha/log.jsonl" from got to outbox
+    do causal demo writer with me "alpha" posts 10 rate 4.0 file "houses/run/causal-alpha/log.jsonl" from got to outbox
 
 Each estate posts ``posts`` lines to the topic ``log`` and answers every
 post of the other estates once; an answer names the post it answers as a

@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     from flowcast.causal.keys import create_signer
 
     run = root / "houses" / "run"
-    for name in (*ESTATES, "causal-keys"):
+    for name in (*(f"causal-{e}" for e in ESTATES), "causal-keys"):
         shutil.rmtree(run / name, ignore_errors=True)  # fresh keys, caches, mailboxes and logs
     for name in ESTATES:
         create_signer(run / "causal-keys", name)
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"flowcast demo causal: cannot start the chaos relays on 7580-7581: {error}", file=sys.stderr)
         return 1
     estates = _Estates(root)
-    logs = {name: run / name / "log.jsonl" for name in ESTATES}
+    logs = {name: run / f"causal-{name}" / "log.jsonl" for name in ESTATES}
     ok = False
     until = time.monotonic() + args.timeout
     started = time.monotonic()
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, code in codes.items():
             if code not in (0, -signal.SIGTERM) or not ok:
                 print(f"\n{name} exited {code}:\n{estates.output(name)[-4000:]}", file=sys.stderr)
-    print(f"flowcast demo causal: {'done' if ok else 'failed'}; logs in {run}/*/logs")
+    print(f"flowcast demo causal: {'done' if ok else 'failed'}; logs in {run}/causal-*/logs")
     return 0 if ok else 1
 
 
