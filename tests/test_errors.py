@@ -25,6 +25,7 @@ BUILTIN_BASES = {
     "flowcast.cast.inbox.InboxCorrupt": Exception,
     "flowcast.cast.names.CastNameError": ValueError,
     "flowcast.cast.sealing.SealError": ValueError,
+    "flowcast.causal.keys.KeyFileError": ValueError,
     "flowcast.causal.ledger.LedgerCorrupt": Exception,
     "flowcast.causal.message.CausalError": ValueError,
     "flowcast.export.layout.ExportNameError": ValueError,

@@ -47,7 +47,7 @@ __all__ = ["Behaviour", "BehaviourError", "Io", "Param", "Registry", "behaviour"
 MARK = "__flowcast_behaviour__"
 ENTRY_POINT_GROUP = "flowcast.behaviours"
 #: flowcast's own entries of that group (pyproject.toml), loaded even when the installed metadata predates one.
-STOCK_MODULES = ("flowcast.behaving.stock", "flowcast.routing.behaviours", "flowcast.cast.behaviours")
+STOCK_MODULES = ("flowcast.behaving.stock", "flowcast.routing.behaviours", "flowcast.cast.behaviours", "flowcast.causal.behaviours")
 
 T = TypeVar("T")
 
@@ -287,6 +287,9 @@ class Io:
     #: The House running this behaviour (None when a flow is built bare):
     #: how wiring behaviours reach its scheduler and router.
     house: HouseLike | None = None
+    #: The house build's behaviours: how a behaviour finds another it is
+    #: given by name (``causal subscribe``'s ``valid`` predicate).
+    registry: "Registry | None" = None
 
     @property
     def input(self) -> Any:

@@ -26,6 +26,7 @@ DELEGATED = {
     "spark": ("flowcast.export.sparkcli", "run a Spark analysis job over exported segments"),
     "status": ("flowcast.house.status", "show a running estate: houses, remotes, routes, rates, denials"),
     "cast": ("flowcast.house.castcli", "an estate's CAST: ls (leases, cursors, lag), stats, tail PATTERN"),
+    "causal": ("flowcast.house.causalcli", "causal mailboxes: keygen NAME --dir DIR, status LAYOUT"),
 }
 
 

@@ -318,7 +318,7 @@ class ActCompiler:
         except BehaviourError as error:
             self.error(str(error), act.where)
             return None
-        io = Io(self.store, framer=framer.name, frame=frame.name, house=self.house)
+        io = Io(self.store, framer=framer.name, frame=frame.name, house=self.house, registry=self.registry)
         for ref in act.args.get("from") or ():
             share = self.share(ref, framer, frame, act.where)
             if share is not None:

@@ -46,8 +46,12 @@ def main(argv: list[str] | None = None) -> int:
         from flowcast.house.castdemo import main as cast_demo
 
         return cast_demo(argv[1:])
+    if argv[:1] == ["causal"]:  # flowcast demo causal: a causal log between estates alpha, beta and gamma
+        from flowcast.house.causaldemo import main as causal_demo
+
+        return causal_demo(argv[1:])
     parser = argparse.ArgumentParser(prog="flowcast demo", description=__doc__.splitlines()[0],
-                                     epilog="'flowcast demo cast' runs the CAST example instead (flowcast demo cast --help)")
+                                     epilog="'flowcast demo cast' and 'flowcast demo causal' run the CAST and causal examples instead (... --help)")
     parser.add_argument("--timeout", type=float, default=30.0, help="give up after this many seconds (default 30)")
     args = parser.parse_args(argv)
     root = example_root("houses/pingpong-alpha.yaml", "flows/ping.flo")

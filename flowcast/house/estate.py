@@ -23,6 +23,7 @@ from typing import Any
 
 from flowcast.cast import CacheError
 from flowcast.house.castwire import wire_cast
+from flowcast.house.layoutcausal import wire_causal
 from flowcast.house.handoff import Handoff, not_dumpable
 from flowcast.house.house import House, load_house
 from flowcast.house.layout import EstateLayout, HousePlan, load_layout, plan_houses
@@ -89,6 +90,8 @@ def _wire(house: House, layout: EstateLayout, plan: list[HousePlan], mine: House
     yard = mine.yard
     manor = plan[0].yard
     channels = list(layout.roads)
+    if layout.causal is not None:  # declares the 'causal' permission (fetches) before the policy granting it is read
+        import flowcast.causal.sync  # noqa: F401
     wire_router(
         house,
         estate=layout.estate,
@@ -100,6 +103,8 @@ def _wire(house: House, layout: EstateLayout, plan: list[HousePlan], mine: House
     wire_lane(house, lane_dir(layout), [p.yard for p in plan], keys=keys)
     if layout.cast is not None:
         wire_cast(house, layout.cast, layout.estate, yard)
+        if layout.causal is not None and yard == layout.causal.house:  # the relay lives with the CAST cache
+            wire_causal(house, layout.causal, layout.cast)
     if mine.manor:
         for road in layout.roads.values():
             stack = wire_road(
@@ -183,6 +188,9 @@ def _status_writer(house: HouseLike, path: Path, yard: str, manor: bool):  # typ
         cast = getattr(house, "cast", None)  # a house-like without the slot (a test's stand-in) has none
         if cast is not None:  # leases held and subscriptions, for 'flowcast cast ls' (the cache itself it reads from disk)
             status["cast"] = cast.status()
+        causal = getattr(house, "causal", None)
+        if causal is not None:  # counts, buffered and missing per topic, for 'flowcast causal status'
+            status["causal"] = causal.status()
         try:
             # Replaced whole (readers never see half a file) but not fsynced:
             # a status is worth nothing after a crash, and a house must not

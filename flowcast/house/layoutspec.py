@@ -30,8 +30,8 @@ __all__ = [
 
 #: Acceptance policies of a road, as the keep knows them.
 ACCEPTANCES: tuple[str, ...] = tuple(a.value for a in Acceptance)
-#: What a policy rule grants or refuses (``subscribe``: CAST's permission, docs/cast.md).
-ACCESSES: tuple[str, ...] = ("write", "read", "any", "subscribe")
+#: What a policy rule grants or refuses (``subscribe``: CAST's permission, docs/cast.md; ``causal``: fetches, docs/causal.md).
+ACCESSES: tuple[str, ...] = ("write", "read", "any", "subscribe", "causal")
 #: Channel and yard names: short, no dots (a dot separates share path parts
 #: and yard names are the stems of lane socket files).
 LOCAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}\Z")
@@ -51,7 +51,7 @@ MAX_FILE_BYTES = 1 << 20
 #: Errors listed before the rest are summarised in one line.
 MAX_ERRORS = 100
 
-TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses", "cast")
+TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses", "cast", "causal")
 #: A road's bounds on what it holds for peers (whole numbers: bytes, seconds, messages), with their ranges.
 LIMIT_KEYS = {
     "hold_budget": (1 << 20, 1 << 40),  # bytes held for order or reassembly, all sessions together
@@ -144,6 +144,8 @@ class EstateLayout:
     houses: tuple[HouseEntry, ...] = ()
     #: The ``cast:`` section (flowcast.house.layoutcast.CastSpec); None: this estate runs no CAST.
     cast: Any = field(default=None, hash=False)
+    #: The ``causal:`` section (flowcast.house.layoutcausal.CausalSpec); None: this estate relays no topics.
+    causal: Any = field(default=None, hash=False)
 
     @property
     def manor(self) -> HouseEntry:
