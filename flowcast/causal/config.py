@@ -68,6 +68,8 @@ class CausalConfig:
     evidence_cap: int = 100
     #: If set, a house holding a topic's owner key opens a new epoch this often (seconds).
     epoch_every: float | None = None
+    #: Seconds between announcements of this relay's heads to its peers (None: never; docs/causal.md, "Heads").
+    heads_every: float | None = 10.0
 
     def __post_init__(self) -> None:
         for name, topic in self.topics.items():
@@ -77,6 +79,8 @@ class CausalConfig:
             raise CausalError("grace >= 0, caps >= 1 and 0 < fetch_base <= fetch_max", "bad_config")
         if self.epoch_every is not None and not self.epoch_every > 0:
             raise CausalError("epoch_every is a positive number of seconds", "bad_config")
+        if self.heads_every is not None and not self.heads_every > 0:
+            raise CausalError("heads_every is a positive number of seconds", "bad_config")
         object.__setattr__(self, "peers", tuple(self.peers))
 
     def topic(self, name: str) -> TopicConfig:

@@ -25,12 +25,13 @@ from nacl.signing import SigningKey
 
 from flowcast.causal.broker import Broker, Predicate, Subscription
 from flowcast.causal.config import CausalConfig
+from flowcast.causal.heads import HeadsExchange
 from flowcast.causal.hooks import HOOKS
 from flowcast.causal.ledger import Ledger
 from flowcast.causal.message import EPOCH_TAG, CausalError, TopicMsg, TopicMsgID, make
 from flowcast.causal.relay import Relay
 from flowcast.causal.storage import LocalStorage
-from flowcast.causal.sync import Sync
+from flowcast.causal.sync import ACCESS, FETCH_SHARE, Sync
 from flowcast.transport.hooks import Hooks
 
 __all__ = ["CausalService", "Published"]
@@ -82,6 +83,7 @@ class CausalService:
         self.relay = Relay(self.storage, config, self.clock, self._stored, self._dropped, self.keep_evidence, self._opened)
         self.broker = Broker(self)
         self.sync = Sync(self)
+        self.heads = HeadsExchange(self, self.sync, FETCH_SHARE, ACCESS)
         self._published: dict[bytes, Published] = {}
         self._evidence: Counter[tuple[bytes, str, int]] = Counter()
         self._closers: dict[str, Any] = {}
@@ -272,7 +274,7 @@ class CausalService:
             "topics": {t: {"epoch": relay.current.get(t, 0), "held": sum(1 for h in relay.index.values() if h.topic == t)}
                        for t in self.config.topics},
             "relay": dict(relay.counts),
-            "sync": {"missing": len(self.sync.missing), **self.sync.counts},
+            "sync": {"missing": len(self.sync.missing), **self.sync.counts, **self.heads.counts},
             "broker": dict(self.broker.counts),
             "subscriptions": [
                 {"name": s.name, "topic": s.topic, "into": s.into, "delivered": s.delivered, "rejected": s.rejected,
@@ -287,6 +289,7 @@ class CausalService:
             return
         self._closed = True
         self.sync.close()
+        self.heads.close()
         for closer in [*self._closers.values(), *self._epoch_timers.values()]:
             closer.cancel()
         if self.broker._outbox:

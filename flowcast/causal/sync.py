@@ -32,6 +32,8 @@ FETCH = "causal.fetch"
 HAVE = "causal.have"
 FETCH_SHARE = "causal"
 ACCESS = declare_access("causal")
+#: Heads announced by peers that may be wanted at once (each is fetched until it arrives or its epoch closes).
+MAX_HEADS_WANTED = 4096
 #: The most bytes of messages one ``causal.have`` carries; the rest are asked for again.
 HAVE_BYTES = 256 << 10
 
@@ -44,9 +46,10 @@ def from_share(peer: str) -> str:
 class Missing:
     """A dependency some buffered message waits for and this estate does not hold."""
 
-    __slots__ = ("topic", "epoch", "publisher", "hash", "since", "tries", "next_at", "sources", "asked")
+    __slots__ = ("topic", "epoch", "publisher", "hash", "since", "tries", "next_at", "sources", "asked", "head")
 
-    def __init__(self, topic: str, epoch: int, publisher: bytes, hash: bytes, since: float, sources: list[str]) -> None:
+    def __init__(self, topic: str, epoch: int, publisher: bytes, hash: bytes, since: float, sources: list[str],
+                 head: bool = False) -> None:
         self.topic = topic
         self.epoch = epoch
         self.publisher = publisher
@@ -56,9 +59,14 @@ class Missing:
         self.next_at = since
         self.sources = sources
         self.asked = ""
+        #: wanted because a peer announced it as a head, not because a buffered message waits for it
+        self.head = head
 
     def view(self) -> dict[str, Any]:
-        return {"since": self.since, "tries": self.tries, "asked": self.asked, "epoch": self.epoch}
+        view = {"since": self.since, "tries": self.tries, "asked": self.asked, "epoch": self.epoch}
+        if self.head:
+            view["head_of"] = self.sources[0]
+        return view
 
 
 class Sync:
@@ -135,6 +143,35 @@ class Sync:
         if self.missing:
             self._arm(now)
 
+    def want_head(self, topic: str, epoch: int, publisher: bytes, digest: bytes, hsig: bytes, source: str) -> str:
+        """A peer holds ``digest`` and nothing it holds names it: fetch it unless held, known bad or unsigned.
+
+        Returns '' when nothing was to be done (held here, or already wanted), else what happened.
+        """
+        relay = self.relay
+        found = self.missing.get(digest)
+        if found is not None:
+            if source not in found.sources:
+                found.sources.append(source)
+            return ""
+        if relay.holds(digest):
+            return ""
+        if digest in relay.rejected:
+            return "rejected"
+        if not relay.is_open(topic, epoch):
+            return "epoch_closed"
+        if publisher not in self.config.topics[topic].publishers or not verify_id(publisher, digest, hsig):
+            return "bad_signature"  # the announcer lied: nobody on the topic signed this id
+        if sum(1 for m in self.missing.values() if m.head) >= MAX_HEADS_WANTED:
+            return "over_cap"
+        now = self.clock()
+        self.missing[digest] = Missing(topic, epoch, publisher, digest, now, [source] + [p for p in self.config.peers if p != source],
+                                       head=True)
+        self.counts["wanted_heads"] += 1
+        self.service.note("missing", topic, digest, self.missing[digest].view())
+        self._arm(now)
+        return "wanted"
+
     def arrived(self, msg: TopicMsg, source: str) -> None:
         """The relay stored ``msg``: it is no longer missing."""
         found = self.missing.pop(msg.hash, None)
@@ -174,7 +211,7 @@ class Sync:
         waited = self._still_waited()
         asks: dict[tuple[str, str], list[Missing]] = {}
         for digest, entry in list(self.missing.items()):
-            if digest not in waited:
+            if digest not in waited and not entry.head:
                 del self.missing[digest]  # what waited for it was rejected or abandoned
                 self.service.unnote("missing", entry.topic, digest)
                 continue

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CAUSAL_KEYS", "CausalSpec", "TOPIC_KEYS", "read_causal", "wire_causal"]
 
-CAUSAL_KEYS = ("keys", "topics", "peers", "grace", "epoch_every", "max_buffered", "max_per_publisher")
+CAUSAL_KEYS = ("keys", "topics", "peers", "grace", "epoch_every", "heads_every", "max_buffered", "max_per_publisher")
 TOPIC_KEYS = ("owner", "publishers", "sign_as")
 #: Caps on what a mailbox buffers, with their ranges (docs/causal.md, "Caps").
 WHOLE = {"max_buffered": (1, 10_000_000), "max_per_publisher": (1, 10_000_000)}
@@ -44,6 +44,8 @@ WHOLE = {"max_buffered": (1, 10_000_000), "max_per_publisher": (1, 10_000_000)}
 GRACE = (0.0, 86400.0)
 #: Seconds between the epochs the owner's house opens, when the layout asks it to (a second to a year).
 EPOCH_EVERY = (1.0, 365 * 86400.0)
+#: Seconds between heads announcements to the peers (null: none), from a tenth of a second to an hour.
+HEADS_EVERY = (0.1, 3600.0)
 #: Most topics and publishers per topic a layout may name (each publisher is a key checked per message).
 MAX_TOPICS = 256
 MAX_PUBLISHERS = 1024
@@ -99,6 +101,13 @@ def read_causal(reader: "LayoutReader", node: yaml.Node, cast: "CastSpec | None"
         values["grace"] = _seconds(reader, pairs["grace"][1], "causal grace", *GRACE)
     if "epoch_every" in pairs and not reader.is_null(pairs["epoch_every"][1]):
         values["epoch_every"] = _seconds(reader, pairs["epoch_every"][1], "causal epoch_every", *EPOCH_EVERY)
+    heads: dict[str, float | None] = {}
+    if "heads_every" in pairs:
+        node = pairs["heads_every"][1]
+        if reader.is_null(node):
+            heads["heads_every"] = None  # no announcements: only what something names is fetched
+        else:
+            values["heads_every"] = _seconds(reader, node, "causal heads_every", *HEADS_EVERY)
     peers = _peers(reader, pairs["peers"][1], estate) if "peers" in pairs else ()
     topics: dict[str, Any] = {}
     sign_as: dict[str, str] = {}
@@ -106,7 +115,7 @@ def read_causal(reader: "LayoutReader", node: yaml.Node, cast: "CastSpec | None"
         topics, sign_as = _topics(reader, pairs["topics"][1], keys)
     if len(reader.errors) > start or keys is None or cast is None or any(v is None for v in values.values()):
         return None
-    config = CausalConfig(topics=topics, peers=peers, **values)
+    config = CausalConfig(topics=topics, peers=peers, **values, **heads)
     return CausalSpec(config, keys, sign_as, cast.house, reader.where(node))
 
 

@@ -44,6 +44,7 @@ def test_the_section_loads_topics_keys_peers_and_caps(tmp_path):
   peers: [alpha, gamma]
   grace: 60.5
   epoch_every: 3600
+  heads_every: 2.5
   max_buffered: 500
   max_per_publisher: 50
 """, cast="cast: {house: w1}"))
@@ -53,6 +54,7 @@ def test_the_section_loads_topics_keys_peers_and_caps(tmp_path):
     assert spec.sign_as == {"chat": "bob"}
     assert spec.state_path(loaded.cast) == loaded.cast.dir / "causal.sqlite3"
     assert config.peers == ("alpha", "gamma") and config.grace == 60.5 and config.epoch_every == 3600.0
+    assert config.heads_every == 2.5
     assert (config.max_buffered, config.max_per_publisher) == (500, 50)
     chat = config.topic("chat")
     assert chat.owner == pubs["alice"] and chat.publishers == set(pubs.values())
@@ -63,6 +65,8 @@ def test_an_empty_section_relays_nothing_and_no_section_is_no_causal(tmp_path):
     loaded = load_layout(layout(tmp_path, "causal:"))
     assert loaded.causal.config.topics == {} and loaded.causal.keys == loaded.run / "keys"
     assert loaded.causal.config.epoch_every is None and loaded.causal.config.grace == 300.0
+    assert loaded.causal.config.heads_every == 10.0
+    assert load_layout(layout(tmp_path, "causal: {heads_every: null}")).causal.config.heads_every is None
     assert loaded.causal.house == "manor"
     assert load_layout(layout(tmp_path, "")).causal is None
 
@@ -96,6 +100,8 @@ HEX = "ab" * 32
     ("causal: {grace: -1}", "causal grace is '-1', outside 0..86400 seconds"),
     ("causal: {grace: soon}", "causal grace must be a number of seconds"),
     ("causal: {epoch_every: 0.5}", "causal epoch_every is '0.5', outside 1..3.1536e+07 seconds"),
+    ("causal: {heads_every: 0}", "causal heads_every is '0', outside 0.1..3600 seconds"),
+    ("causal: {heads_every: often}", "causal heads_every must be a number of seconds"),
     ("causal: {max_buffered: 0}", "causal max_buffered is '0', outside"),
     ("causal: {max_per_publisher: 1.5}", "causal max_per_publisher must be a whole number"),
     ("causal: {gracee: 5}", "did you mean 'grace'"),

@@ -1,0 +1,89 @@
+"""Heads exchange: what nothing names still reaches every relay, and announcements cannot be abused."""
+
+from __future__ import annotations
+
+from nacl.signing import SigningKey
+
+from flowcast.causal.message import make
+from flowcast.routing import Route
+from tests.causal.kit import TOPIC, Causal, hashes
+
+
+def test_a_relay_that_follows_nobody_gets_everything_through_heads_in_causal_order(tmp_path) -> None:
+    world = Causal(tmp_path, ("alpha", "gamma"), follow=False, config={"heads_every": 2.0})
+    alpha, gamma = world.services["alpha"], world.services["gamma"]
+    gamma.subscribe(TOPIC, "inbox")
+    sent = [alpha.publish(TOPIC, b"m%d" % i) for i in range(5)]  # a chain: only the last is a head
+    assert world.run_until(lambda: len(world.queue("gamma").queue) == 5, 30)
+    assert hashes(world.queue("gamma")) == [p.msg.hash.hex() for p in sent]
+    assert gamma.sync.counts["wanted_heads"] == 1  # the head; the rest were fetched as its deps
+    assert gamma.heads.counts["heads_heard"] >= 1 and gamma.sync.missing == {}
+
+
+def test_unchanged_heads_are_not_announced_every_period(tmp_path) -> None:
+    world = Causal(tmp_path, ("alpha", "gamma"), config={"heads_every": 1.0})
+    alpha = world.services["alpha"]
+    alpha.publish(TOPIC, b"one")
+    world.run_for(2.5)
+    first = alpha.heads.counts["heads_sent"]
+    assert first >= 1
+    world.run_for(4.0)  # four periods, nothing new: fewer than one announcement per period
+    assert alpha.heads.counts["heads_sent"] == first
+    world.run_for(4.0)  # the refresh comes round
+    assert alpha.heads.counts["heads_sent"] == first + 1
+
+
+def test_announced_heads_nobody_signed_or_of_a_closed_epoch_are_not_fetched(tmp_path) -> None:
+    world = Causal(tmp_path, ("alpha", "gamma"), follow=False, config={"heads_every": None, "grace": 1.0})
+    gamma = world.services["gamma"]
+    router = world.estates["alpha"]["manor"]
+    to_gamma = Route("causal", "", "gamma", "")
+    real = make(world.keys["alpha"], TOPIC, b"x")
+    mallory = SigningKey(b"q" * 32)
+    fake = make(mallory, TOPIC, b"y")
+    heads = [[real.publisher, real.hash, bytes(64)],            # a forged hsig
+             [fake.publisher, fake.hash, fake.hsig],            # signed, by no publisher of the topic
+             [real.publisher, real.hash[:31], real.hsig],       # bad shape
+             "junk"]
+    router.send(to_gamma, {"topic": TOPIC, "epoch": 0, "heads": heads}, src="causal", tag="causal.heads")
+    assert world.run_until(lambda: gamma.heads.counts["heads_heard"] == 1, 10)
+    assert gamma.heads.counts["heads_bad_signature"] == 2 and gamma.heads.counts["bad_heads"] == 2
+    assert gamma.sync.missing == {} and gamma.sync.counts["fetches"] == 0
+    genesis = make(world.keys["alpha"], TOPIC, b"", epoch=1, tags=["epoch"])
+    assert gamma.relay.accept(genesis.wire, "alpha") == "stored"
+    world.run_for(2.0)  # epoch 0 is closed now
+    router.send(to_gamma, {"topic": TOPIC, "epoch": 0, "heads": [[real.publisher, real.hash, real.hsig]]}, src="causal", tag="causal.heads")
+    assert world.run_until(lambda: gamma.heads.counts["heads_epoch_closed"] == 1, 10)
+    assert gamma.sync.missing == {}
+
+
+def test_hostile_announcements_are_refused_and_the_router_goes_on(tmp_path) -> None:
+    world = Causal(tmp_path, ("alpha", "gamma"), follow=False, config={"heads_every": None})
+    gamma = world.services["gamma"]
+    router = world.estates["alpha"]["manor"]
+    to_gamma = Route("causal", "", "gamma", "")
+    real = make(world.keys["alpha"], TOPIC, b"x")
+    for data in (None, [], {"topic": TOPIC}, {"topic": TOPIC, "epoch": "0", "heads": []}, {"topic": "nope", "epoch": 0, "heads": []},
+                 {"topic": TOPIC, "epoch": 0, "heads": [[real.publisher, real.hash, real.hsig]] * 65}):
+        router.send(to_gamma, data, src="causal", tag="causal.heads")
+    world.run_for(2.0)
+    assert gamma.heads.counts["bad_heads"] == 6 and gamma.heads.counts["heads_heard"] == 0
+    assert world.services["alpha"].relay.accept(real.wire) == "stored"
+    router.send(to_gamma, {"topic": TOPIC, "epoch": 0, "heads": [[real.publisher, real.hash, real.hsig]]}, src="causal", tag="causal.heads")
+    gamma.subscribe(TOPIC, "inbox")
+    assert world.run_until(lambda: len(world.queue("gamma").queue) == 1, 20)  # fetched from the announcer
+
+
+def test_wanted_heads_are_capped(tmp_path, monkeypatch) -> None:
+    from flowcast.causal import sync
+
+    monkeypatch.setattr(sync, "MAX_HEADS_WANTED", 3)
+    world = Causal(tmp_path, ("alpha", "gamma"), follow=False, config={"heads_every": None})
+    gamma = world.services["gamma"]
+    router = world.estates["alpha"]["manor"]
+    ids = [make(world.keys["alpha"], TOPIC, b"%d" % i, deps=[]) for i in range(5)]
+    heads = [[m.publisher, m.hash, m.hsig] for m in ids]
+    router.send(Route("causal", "", "gamma", ""), {"topic": TOPIC, "epoch": 0, "heads": heads}, src="causal", tag="causal.heads")
+    assert world.run_until(lambda: gamma.heads.counts["heads_heard"] == 1, 10)
+    assert gamma.heads.counts["heads_wanted"] == 3 and gamma.heads.counts["heads_over_cap"] == 2
+    assert len(gamma.sync.missing) == 3
