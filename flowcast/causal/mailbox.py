@@ -86,6 +86,8 @@ class Mailbox:
         self.per_publisher: Counter[bytes] = Counter()
         #: publisher -> lowest storage seq of a message deferred over a cap
         self.deferred: dict[bytes, int] = {}
+        #: publisher -> deliveries counted when its first deferral since resumed: one after may unblock it
+        self.deferred_at: dict[bytes, int] = {}
         self.counts: Counter[str] = Counter()
 
     # -- offering -------------------------------------------------------------
@@ -115,8 +117,7 @@ class Mailbox:
             if dep in done:
                 continue
             if dep in rejected:
-                self.rejected[hash] = (epoch, "dep_rejected")
-                self.counts["rejected_dep_rejected"] += 1
+                self.reject(hash, "dep_rejected", epoch)  # and what is buffered waiting for it
                 return REJECTED, []
             waiting += 1
         if waiting == 0:
@@ -128,6 +129,7 @@ class Mailbox:
             low = self.deferred.get(publisher)
             if low is None or seq < low:
                 self.deferred[publisher] = seq
+            self.deferred_at.setdefault(publisher, self.counts[DELIVERED])
             self.counts[DEFERRED] += 1
             return DEFERRED, []
         entry = Buffered(hash, publisher, epoch, deps, seq, item, waiting, self.clock())
@@ -240,17 +242,25 @@ class Mailbox:
         return keys[-limit:]
 
     def resumable(self) -> list[tuple[bytes, int]]:
-        """(publisher, lowest deferred seq) for each publisher with deferred messages and room to buffer them now."""
-        if len(self.buffered) >= self.max_buffered:
-            return []
-        return [(p, seq) for p, seq in self.deferred.items() if self.per_publisher[p] < self.max_per_publisher]
+        """(publisher, lowest deferred seq) for each publisher with deferred messages and room to buffer them now.
+
+        Or with a delivery since they were deferred: it may have made one of
+        them deliverable, which needs no room -- and what fills the buffer
+        may be waiting for exactly that one.
+        """
+        room = len(self.buffered) < self.max_buffered
+        delivered = self.counts[DELIVERED]
+        return [(p, seq) for p, seq in self.deferred.items()
+                if (room and self.per_publisher[p] < self.max_per_publisher) or self.deferred_at.get(p, delivered) < delivered]
 
     def resumed(self, publisher: bytes, seq: int | None) -> None:
         """The caller re-offered ``publisher``'s deferred messages up to the end (None) or deferred again from ``seq``."""
         if seq is None:
             self.deferred.pop(publisher, None)
+            self.deferred_at.pop(publisher, None)
         else:
             self.deferred[publisher] = seq
+            self.deferred_at.setdefault(publisher, self.counts[DELIVERED])
 
     # -- epochs ---------------------------------------------------------------
 
