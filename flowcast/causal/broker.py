@@ -18,7 +18,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from flowcast.causal.mailbox import BUFFERED, DELIVERED, REJECTED, Buffered, Mailbox, Ready
+from flowcast.causal.mailbox import BUFFERED, DEFERRED, DELIVERED, REJECTED, Buffered, Mailbox, Ready
 from flowcast.causal.message import CausalError, TopicMsg, decode
 
 __all__ = ["Broker", "Subscription", "delivery"]
@@ -26,6 +26,9 @@ __all__ = ["Broker", "Subscription", "delivery"]
 log = logging.getLogger(__name__)
 
 Predicate = Callable[[TopicMsg], Any]
+#: Seconds between re-reads of a publisher's deferred messages from storage when its buffer has no room:
+#: they are the backstop for what following a delivered message's own successor does not reach.
+RESUME_EVERY = 1.0
 
 
 class Subscription:
@@ -84,6 +87,12 @@ class Broker:
         self._outbox: list[tuple[Subscription, Ready, TopicMsg | None]] = []
         self._flushing: Any = None
         self._retry = 0.0
+        #: (subscription, hash): stored messages to offer now, the own successors of what was just delivered
+        self._chase: deque[tuple[Subscription, bytes]] = deque()
+        self._chasing = False
+        #: (subscription name, publisher) -> when its deferred messages were last re-read without room
+        self._backstop: dict[tuple[str, bytes], float] = {}
+        self._resume_timer: Any = None
 
     # -- subscriptions ----------------------------------------------------------------
 
@@ -154,12 +163,17 @@ class Broker:
             self.service.keep_evidence(msg, "predicate", None, reason)
             self.reject(sub, digest, msg.publisher, msg.epoch, reason)
             return REJECTED
+        if any(dep.hash in box.rejected for dep in msg.deps):  # here, so what already waits for it is reported too
+            self.reject(sub, digest, msg.publisher, msg.epoch, "dep_rejected")
+            return REJECTED
         status, ready = box.offer(digest, msg.publisher, msg.epoch, tuple(d.hash for d in msg.deps), seq)
         if status == BUFFERED:
             entry = box.buffered[digest]
             if self.hooks.buffered is not None:
                 self.hooks.buffered(sub, entry)
             self.service.sync.want(msg, source, box)
+        elif status == DEFERRED:
+            self.service.sync.want(msg, source, box, "deferred")
         elif status == REJECTED:
             self._rejected(sub, msg.topic, digest, msg.publisher, box.rejected.get(digest, (0, "dep_rejected"))[1])
         if ready:
@@ -168,7 +182,39 @@ class Broker:
                 self._outbox.append((sub, item, first if item.hash == digest else None))
             if self._flushing is None:
                 self._flushing = self.scheduler.call_later(0.0, self.flush)
+            if box.deferred:
+                self._follow(sub, ready)
         return status
+
+    def _follow(self, sub: Subscription, ready: list[Ready]) -> None:
+        """Offer the own successor of each message just delivered, if it is stored here and was deferred.
+
+        A publisher's messages form a chain (each names its own previous), and
+        the relay knows each message's successor by its claim, so a chain
+        that arrived backwards over the cap is delivered one read each,
+        in order, instead of by re-reading everything deferred.
+        """
+        claims = self.relay.claims
+        for item in ready:
+            if item.publisher in sub.mailbox.deferred:
+                successor = claims.get((sub.topic, item.publisher, item.epoch, item.hash))
+                if successor is not None:
+                    self._chase.append((sub, successor))
+        if self._chasing:
+            return
+        self._chasing = True
+        try:
+            while self._chase:
+                who, digest = self._chase.popleft()
+                held = self.relay.index.get(digest)
+                box = who.mailbox
+                if (held is None or who.closed or box.is_delivered(digest, held.epoch) or digest in box.buffered
+                        or digest in box.rejected):
+                    continue  # not stored yet (it is offered when it is), or already known here
+                self.counts["followed"] += 1
+                self._replay(who, [held.seq])
+        finally:
+            self._chasing = False
 
     def _judge(self, sub: Subscription, msg: TopicMsg) -> str:
         """Predicate 2: '' if valid, else the reason."""
@@ -254,13 +300,41 @@ class Broker:
                 sub.backlog.popleft()
 
     def resume(self) -> None:
-        """Offer deferred messages again where their publishers have room (read from storage)."""
+        """Offer deferred messages again (read from storage) where their publishers have room, or, at most
+        every RESUME_EVERY seconds, where something was delivered since they were deferred."""
+        now = self.clock()
+        later = float("inf")
         for sub in list(self.subs.values()):
-            for publisher, low in sub.mailbox.resumable():
+            box = sub.mailbox
+            for publisher, low in box.resumable():
+                room = len(box.buffered) < box.max_buffered and box.per_publisher[publisher] < box.max_per_publisher
+                key = (sub.name, publisher)
+                if not room:
+                    due = self._backstop.get(key, -RESUME_EVERY) + RESUME_EVERY
+                    if due > now:
+                        later = min(later, due)
+                        continue
+                    self._backstop[key] = now
                 seqs = sorted(h.seq for h in self.relay.index.values()
                               if h.topic == sub.topic and h.publisher == publisher and h.seq >= low)
-                sub.mailbox.resumed(publisher, None)
+                box.resumed(publisher, None)
+                self.counts["resumed"] += 1
                 self._replay(sub, seqs, publisher)
+        if later < float("inf") and self._resume_timer is None:
+            self._resume_timer = self.scheduler.call_later(later - now, self._resume_due)
+
+    def _resume_due(self) -> None:
+        self._resume_timer = None
+        if not self.service._closed:
+            self.resume()
+
+    def close(self) -> None:
+        """Record and push what this turn delivered; stop re-reading deferred messages."""
+        if self._resume_timer is not None:
+            self._resume_timer.cancel()
+            self._resume_timer = None
+        if self._outbox:
+            self.flush()
 
     # -- epochs -----------------------------------------------------------------------
 

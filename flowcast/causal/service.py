@@ -292,6 +292,5 @@ class CausalService:
         self.heads.close()
         for closer in [*self._closers.values(), *self._epoch_timers.values()]:
             closer.cancel()
-        if self.broker._outbox:
-            self.broker.flush()
+        self.broker.close()
         self.ledger.close()

@@ -32,8 +32,9 @@ FETCH = "causal.fetch"
 HAVE = "causal.have"
 FETCH_SHARE = "causal"
 ACCESS = declare_access("causal")
-#: Heads announced by peers that may be wanted at once (each is fetched until it arrives or its epoch closes).
-MAX_HEADS_WANTED = 4096
+#: Ids wanted with no buffered message waiting for them (announced heads, deps of deferred messages) at
+#: once; each is fetched until it arrives or its epoch closes, and one over the cap is wanted again later.
+MAX_UNWAITED = 4096
 #: The most bytes of messages one ``causal.have`` carries; the rest are asked for again.
 HAVE_BYTES = 256 << 10
 
@@ -46,10 +47,10 @@ def from_share(peer: str) -> str:
 class Missing:
     """A dependency some buffered message waits for and this estate does not hold."""
 
-    __slots__ = ("topic", "epoch", "publisher", "hash", "since", "tries", "next_at", "sources", "asked", "head")
+    __slots__ = ("topic", "epoch", "publisher", "hash", "since", "tries", "next_at", "sources", "asked", "why")
 
     def __init__(self, topic: str, epoch: int, publisher: bytes, hash: bytes, since: float, sources: list[str],
-                 head: bool = False) -> None:
+                 why: str = "dep") -> None:
         self.topic = topic
         self.epoch = epoch
         self.publisher = publisher
@@ -59,13 +60,16 @@ class Missing:
         self.next_at = since
         self.sources = sources
         self.asked = ""
-        #: wanted because a peer announced it as a head, not because a buffered message waits for it
-        self.head = head
+        #: "dep": a buffered message waits for it; "head": a peer announced it; "deferred": a message
+        #: deferred over a buffer cap names it (neither is in a mailbox's waiters, so the tick keeps them)
+        self.why = why
 
     def view(self) -> dict[str, Any]:
         view = {"since": self.since, "tries": self.tries, "asked": self.asked, "epoch": self.epoch}
-        if self.head:
+        if self.why == "head":
             view["head_of"] = self.sources[0]
+        elif self.why == "deferred":
+            view["for"] = "deferred"
         return view
 
 
@@ -81,6 +85,7 @@ class Sync:
         self.clock = self.scheduler.clock.now
         self.counts: Counter[str] = Counter()
         self.missing: dict[bytes, Missing] = {}
+        self._unwaited_count = 0
         self._timer: Any = None
         self._due = float("inf")
         self._closed = False
@@ -114,8 +119,12 @@ class Sync:
 
     # -- wanting ---------------------------------------------------------------------------
 
-    def want(self, msg: TopicMsg, source: str, box: Mailbox) -> None:
-        """``msg`` was buffered in ``box``: ask for each of its deps nobody here holds."""
+    def want(self, msg: TopicMsg, source: str, box: Mailbox, why: str = "dep") -> None:
+        """``msg`` was buffered (or deferred: ``why``) in ``box``: ask for each of its deps nobody here holds.
+
+        A deferred message's deps are fetched too: the buffered messages may
+        all be waiting for it, and then nothing else would ever ask for them.
+        """
         topic = self.config.topics[msg.topic]
         now = self.clock()
         for dep in msg.deps:
@@ -136,9 +145,13 @@ class Sync:
                     if digest not in sub.mailbox.rejected:
                         self.service.broker.reject(sub, digest, dep.publisher, msg.epoch, "bad_dep_signature")
                 continue
+            if why != "dep" and self._unwaited() >= MAX_UNWAITED:
+                self.counts["unwaited_over_cap"] += 1  # wanted again when the message is offered again
+                continue
             sources = ([source] if source else []) + [p for p in self.config.peers if p != source]
-            self.missing[digest] = Missing(msg.topic, msg.epoch, dep.publisher, digest, now, sources)
-            self.counts["wanted"] += 1
+            self.missing[digest] = Missing(msg.topic, msg.epoch, dep.publisher, digest, now, sources, why)
+            self._unwaited_count += why != "dep"
+            self.counts["wanted" if why == "dep" else f"wanted_{why}"] += 1
             self.service.note("missing", msg.topic, digest, self.missing[digest].view())
         if self.missing:
             self._arm(now)
@@ -162,21 +175,27 @@ class Sync:
             return "epoch_closed"
         if publisher not in self.config.topics[topic].publishers or not verify_id(publisher, digest, hsig):
             return "bad_signature"  # the announcer lied: nobody on the topic signed this id
-        if sum(1 for m in self.missing.values() if m.head) >= MAX_HEADS_WANTED:
+        if self._unwaited() >= MAX_UNWAITED:
             return "over_cap"
         now = self.clock()
         self.missing[digest] = Missing(topic, epoch, publisher, digest, now, [source] + [p for p in self.config.peers if p != source],
-                                       head=True)
+                                       why="head")
+        self._unwaited_count += 1
         self.counts["wanted_heads"] += 1
         self.service.note("missing", topic, digest, self.missing[digest].view())
         self._arm(now)
         return "wanted"
+
+    def _unwaited(self) -> int:
+        """How many wanted ids no buffered message waits for (kept until they arrive or their epoch closes)."""
+        return self._unwaited_count
 
     def arrived(self, msg: TopicMsg, source: str) -> None:
         """The relay stored ``msg``: it is no longer missing."""
         found = self.missing.pop(msg.hash, None)
         if found is None:
             return
+        self._unwaited_count -= found.why != "dep"
         self.service.unnote("missing", found.topic, msg.hash)
         if found.tries:
             self.counts["fetched"] += 1
@@ -186,7 +205,7 @@ class Sync:
 
     def forget_epoch(self, topic: str, epoch: int) -> None:
         for digest in [d for d, m in self.missing.items() if m.topic == topic and m.epoch <= epoch]:
-            del self.missing[digest]
+            self._unwaited_count -= self.missing.pop(digest).why != "dep"
             self.service.unnote("missing", topic, digest)
 
     # -- asking ----------------------------------------------------------------------------
@@ -211,7 +230,7 @@ class Sync:
         waited = self._still_waited()
         asks: dict[tuple[str, str], list[Missing]] = {}
         for digest, entry in list(self.missing.items()):
-            if digest not in waited and not entry.head:
+            if digest not in waited and entry.why == "dep":
                 del self.missing[digest]  # what waited for it was rejected or abandoned
                 self.service.unnote("missing", entry.topic, digest)
                 continue

@@ -147,7 +147,10 @@ def test_a_dependency_that_never_existed_is_missing_visibly_until_its_epoch_clos
     assert world.queue("gamma").queue[0]["tags"] == ["epoch"]
 
 
-def test_a_flood_of_valid_messages_naming_ghosts_is_bounded_and_honest_traffic_flows(tmp_path) -> None:
+def test_a_flood_of_valid_messages_naming_ghosts_is_bounded_and_honest_traffic_flows(tmp_path, monkeypatch) -> None:
+    from flowcast.causal import sync
+
+    monkeypatch.setattr(sync, "MAX_UNWAITED", 50)
     world = Causal(tmp_path, config={"max_per_publisher": 20, "max_buffered": 100})
     subscribed(world)
     key = world.keys["alpha"]
@@ -160,7 +163,8 @@ def test_a_flood_of_valid_messages_naming_ghosts_is_bounded_and_honest_traffic_f
     gamma = world.services["gamma"]
     box = gamma.broker.subs["log>inbox"].mailbox
     assert len(box.buffered) <= 20 and box.per_publisher[bytes(key.verify_key)] <= 20  # the cap, not 300
-    assert len(gamma.sync.missing) <= 20  # only what is buffered is fetched
+    # what the buffered ones wait for, and (capped) what the deferred ones name: fetched, not remembered without bound
+    assert len(gamma.sync.missing) <= 20 + 50 and gamma.sync.counts["unwaited_over_cap"] > 0
     assert hashes(world.queue("gamma")) == [h.msg.hash.hex() for h in honest]
     assert box.deferred  # the rest stays in storage, remembered by one seq
 

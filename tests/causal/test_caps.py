@@ -29,3 +29,53 @@ def test_a_flood_waiting_on_one_dep_is_bounded_then_delivered_in_full(tmp_path) 
     assert world.run_until(lambda: len(world.queue("beta").queue) == 42, 20)
     assert [i["content"] for i in world.queue("beta").queue][1:] == [m.content for m in chain]
     assert sub.mailbox.buffered == {} and not sub.mailbox.deferred
+
+
+def _chain(key, n: int, first_deps=()):
+    chain = [make(key, TOPIC, b"root", deps=list(first_deps))]
+    for i in range(n):
+        chain.append(make(key, TOPIC, b"m%d" % i, deps=[chain[-1].id]))
+    return chain
+
+
+def test_a_chain_arriving_backwards_over_the_cap_is_delivered_in_order_by_following_successors(tmp_path) -> None:
+    """Was: the buffer filled with the chain's tail, everything nearer the root was deferred, and
+    nothing asked for the root (only buffered messages' deps were fetched): nothing was ever delivered."""
+    world = Causal(tmp_path, ("alpha", "beta"), follow=False, config={"max_per_publisher": 5, "max_buffered": 8})
+    alpha, beta = world.services["alpha"], world.services["beta"]
+    sub = beta.subscribe(TOPIC, "inbox")
+    chain = _chain(world.keys["alpha"], 200)
+    for msg in chain:
+        assert alpha.relay.accept(msg.wire) == "stored"
+    for msg in reversed(chain[1:]):  # the root only alpha holds
+        assert beta.relay.accept(msg.wire, "alpha") == "stored"
+    most = []
+    share = world.queue("beta")
+    share.watchers.append(lambda s: most.append(len(sub.mailbox.buffered)))
+    assert world.run_until(lambda: len(world.queue("beta").queue) == 201, 60), (sub.mailbox.stats(), beta.sync.counts)
+    assert [i["content"] for i in world.queue("beta").queue] == [m.content for m in chain]
+    assert max(most) <= 5 and sub.mailbox.buffered == {}
+    assert beta.sync.counts["wanted_deferred"] >= 1  # the root was asked for on behalf of a deferred message
+    assert beta.broker.counts["followed"] >= 190 and beta.broker.counts["resumed"] <= 5  # not a re-read per message
+
+
+def test_deferred_messages_that_wait_on_another_publisher_are_delivered_by_the_backstop(tmp_path) -> None:
+    world = Causal(tmp_path, ("alpha", "beta"), follow=False, config={"max_per_publisher": 4, "max_buffered": 6})
+    beta = world.services["beta"]
+    sub = beta.subscribe(TOPIC, "inbox")
+    p_chain = _chain(world.keys["alpha"], 30)
+    # beta's own chain: each of its messages names its previous and one of alpha's
+    q_key = world.keys["beta"]
+    q_chain = [make(q_key, TOPIC, b"q0", deps=[p_chain[0].id])]
+    for i in range(1, 30):
+        q_chain.append(make(q_key, TOPIC, b"q%d" % i, deps=[q_chain[-1].id, p_chain[i].id]))
+    for msg in reversed(q_chain):
+        assert beta.relay.accept(msg.wire, "") == "stored"
+    for msg in reversed(p_chain):
+        assert beta.relay.accept(msg.wire, "") == "stored"
+    assert world.run_until(lambda: len(world.queue("beta").queue) == 61, 120), (sub.mailbox.stats(), beta.broker.counts)
+    delivered = [i["hash"] for i in world.queue("beta").queue]
+    position = {h: n for n, h in enumerate(delivered)}
+    for msg in p_chain + q_chain:
+        assert all(position[d.hash.hex()] < position[msg.hash.hex()] for d in msg.deps)
+    assert len(sub.mailbox.buffered) == 0 and not sub.mailbox.deferred

@@ -77,7 +77,7 @@ def test_hostile_announcements_are_refused_and_the_router_goes_on(tmp_path) -> N
 def test_wanted_heads_are_capped(tmp_path, monkeypatch) -> None:
     from flowcast.causal import sync
 
-    monkeypatch.setattr(sync, "MAX_HEADS_WANTED", 3)
+    monkeypatch.setattr(sync, "MAX_UNWAITED", 3)
     world = Causal(tmp_path, ("alpha", "gamma"), follow=False, config={"heads_every": None})
     gamma = world.services["gamma"]
     router = world.estates["alpha"]["manor"]
