@@ -73,6 +73,8 @@ class Relay:
         self.closing: dict[str, tuple[int, float]] = {}
         #: (topic, epoch) -> the genesis hash
         self.genesis: dict[tuple[str, int], bytes] = {}
+        #: every publisher key of every topic, mapped to itself
+        self._keys: dict[bytes, bytes] = {k: k for t in config.topics.values() for k in t.publishers}
 
     # -- predicate 1 ------------------------------------------------------------------
 
@@ -84,8 +86,10 @@ class Relay:
             topic = self.config.topic(msg.topic)
         except CausalError as error:
             return self._drop(getattr(msg, "topic", None), error.reason, source, getattr(msg, "publisher", None))
-        if msg.publisher not in topic.publishers:
+        if msg.publisher not in topic.publishers:  # of this topic: a key may publish to one topic and not another
             return self._drop(msg.topic, "not_publisher", source, msg.publisher)
+        # one copy of each topic name and key for everything kept per message (about 120 B each)
+        msg.topic, msg.publisher = topic.name, self._keys[msg.publisher]
         digest = msg.hash
         if digest in self.index or digest in self.pending or digest in self.rejected:
             return self._drop(msg.topic, "duplicate", source, msg.publisher)

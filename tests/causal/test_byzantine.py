@@ -187,3 +187,28 @@ def test_a_forged_answer_to_a_fetch_is_refused(tmp_path) -> None:
     assert gamma.relay.accept(second.wire, "alpha") == "stored"  # which now waits for first: fetched from alpha
     assert world.run_until(lambda: len(world.queue("gamma").queue) == 2, 20)  # the real one is fetched from alpha
     assert hashes(world.queue("gamma")) == [first.hash.hex(), second.hash.hex()]
+
+
+def test_a_publisher_of_one_topic_is_not_a_publisher_of_another() -> None:
+    from flowcast.causal.config import CausalConfig, TopicConfig
+    from flowcast.causal.relay import Relay
+
+    class Storage:
+        def __init__(self) -> None:
+            self.put_msgs = []
+
+        def put(self, msg):
+            self.put_msgs.append(msg)
+            return type("Ticket", (), {"add_done": lambda self, fn: None})()
+
+    anna, ben = SigningKey(b"a" * 32), SigningKey(b"b" * 32)
+    config = CausalConfig(topics={"one": TopicConfig.of("one", bytes(anna.verify_key)), "two": TopicConfig.of("two", bytes(ben.verify_key))})
+    drops = []
+    storage = Storage()
+    relay = Relay(storage, config, lambda: 0.0, lambda *a: None, lambda *a: drops.append(a[1]), lambda *a: None, lambda *a: None)
+    assert relay.accept(make(anna, "two", b"x").wire) == "not_publisher"
+    assert relay.accept(make(ben, "one", b"x").wire) == "not_publisher"
+    assert relay.accept(make(anna, "one", b"x").wire) == "stored"
+    assert drops == ["not_publisher", "not_publisher"] and len(storage.put_msgs) == 1
+    kept = storage.put_msgs[0]
+    assert kept.publisher is relay._keys[bytes(anna.verify_key)] and kept.topic is config.topics["one"].name  # one copy each
