@@ -26,6 +26,10 @@ __all__ = ["Held", "Relay"]
 
 log = logging.getLogger(__name__)
 
+#: Rejected hashes remembered across the open epochs (each a few hundred bytes): a publisher flooding
+#: signed junk is bounded here as its evidence is in the ledger (the cap per publisher, kind and epoch).
+MAX_REJECTED = 100_000
+
 
 class Held:
     """What the relay remembers of a stored message of an open epoch."""
@@ -95,13 +99,12 @@ class Relay:
             return self._drop(msg.topic, "duplicate", source, msg.publisher)
         if not verify_id(msg.publisher, digest, msg.hsig):
             return self._drop(msg.topic, "bad_signature", source, msg.publisher)
-        window = self._window(msg)
+        window = self._window(msg, topic.owner)
         if window:
             return self._drop(msg.topic, window, source, msg.publisher)
-        shape = self._shape(msg, topic.owner, topic.publishers)
+        shape = self._shape(msg, topic.owner, topic.publishers) or self._held_refs(msg)
         if shape:
-            self.rejected[digest] = (msg.topic, msg.epoch, shape)
-            self._on_evidence(msg, shape, None)
+            self.reject(msg, shape)
             return self._drop(msg.topic, shape, source, msg.publisher)
         self._claim(msg)
         self.pending[digest] = (msg, source)
@@ -109,15 +112,18 @@ class Relay:
             ticket = self.storage.put(msg)
         except Exception as error:  # noqa: BLE001 - busy, full, closed: counted; the sender's copy stays
             self.pending.pop(digest, None)
+            self._unclaim(msg)
             return self._drop(msg.topic, f"store_{getattr(error, 'reason', 'failed')}", source, msg.publisher)
         ticket.add_done(lambda done, digest=digest: self._stored(done, digest))
         self.counts["accepted"] += 1
         return "stored"
 
-    def _window(self, msg: TopicMsg) -> str:
+    def _window(self, msg: TopicMsg, owner: bytes) -> str:
         current = self.current.get(msg.topic, 0)
         epoch = msg.epoch
-        if epoch == current or (msg.is_genesis and epoch > current):
+        # only the owner's genesis may open an epoch ahead: anyone else's "genesis" of a far epoch would
+        # pass the window, be rejected and kept as evidence once per epoch it names (a cap per epoch)
+        if epoch == current or (epoch > current and msg.is_genesis and msg.publisher == owner and not msg.deps):
             return ""
         if epoch == current + 1:
             return ""  # its genesis is on the way; the mailbox waits for it (rule 6)
@@ -147,6 +153,26 @@ class Relay:
             return "no_genesis_dep"
         return ""
 
+    def _held_refs(self, msg: TopicMsg) -> str:
+        """A dep held here named with another signature or publisher must verify (deps not held are
+        verified before they are fetched, in sync)."""
+        index = self.index
+        for dep in msg.deps:
+            held = index.get(dep.hash)
+            if (held is not None and (dep.hsig != held.hsig or dep.publisher != held.publisher)
+                    and not verify_id(dep.publisher, dep.hash, dep.hsig)):
+                return "bad_dep_signature"
+        return ""
+
+    def reject(self, msg: TopicMsg, reason: str) -> None:
+        """``msg`` is signed by its publisher but breaks the rules: remember its hash (what names it is
+        rejected, not missing) and keep it as evidence."""
+        if len(self.rejected) < MAX_REJECTED:
+            self.rejected[msg.hash] = (msg.topic, msg.epoch, reason)
+        else:
+            self.counts["rejected_over_cap"] += 1  # what names it waits as missing until its epoch closes
+        self._on_evidence(msg, reason, None)
+
     def _claim(self, msg: TopicMsg) -> None:
         """Record which message claims each (publisher, epoch, prev); a second claimant is an equivocation."""
         prev = msg.prev
@@ -167,6 +193,27 @@ class Relay:
         if msg.is_genesis:
             self.genesis.setdefault((msg.topic, msg.epoch), msg.hash)
 
+    def _unclaim(self, msg: TopicMsg) -> None:
+        """Undo :meth:`_claim` for a message the disk refused: it was never stored, so it claims no place
+        (else the publisher's next message, finding no previous, would equivocate with it)."""
+        prev = msg.prev
+        key = (msg.topic, msg.publisher, msg.epoch, prev.hash if prev is not None else b"")
+        if self.claims.get(key) == msg.hash:
+            del self.claims[key]
+        chain = (msg.topic, msg.publisher, msg.epoch)
+        if self.tips.get(chain) == msg.hash:
+            if prev is not None:
+                self.tips[chain] = prev.hash
+            else:
+                del self.tips[chain]
+        heads = self.heads.get((msg.topic, msg.epoch))
+        if heads is not None and heads.pop(msg.hash, 1) is None:
+            for dep in msg.deps:
+                if dep.hash in self.index:
+                    heads[dep.hash] = None
+        if msg.is_genesis and self.genesis.get((msg.topic, msg.epoch)) == msg.hash:
+            del self.genesis[(msg.topic, msg.epoch)]
+
     def _stored(self, ticket: Any, digest: bytes) -> None:
         msg, source = self.pending.pop(digest, (None, ""))
         if msg is None:
@@ -174,6 +221,7 @@ class Relay:
         if ticket.error is not None:
             self.counts["store_failed"] += 1
             log.warning("causal: %r could not be stored (%s); it is not forwarded or delivered", msg, ticket.error)
+            self._unclaim(msg)
             self._on_drop(msg.topic, "store_failed", source, msg.publisher)
             return
         self.index[digest] = Held(msg.topic, msg.epoch, msg.publisher, msg.hsig, ticket.seq, source)

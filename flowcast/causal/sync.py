@@ -138,16 +138,19 @@ class Sync:
                 continue
             if digest in box.rejected:
                 continue
-            if dep.publisher not in topic.publishers or not verify_id(dep.publisher, digest, dep.hsig):
-                self.counts["bad_dep_signature"] += 1
-                self.relay.rejected[digest] = (msg.topic, msg.epoch, "bad_dep_signature")
-                for sub in list(self.service.broker.by_topic.get(msg.topic, ())):
-                    if digest not in sub.mailbox.rejected:
-                        self.service.broker.reject(sub, digest, dep.publisher, msg.epoch, "bad_dep_signature")
-                continue
-            if why != "dep" and self._unwaited() >= MAX_UNWAITED:
+            if why != "dep" and self._unwaited() >= MAX_UNWAITED:  # before the verify: a flood costs no crypto
                 self.counts["unwaited_over_cap"] += 1  # wanted again when the message is offered again
                 continue
+            if dep.publisher not in topic.publishers or not verify_id(dep.publisher, digest, dep.hsig):
+                # The reference is forged, not the message it names: reject the message that makes it
+                # (signed by its publisher: proof) and what depends on it.  Rejecting the named hash
+                # would let anyone censor a real message by naming it with a bad signature first.
+                self.counts["bad_dep_signature"] += 1
+                self.relay.reject(msg, "bad_dep_signature")
+                for sub in list(self.service.broker.by_topic.get(msg.topic, ())):
+                    if msg.hash not in sub.mailbox.rejected:
+                        self.service.broker.reject(sub, msg.hash, msg.publisher, msg.epoch, "bad_dep_signature")
+                return
             sources = ([source] if source else []) + [p for p in self.config.peers if p != source]
             self.missing[digest] = Missing(msg.topic, msg.epoch, dep.publisher, digest, now, sources, why)
             self._unwaited_count += why != "dep"
@@ -284,16 +287,26 @@ class Sync:
                 none.append(digest)
             else:
                 seqs[held.seq] = digest
-        wires = self.relay.storage.get(list(seqs))
         msgs: list[bytes] = []
         total = 0
-        for seq, digest in seqs.items():
-            wire = wires.get(seq)
-            if wire is None:
-                none.append(digest)
-            elif not msgs or total + len(wire) <= HAVE_BYTES:
-                msgs.append(wire)
-                total += len(wire)
+        order = list(seqs)
+        # read a few at a time and stop at the answer's budget: what is left is asked for again, and a
+        # small fetch must not make this relay read (up to 64 x 80 KiB) rows it would not send
+        for start in range(0, len(order), 8):
+            if total >= HAVE_BYTES:
+                break
+            chunk = order[start:start + 8]
+            wires = self.relay.storage.get(chunk)
+            for seq in chunk:
+                wire = wires.get(seq)
+                if wire is None:
+                    none.append(seqs[seq])
+                elif not msgs or total + len(wire) <= HAVE_BYTES:
+                    msgs.append(wire)
+                    total += len(wire)
+                else:
+                    total = HAVE_BYTES
+                    break
         self.counts["fetch_served"] += len(msgs)
         landing.reply({"topic": topic, "msgs": msgs, "none": none}, tag=HAVE)
 

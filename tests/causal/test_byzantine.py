@@ -8,11 +8,10 @@ send them.  docs/causal.md, "Predicate 1", "Equivocation", "Missing".
 
 from __future__ import annotations
 
+import msgpack
 from nacl.signing import SigningKey
 
-import msgpack
-
-from flowcast.causal.message import decode, make
+from flowcast.causal.message import TopicMsgID, decode, make
 from flowcast.causal.storage import causal_name
 from flowcast.routing import Route
 from tests.causal.kit import TOPIC, Causal, hashes
@@ -212,3 +211,39 @@ def test_a_publisher_of_one_topic_is_not_a_publisher_of_another() -> None:
     assert drops == ["not_publisher", "not_publisher"] and len(storage.put_msgs) == 1
     kept = storage.put_msgs[0]
     assert kept.publisher is relay._keys[bytes(anna.verify_key)] and kept.topic is config.topics["one"].name  # one copy each
+
+
+def test_a_forged_reference_to_a_real_message_does_not_censor_it(tmp_path) -> None:
+    """Was: alpha (a valid publisher) names beta's real message m with a bad hsig.  gamma's sync marks
+    m's *hash* rejected in relay.rejected, so when the real, correctly signed m arrives it is dropped
+    as a 'duplicate' and never stored, forwarded or delivered; beta's later messages are dep_rejected."""
+    world = Causal(tmp_path, ("alpha", "beta", "gamma"), follow=False, config={"heads_every": None})
+    beta, gamma = world.services["beta"], world.services["gamma"]
+    gamma.subscribe(TOPIC, "inbox")
+    m = make(world.keys["beta"], TOPIC, b"beta's real message")
+    later = make(world.keys["beta"], TOPIC, b"beta's next", deps=[m.id])
+    forged_ref = TopicMsgID(m.publisher, m.hash, bytes(64))
+    attack = make(world.keys["alpha"], TOPIC, b"front-runs m", deps=[forged_ref])
+    assert gamma.relay.accept(attack.wire, "alpha") == "stored"
+    world.run_for(1.0)
+    assert gamma.relay.accept(m.wire, "beta") == "stored", "the real, correctly signed message was refused"
+    assert gamma.relay.accept(later.wire, "beta") == "stored"
+    assert world.run_until(lambda: len(world.queue("gamma").queue) == 2, 20)
+    assert hashes(world.queue("gamma")) == [m.hash.hex(), later.hash.hex()]
+
+
+def test_fake_geneses_of_far_epochs_are_dropped_without_filling_the_evidence(tmp_path) -> None:
+    """Was: A non-owner tags messages 'epoch' with ever-new future epochs: the window lets any 'genesis' of a
+    future epoch through before the owner check, and the evidence cap is per (publisher, kind, epoch),
+    so each is written to the ledger and kept in relay.rejected / service._evidence for ever."""
+    world = Causal(tmp_path, ("alpha", "beta"), follow=False, config={"evidence_cap": 5, "heads_every": None})
+    beta = world.services["beta"]
+    mallory = world.keys["beta"]  # a valid publisher, not the owner
+    outcomes = set()
+    for i in range(200):
+        fake = make(mallory, TOPIC, b"%d" % i, epoch=10 + i, tags=["epoch"])
+        outcomes.add(beta.relay.accept(fake.wire, "alpha"))
+    world.run_for(1.0)
+    written = len(beta.ledger.evidence(TOPIC, limit=10_000))
+    assert written <= 5, f"evidence rows written: {written} (cap 5); outcomes {outcomes}"
+    assert len(beta.relay.rejected) <= 5 and len(beta._evidence) <= 5

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flowcast.causal.message import make
+from flowcast.routing import Route
 from tests.causal.kit import TOPIC, Causal, hashes
 
 
@@ -57,14 +58,16 @@ def test_a_dep_whose_signature_is_bad_is_rejected_and_never_fetched(tmp_path) ->
     world.run_for(2.0)
     assert gamma.sync.missing == {} and gamma.sync.counts["fetches"] == 0
     rejected = world.estates["gamma"].store("manor").share("causal.rejected")[TOPIC]
-    assert rejected[real.hash.hex()]["reason"] == "bad_dep_signature"
-    assert rejected[orphan.hash.hex()]["reason"] == "dep_rejected"
+    # the message making the forged reference is rejected (and kept as proof), not the id it names
+    assert rejected[orphan.hash.hex()]["reason"] == "bad_dep_signature" and real.hash.hex() not in rejected
+    assert [e["hash"] for e in gamma.ledger.evidence(TOPIC)] == [orphan.hash]
+    assert gamma.relay.accept(real.wire, "alpha") == "stored"  # the real message is not censored by it
+    assert world.run_until(lambda: len(world.queue("gamma").queue) == 1, 5)
 
 
 def test_hostile_fetches_are_refused_and_counted(tmp_path) -> None:
     world = Causal(tmp_path, ("alpha", "gamma"), follow=False)
     router = world.estates["gamma"]["manor"]
-    from flowcast.routing import Route
     to_alpha = Route("causal", "", "alpha", "")
     bad = [None, b"x", {"topic": "log"}, {"topic": 5, "want": []}, {"topic": "nope", "want": []},
            {"topic": "log", "want": [b"short"]}, {"topic": "log", "want": [bytes(32)] * 65}]
@@ -77,3 +80,27 @@ def test_hostile_fetches_are_refused_and_counted(tmp_path) -> None:
     router.send(to_alpha, {"topic": "log", "want": [bytes(32)]}, src="causal", tag="causal.fetch")
     world.run_for(1.0)
     assert alpha.sync.counts["fetch_asked"] == 1  # the router still serves after the bad ones
+
+
+def test_a_fetch_reads_little_more_than_it_answers(tmp_path) -> None:
+    """Was: Sync._on_fetch reads every wanted message from the cache (up to 64 x 80 KiB) and only then
+    trims the answer to HAVE_BYTES: each 2 KiB causal.fetch costs ~5 MiB of reads and decoding
+    of rows it throws away, and the asker may repeat it at will."""
+    world = Causal(tmp_path, ("alpha", "gamma"), follow=False, config={"heads_every": None})
+    alpha = world.services["alpha"]
+    sent = [alpha.publish(TOPIC, bytes([i]) * 60_000, deps=[]) for i in range(64)]
+    assert world.run_until(lambda: all(p.done for p in sent), 30)
+    read = [0]
+    real = alpha.storage.get
+
+    def counting(seqs):
+        out = real(seqs)
+        read[0] += sum(len(w) for w in out.values())
+        return out
+
+    alpha.storage.get = counting
+    world.estates["gamma"]["manor"].send(Route("causal", "", "alpha", ""), {"topic": TOPIC, "want": [p.msg.hash for p in sent]},
+                                         src="causal", tag="causal.fetch")
+    assert world.run_until(lambda: alpha.sync.counts["fetch_asked"] == 1, 10)
+    from flowcast.causal.sync import HAVE_BYTES
+    assert read[0] <= 2 * HAVE_BYTES, f"read {read[0]} bytes to answer at most {HAVE_BYTES}"

@@ -55,6 +55,7 @@ def test_evidence_survives_a_restart(tmp_path) -> None:
     world = Causal(tmp_path, ("alpha", "beta"), follow=False)
     bad = make(world.keys["alpha"], TOPIC, b"", epoch=1, deps=[], tags=["epoch", "x"])  # fine: the owner's genesis
     assert world.services["beta"].relay.accept(bad.wire, "alpha") == "stored"
+    assert world.run_until(lambda: world.services["beta"].relay.current[TOPIC] == 1, 5)
     forged_genesis = make(world.keys["beta"], TOPIC, b"", epoch=2, tags=["epoch"])
     assert world.services["beta"].relay.accept(forged_genesis.wire, "alpha") == "bad_genesis"
     world.run_for(1.0)
