@@ -143,11 +143,23 @@ class CausalService:
         tip = relay.tips.get((topic, publisher, epoch))
         if tip is None and epoch:
             tip = relay.genesis.get((topic, epoch))
-        for digest in ([tip] if tip is not None else []) + (list(relay.heads.get((topic, epoch), ()))[-limit:] if limit else []):
+        for digest in ([tip] if tip is not None else []) + (self._heads(topic, epoch, limit) if limit else []):
             found = self._id_of(digest)
             if found is not None and (found.publisher != publisher or digest == tip):
                 out[digest] = found
         return list(out.values())
+
+    def _heads(self, topic: str, epoch: int, limit: int) -> list[bytes]:
+        """What a new message builds on: the newest delivered heads of the topic's first subscription here.
+
+        Not the relay's heads: a relay holds what it cannot deliver too (a message naming a dep that
+        never existed), and naming that would make this honest message wait for it everywhere.
+        Only with no subscription here are the relay's heads all there is to go by.
+        """
+        subs = self.broker.by_topic.get(topic)
+        if subs:
+            return subs[0].mailbox.frontier(epoch, limit)
+        return list(self.relay.heads.get((topic, epoch), ()))[-limit:]
 
     def _id_of(self, digest: bytes) -> TopicMsgID | None:
         held = self.relay.index.get(digest)

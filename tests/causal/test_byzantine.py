@@ -247,3 +247,22 @@ def test_fake_geneses_of_far_epochs_are_dropped_without_filling_the_evidence(tmp
     written = len(beta.ledger.evidence(TOPIC, limit=10_000))
     assert written <= 5, f"evidence rows written: {written} (cap 5); outcomes {outcomes}"
     assert len(beta.relay.rejected) <= 5 and len(beta._evidence) <= 5
+
+
+def test_an_honest_publish_names_what_was_delivered_not_a_hostile_undeliverable_head(tmp_path) -> None:
+    """Was: A valid publisher (alpha) publishes ONE message naming a signed ghost as its own previous.
+    It is stored and forwarded everywhere and becomes a relay head; beta's next publish (deps=None,
+    the documented default) names it, so beta's honest message waits for the ghost everywhere."""
+    world = Causal(tmp_path)
+    for n in world.names:
+        world.services[n].subscribe(TOPIC, "inbox")
+    key = world.keys["alpha"]
+    ghost = make(key, TOPIC, b"signed, never sent")
+    poison = make(key, TOPIC, b"names a ghost", deps=[ghost.id])
+    assert world.services["alpha"].relay.accept(poison.wire) == "stored"
+    assert world.run_until(lambda: all(poison.hash in world.services[n].relay.index for n in world.names), 20)
+    honest = world.services["beta"].publish(TOPIC, b"an honest message")
+    world.run_for(60.0)
+    named = poison.hash in {d.hash for d in honest.msg.deps}
+    for n in ("beta", "gamma"):
+        assert honest.msg.hash.hex() in hashes(world.queue(n)), f"not delivered at {n}; names the poison: {named}"
