@@ -340,9 +340,16 @@ class Broker:
 
     def close_epoch(self, topic: str, epoch: int) -> list[tuple[Subscription, Buffered, list[bytes]]]:
         out = []
+        now = self.clock()
         for sub in self.by_topic.get(topic, ()):
             box = sub.mailbox
             missing = {e.hash: box.missing_of(e) for e in box.buffered.values() if e.epoch == epoch}
+            if box.deferred:  # deferred messages are only a seq in the mailbox: the relay's index names them
+                done = box.delivered.get(epoch, ())
+                for digest, held in self.relay.index.items():
+                    if (held.topic == topic and held.epoch == epoch and digest not in done and digest not in box.buffered
+                            and digest not in box.rejected):
+                        out.append((sub, Buffered(digest, held.publisher, epoch, (), held.seq, None, 0, now), []))
             for entry in box.close_epoch(epoch):
                 out.append((sub, entry, missing.get(entry.hash, [])))
             self.ledger.forget(sub.name, epoch + 1)

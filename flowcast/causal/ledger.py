@@ -31,6 +31,9 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS evidence(hash BLOB NOT NULL, kind TEXT NOT NULL, topic TEXT NOT NULL,"
     " publisher BLOB NOT NULL, reason TEXT NOT NULL, other BLOB, stamp REAL NOT NULL, wire BLOB NOT NULL,"
     " PRIMARY KEY(hash, kind)) WITHOUT ROWID",
+    # per topic: the current epoch, the newest closed one (-1: none), the current epoch's genesis id
+    "CREATE TABLE IF NOT EXISTS epochs(topic TEXT PRIMARY KEY, current INTEGER NOT NULL, closed INTEGER NOT NULL,"
+    " genesis_publisher BLOB, genesis_hash BLOB, genesis_hsig BLOB)",
 )
 
 
@@ -67,6 +70,29 @@ class Ledger:
     def forget(self, sub: str, before_epoch: int) -> int:
         """Prune ``sub``'s delivered hashes of epochs before ``before_epoch`` (closed ones)."""
         return self.db.execute("DELETE FROM delivered WHERE sub=? AND epoch<?", (sub, before_epoch)).rowcount
+
+    def epochs(self) -> dict[str, tuple[int, int, tuple[bytes, bytes, bytes] | None]]:
+        """topic -> (current epoch, newest closed epoch or -1, the current genesis' (publisher, hash, hsig) or None).
+
+        Why kept here and not only inferred from the cache: the cache expires a genesis after its
+        retention while its epoch may last longer, and a closed epoch's delivered set is pruned, so
+        a restart that reopened it would deliver its messages again.
+        """
+        out = {}
+        for topic, current, closed, pub, digest, hsig in self.db.execute(
+                "SELECT topic, current, closed, genesis_publisher, genesis_hash, genesis_hsig FROM epochs"):
+            genesis = (bytes(pub), bytes(digest), bytes(hsig)) if digest is not None else None
+            out[topic] = (int(current), int(closed), genesis)
+        return out
+
+    def opened(self, topic: str, epoch: int, genesis: tuple[bytes, bytes, bytes]) -> None:
+        self.db.execute("INSERT INTO epochs VALUES(?, ?, -1, ?, ?, ?) ON CONFLICT(topic) DO UPDATE SET current=excluded.current,"
+                        " genesis_publisher=excluded.genesis_publisher, genesis_hash=excluded.genesis_hash,"
+                        " genesis_hsig=excluded.genesis_hsig WHERE excluded.current > epochs.current", (topic, epoch, *genesis))
+
+    def closed(self, topic: str, epoch: int) -> None:
+        self.db.execute("INSERT INTO epochs VALUES(?, ?, ?, NULL, NULL, NULL) ON CONFLICT(topic) DO UPDATE SET"
+                        " closed=max(epochs.closed, excluded.closed)", (topic, epoch + 1, epoch))
 
     def keep(self, digest: bytes, kind: str, topic: str, publisher: bytes, reason: str, other: bytes | None,
              stamp: float, wire: bytes) -> bool:

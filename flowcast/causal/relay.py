@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flowcast.causal.config import CausalConfig
@@ -77,6 +77,8 @@ class Relay:
         self.closing: dict[str, tuple[int, float]] = {}
         #: (topic, epoch) -> the genesis hash
         self.genesis: dict[tuple[str, int], bytes] = {}
+        #: topic -> the newest epoch closed here (-1: none): never open again, even after a restart
+        self.closed: dict[str, int] = {}
         #: every publisher key of every topic, mapped to itself
         self._keys: dict[bytes, bytes] = {k: k for t in config.topics.values() for k in t.publishers}
 
@@ -264,6 +266,8 @@ class Relay:
         return len(old)
 
     def is_open(self, topic: str, epoch: int) -> bool:
+        if epoch <= self.closed.get(topic, -1):
+            return False
         current = self.current.get(topic, 0)
         if epoch >= current:
             return epoch <= current + 1
@@ -276,8 +280,20 @@ class Relay:
         """Stored or on its way to the disk here."""
         return digest in self.index or digest in self.pending
 
-    def rebuild(self) -> int:
-        """Index what the cache holds (after a restart): the messages of each topic's newest epochs."""
+    def rebuild(self, known: Mapping[str, tuple[int, int, Any]] | None = None) -> int:
+        """Index what the cache holds (after a restart): the messages of each topic's open epochs.
+
+        ``known``: topic -> (current epoch, newest closed epoch, ...) as the ledger recorded them.  The
+        current epoch is the newer of that and the newest genesis in the cache (which may have expired
+        one); an epoch recorded closed stays closed, and the one before the current, if it had not
+        closed, gets a fresh grace period (when its genesis arrived is not kept).
+        """
+        for topic, (current, closed, _genesis) in (known or {}).items():
+            if topic in self.config.topics:
+                self.current[topic] = max(self.current.get(topic, 0), current)
+                self.closed[topic] = max(self.closed.get(topic, -1), closed)
+                if _genesis is not None:  # its message may have expired from the cache; its id is what counts
+                    self.genesis.setdefault((topic, current), _genesis[1])
         found: list[tuple[int, TopicMsg]] = []
         for seq, wire in self.storage.scan():
             try:
@@ -291,7 +307,7 @@ class Relay:
             if msg.is_genesis and msg.epoch > self.current.get(msg.topic, 0):
                 self.current[msg.topic] = msg.epoch
         for topic, epoch in self.current.items():
-            if epoch:
+            if epoch and epoch - 1 > self.closed.get(topic, -1):
                 self.closing[topic] = (epoch - 1, self.clock() + self.config.grace)
         kept = 0
         for seq, msg in found:

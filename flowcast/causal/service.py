@@ -91,7 +91,12 @@ class CausalService:
         store = router.store
         self._shares = {kind: store.share(f"causal.{kind}") for kind in _NOTES}
         self._notes: dict[tuple[str, str], dict[str, Any]] = {}
-        self.relay.rebuild()
+        known = self.ledger.epochs()
+        self._geneses = {(t, current): TopicMsgID(*g) for t, (current, _closed, g) in known.items() if g is not None}
+        self.relay.rebuild(known)
+        for topic, (epoch, until) in self.relay.closing.items():  # a restart within grace: it still closes
+            self._closers[topic] = self.scheduler.call_later(max(0.0, until - self.clock()),
+                                                             lambda t=topic, e=epoch: self._close_epoch(t, e))
         if follow:  # False: fetch from the peers, but take nothing from them unasked (tests, fetch-only estates)
             self.sync.follow_peers(cast)
         self._epoch_timers: dict[str, Any] = {}
@@ -166,7 +171,12 @@ class CausalService:
         if held is not None:
             return TopicMsgID(held.publisher, digest, held.hsig)
         pending = self.relay.pending.get(digest)
-        return pending[0].id if pending is not None else None
+        if pending is not None:
+            return pending[0].id
+        for (_topic, _epoch), found in self._geneses.items():  # a genesis the cache expired: the ledger kept its id
+            if found.hash == digest:
+                return found
+        return None
 
     def _signer(self, topic: str) -> SigningKey:
         self.config.topic(topic)
@@ -239,17 +249,28 @@ class CausalService:
             previous.cancel()
         if epoch >= 1:
             self._closers[topic] = self.scheduler.call_later(self.config.grace, lambda: self._close_epoch(topic, epoch - 1))
+        digest = self.relay.genesis.get((topic, epoch))
+        held = self.relay.index.get(digest) if digest is not None else None
+        if held is not None:
+            self._geneses[(topic, epoch)] = TopicMsgID(held.publisher, digest, held.hsig)
+            self.ledger.opened(topic, epoch, (held.publisher, digest, held.hsig))
 
     def _close_epoch(self, topic: str, epoch: int) -> None:
         if self._closed:
             return
-        if self.relay.current.get(topic, 0) > epoch:
-            self.relay.prune(topic, epoch + 1)
-        for sub, entry, missing in self.broker.close_epoch(topic, epoch):
+        if epoch <= self.relay.closed.get(topic, -1):
+            return
+        for sub, entry, missing in self.broker.close_epoch(topic, epoch):  # before the relay forgets the epoch
             self.note("abandoned", topic, entry.hash, {"sub": sub.name, "publisher": entry.publisher.hex(), "epoch": epoch,
                                                        "missing": [m.hex() for m in missing[:8]]})
             if self.hooks.abandoned is not None:
                 self.hooks.abandoned(sub, entry, missing)
+        if self.relay.current.get(topic, 0) > epoch:
+            self.relay.prune(topic, epoch + 1)
+            self.relay.closed[topic] = epoch
+            self.ledger.closed(topic, epoch)
+            for key in [k for k in self._geneses if k[0] == topic and k[1] <= epoch]:
+                del self._geneses[key]
         self.sync.forget_epoch(topic, epoch)
         for key in [k for k in self._evidence if k[2] <= epoch]:
             del self._evidence[key]

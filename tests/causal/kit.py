@@ -90,3 +90,8 @@ class Causal:
 
 def hashes(queue) -> list[str]:
     return [item["hash"] for item in queue.queue]
+
+
+def shown(world: Causal, name: str, kind: str) -> dict:
+    """What ``name``'s share ``causal.<kind>`` shows for the topic (missing, rejected, abandoned, ...)."""
+    return world.estates[name].store("manor").share(f"causal.{kind}").get(TOPIC) or {}

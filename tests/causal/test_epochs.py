@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from flowcast.causal.message import make
-from tests.causal.kit import TOPIC, Causal
+from tests.causal.kit import TOPIC, Causal, hashes, shown
 
 
 def test_genesis_opens_an_epoch_and_the_old_one_closes_after_grace(tmp_path) -> None:
@@ -82,3 +82,28 @@ def test_evidence_is_capped_per_publisher_so_a_flood_costs_no_disk(tmp_path) -> 
         junk = make(world.keys["alpha"], TOPIC, b"%d" % i, epoch=1)  # no genesis dep: bad shape, signed
         assert beta.relay.accept(junk.wire, "alpha") == "no_genesis_dep"
     assert len(beta.ledger.evidence(TOPIC)) == 5 and beta.counts["evidence_over_cap"] == 45
+
+
+def test_deferred_messages_of_a_closed_epoch_are_reported_abandoned(tmp_path) -> None:
+    """Was: Over the per-publisher cap a message is only a seq; when its epoch closes the buffered ones
+    are reported abandoned, the deferred ones are not reported anywhere."""
+    world = Causal(tmp_path, ("alpha", "beta"), follow=False,
+                   config={"grace": 10.0, "max_per_publisher": 2, "max_buffered": 4, "heads_every": None})
+    beta = world.services["beta"]
+    sub = beta.subscribe(TOPIC, "inbox")
+    key = world.keys["alpha"]
+    ghost = make(key, TOPIC, b"never sent")
+    chain = [make(key, TOPIC, b"m0", deps=[ghost.id])]
+    for i in range(1, 6):
+        chain.append(make(key, TOPIC, b"m%d" % i, deps=[chain[-1].id]))
+    for msg in chain:
+        assert beta.relay.accept(msg.wire, "alpha") == "stored"
+    world.run_for(1.0)
+    assert sub.mailbox.deferred
+    g = make(key, TOPIC, b"", epoch=1, tags=["epoch"])
+    assert beta.relay.accept(g.wire, "alpha") == "stored"
+    world.run_for(30.0)
+    abandoned = shown(world, "beta", "abandoned")
+    delivered = set(hashes(world.queue("beta")))
+    silent = [m.content for m in chain if m.hash.hex() not in abandoned and m.hash.hex() not in delivered]
+    assert silent == [], f"never delivered and never reported: {silent}"

@@ -6,7 +6,7 @@ import pytest
 
 from flowcast.causal.ledger import Ledger, LedgerCorrupt
 from flowcast.causal.message import make
-from tests.causal.kit import TOPIC, Causal, hashes
+from tests.causal.kit import TOPIC, Causal, hashes, shown
 
 
 def test_restart_delivers_each_message_once_and_the_rest_after(tmp_path) -> None:
@@ -61,3 +61,69 @@ def test_evidence_survives_a_restart(tmp_path) -> None:
     world.run_for(1.0)
     world.stop("beta")
     assert [e["hash"] for e in Ledger(tmp_path / "beta" / "causal.sqlite3").evidence()] == [forged_genesis.hash]
+
+
+def test_a_restart_after_the_genesis_expired_from_the_cache_keeps_the_epoch(tmp_path) -> None:
+    """Was: The relay infers its current epoch from the newest genesis *in the CAST cache*.  Once retention
+    expired it (epochs last as long as the owner wants; retention is 24 h), a restarted relay goes back
+    to epoch 0 and drops every honest message of the real current epoch as epoch_unknown."""
+    world = Causal(tmp_path, ("alpha", "beta"), config={"grace": 5.0})
+    for n in world.names:
+        world.caches[n].retention = 100.0  # stands for the 24 h default; epochs may last longer
+    alpha, beta = world.services["alpha"], world.services["beta"]
+    beta.subscribe(TOPIC, "inbox")
+    for _ in range(2):
+        g = alpha.genesis(TOPIC)
+        assert world.run_until(lambda: g.done and beta.relay.current[TOPIC] == g.msg.epoch, 10)
+    world.run_for(150.0)  # the geneses expire; epoch 2 is still current
+    world.stop("beta")
+    beta = world.start("beta")
+    beta.subscribe(TOPIC, "inbox")
+    world.queue("beta").queue.clear()
+    msg = alpha.publish(TOPIC, b"epoch 2 goes on")
+    assert msg.msg.epoch == 2
+    world.run_for(5.0)
+    assert beta.relay.current[TOPIC] == 2, f"restarted relay thinks the epoch is {beta.relay.current[TOPIC]}; drops {dict(beta.relay.counts)}"
+    assert hashes(world.queue("beta")) == [msg.msg.hash.hex()]
+
+
+def test_after_a_restart_during_grace_the_closing_epoch_still_closes(tmp_path) -> None:
+    """Was: rebuild() gives epoch n-1 a fresh grace, but nothing schedules _close_epoch for it: its buffered
+    messages are never abandoned (no share, no event) and their missing deps are fetched for ever."""
+    world = Causal(tmp_path, ("alpha", "beta"), config={"grace": 30.0, "heads_every": None})
+    alpha, beta = world.services["alpha"], world.services["beta"]
+    ghost = make(world.keys["alpha"], TOPIC, b"never sent")
+    stuck = make(world.keys["alpha"], TOPIC, b"waits for the ghost", deps=[ghost.id])
+    assert beta.relay.accept(stuck.wire, "alpha") == "stored"
+    g = alpha.genesis(TOPIC)
+    assert world.run_until(lambda: g.done and beta.relay.current[TOPIC] == 1, 10)
+    world.stop("beta")
+    beta = world.start("beta")
+    sub = beta.subscribe(TOPIC, "inbox")
+    assert stuck.hash in sub.mailbox.buffered
+    world.run_for(120.0)  # four times the grace
+    assert not beta.relay.is_open(TOPIC, 0)
+    assert stuck.hash.hex() in shown(world, "beta", "abandoned"), "never reported abandoned"
+    assert ghost.hash not in beta.sync.missing, "still fetched after its epoch closed"
+
+
+def test_a_restart_after_an_epoch_closed_does_not_reopen_it_or_deliver_twice(tmp_path) -> None:
+    """Was: Epoch 0 closed after the grace period: its delivered set was pruned from the ledger
+    (Broker.close_epoch -> ledger.forget).  On restart Relay.rebuild() gives epoch current-1 a *fresh*
+    grace whether or not it had closed already, re-indexes its messages from the cache (24 h retention)
+    and the new subscription offers them to a mailbox that forgot it delivered them."""
+    world = Causal(tmp_path, ("alpha", "beta"), config={"grace": 30.0, "heads_every": None})
+    alpha, beta = world.services["alpha"], world.services["beta"]
+    beta.subscribe(TOPIC, "inbox")
+    old = [alpha.publish(TOPIC, b"epoch 0 #%d" % i) for i in range(3)]
+    g = alpha.genesis(TOPIC)
+    assert world.run_until(lambda: len(world.queue("beta").queue) == 4, 20)
+    world.run_for(60.0)  # epoch 0 closed at beta
+    assert not beta.relay.is_open(TOPIC, 0)
+    world.stop("beta")
+    beta = world.start("beta")
+    beta.subscribe(TOPIC, "inbox")
+    world.run_for(2.0)
+    got = hashes(world.queue("beta"))
+    twice = [p.msg.content for p in old if got.count(p.msg.hash.hex()) > 1]
+    assert twice == [], f"delivered twice after a restart: {twice}; epoch 0 open again: {beta.relay.is_open(TOPIC, 0)}"
