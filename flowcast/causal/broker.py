@@ -257,6 +257,7 @@ class Broker:
         out, self._outbox = self._outbox, []
         if not out:
             return
+        out = self._read_back(out)
         try:
             self.ledger.commit([(sub.name, ready.epoch, ready.hash) for sub, ready, _m in out])
         except Exception:  # noqa: BLE001 - a disk error: keep them and try again, never push unrecorded
@@ -267,23 +268,40 @@ class Broker:
             self._flushing = self.scheduler.call_later(self._retry, self.flush)
             return
         self._retry = 0.0
-        wires = self.storage.get([ready.seq for _s, ready, msg in out if msg is None])
         for sub, ready, msg in out:
+            self._push(sub, delivery(msg, ready.lag))
+            sub.delivered += 1
+            if self.hooks.delivered is not None:
+                self.hooks.delivered(sub, ready)
+        self.resume()
+
+    def _read_back(self, out: list[tuple[Subscription, Ready, TopicMsg | None]]) -> list[tuple[Subscription, Ready, TopicMsg]]:
+        """The messages of ``out`` read back from storage, in order; one that expired from the cache while
+        buffered (past retention) is abandoned -- said, not skipped -- and so is everything released
+        after it that names it, since a message is never delivered before its deps."""
+        wires = self.storage.get([ready.seq for _s, ready, msg in out if msg is None])
+        kept = []
+        lost: set[tuple[str, bytes]] = set()
+        for sub, ready, msg in out:
+            reason = ""
             if msg is None:
                 wire = wires.get(ready.seq)
                 try:
                     msg = decode(wire) if wire is not None else None
                 except CausalError:
                     msg = None
-                if msg is None:  # expired from the cache while buffered (past retention): said, not skipped
-                    self.counts["unreadable"] += 1
-                    self.service.note("abandoned", sub.topic, ready.hash, {"reason": "expired_from_storage", "sub": sub.name})
-                    continue
-            self._push(sub, delivery(msg, ready.lag))
-            sub.delivered += 1
-            if self.hooks.delivered is not None:
-                self.hooks.delivered(sub, ready)
-        self.resume()
+                if msg is None:
+                    reason = "expired_from_storage"
+            if msg is not None and lost and any((sub.name, dep.hash) in lost for dep in msg.deps):
+                reason = "dep_expired"
+            if reason:
+                lost.add((sub.name, ready.hash))
+                sub.mailbox.undeliver(ready.hash, ready.epoch, reason)
+                self.counts["unreadable"] += 1
+                self.service.note("abandoned", sub.topic, ready.hash, {"reason": reason, "sub": sub.name})
+                continue
+            kept.append((sub, ready, msg))
+        return kept
 
     def _push(self, sub: Subscription, item: dict[str, Any]) -> None:
         if sub.closed:

@@ -209,6 +209,18 @@ class Mailbox:
                     todo.append((waiter.hash, "dep_rejected", waiter.epoch))
         return gone
 
+    def undeliver(self, hash: bytes, epoch: int, reason: str) -> None:
+        """A message this mailbox released that the caller could not hand over (it expired from storage):
+        it counts as rejected, so what names it later is rejected too, never delivered before it."""
+        done = self.delivered.get(epoch)
+        if done is not None:
+            done.discard(hash)
+        heads = self.heads.get(epoch)
+        if heads is not None:
+            heads.pop(hash, None)
+        self.rejected[hash] = (epoch, reason)
+        self.counts[f"rejected_{reason}"] += 1
+
     def _unwait(self, entry: Buffered) -> None:
         """Take a message that leaves the buffer off the waiter lists of its deps."""
         for dep in entry.deps:

@@ -127,3 +127,29 @@ def test_a_restart_after_an_epoch_closed_does_not_reopen_it_or_deliver_twice(tmp
     got = hashes(world.queue("beta"))
     twice = [p.msg.content for p in old if got.count(p.msg.hash.hex()) > 1]
     assert twice == [], f"delivered twice after a restart: {twice}; epoch 0 open again: {beta.relay.is_open(TOPIC, 0)}"
+
+
+def test_a_buffered_message_that_expired_from_the_cache_is_abandoned_with_what_names_it(tmp_path) -> None:
+    """Was: flush() notes 'expired_from_storage' for a ready message it cannot read back, but the mailbox
+    already counted it delivered, so its dependents are pushed: the flow sees m2 without ever seeing m1."""
+    world = Causal(tmp_path, ("alpha", "beta"), follow=False, config={"heads_every": None})
+    beta = world.services["beta"]
+    world.caches["beta"].retention = 100.0
+    beta.subscribe(TOPIC, "inbox")
+    key = world.keys["alpha"]
+    m0 = make(key, TOPIC, b"m0")
+    m1 = make(key, TOPIC, b"m1", deps=[m0.id])
+    assert beta.relay.accept(m1.wire, "alpha") == "stored"
+    world.run_for(90.0)
+    m2 = make(key, TOPIC, b"m2", deps=[m1.id])
+    assert beta.relay.accept(m2.wire, "alpha") == "stored"  # arrives later: expires later
+    world.run_for(20.0)  # m1 expired from the cache while buffered, m2 has not
+    assert beta.relay.accept(m0.wire, "alpha") == "stored"
+    world.run_for(2.0)
+    assert hashes(world.queue("beta")) == [m0.hash.hex()]  # m2 is not delivered without m1
+    abandoned = shown(world, "beta", "abandoned")
+    assert abandoned[m1.hash.hex()]["reason"] == "expired_from_storage" and abandoned[m2.hash.hex()]["reason"] == "dep_expired"
+    m3 = make(key, TOPIC, b"m3", deps=[m2.id])  # and what names them later is refused, not delivered
+    assert beta.relay.accept(m3.wire, "alpha") == "stored"
+    world.run_for(2.0)
+    assert hashes(world.queue("beta")) == [m0.hash.hex()] and m3.hash.hex() in shown(world, "beta", "rejected")
