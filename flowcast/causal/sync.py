@@ -47,7 +47,7 @@ def from_share(peer: str) -> str:
 class Missing:
     """A dependency some buffered message waits for and this estate does not hold."""
 
-    __slots__ = ("topic", "epoch", "publisher", "hash", "since", "tries", "next_at", "sources", "asked", "why")
+    __slots__ = ("topic", "epoch", "publisher", "hash", "since", "tries", "next_at", "sources", "asked", "why", "by")
 
     def __init__(self, topic: str, epoch: int, publisher: bytes, hash: bytes, since: float, sources: list[str],
                  why: str = "dep") -> None:
@@ -63,6 +63,8 @@ class Missing:
         #: "dep": a buffered message waits for it; "head": a peer announced it; "deferred": a message
         #: deferred over a buffer cap names it (neither is in a mailbox's waiters, so the tick keeps them)
         self.why = why
+        #: who made it wanted: the estate that announced it as a head, or sent the message naming it
+        self.by = sources[0] if sources else ""
 
     def view(self) -> dict[str, Any]:
         view = {"since": self.since, "tries": self.tries, "asked": self.asked, "epoch": self.epoch}
@@ -86,6 +88,8 @@ class Sync:
         self.counts: Counter[str] = Counter()
         self.missing: dict[bytes, Missing] = {}
         self._unwaited_count = 0
+        #: announcer -> heads it made wanted (each peer has a quota of the cap)
+        self._heads_by: Counter[str] = Counter()
         self._timer: Any = None
         self._due = float("inf")
         self._closed = False
@@ -156,8 +160,7 @@ class Sync:
             self._unwaited_count += why != "dep"
             self.counts["wanted" if why == "dep" else f"wanted_{why}"] += 1
             self.service.note("missing", msg.topic, digest, self.missing[digest].view())
-        if self.missing:
-            self._arm(now)
+            self._arm_at(now, now)  # asked at once; entries already wanted keep their times
 
     def want_head(self, topic: str, epoch: int, publisher: bytes, digest: bytes, hsig: bytes, source: str) -> str:
         """A peer holds ``digest`` and nothing it holds names it: fetch it unless held, known bad or unsigned.
@@ -180,26 +183,39 @@ class Sync:
             return "bad_signature"  # the announcer lied: nobody on the topic signed this id
         if self._unwaited() >= MAX_UNWAITED:
             return "over_cap"
+        if self._heads_by[source] >= max(MAX_DEPS, MAX_UNWAITED // max(1, len(self.config.peers))):
+            return "over_quota"  # one peer announcing signed ids nobody can fetch must not crowd out the others
         now = self.clock()
         self.missing[digest] = Missing(topic, epoch, publisher, digest, now, [source] + [p for p in self.config.peers if p != source],
                                        why="head")
         self._unwaited_count += 1
+        self._heads_by[source] += 1
         self.counts["wanted_heads"] += 1
         self.service.note("missing", topic, digest, self.missing[digest].view())
-        self._arm(now)
+        self._arm_at(now, now)
         return "wanted"
 
     def _unwaited(self) -> int:
         """How many wanted ids no buffered message waits for (kept until they arrive or their epoch closes)."""
         return self._unwaited_count
 
+    def _forget(self, digest: bytes) -> Missing | None:
+        """No longer wanted: out of the table, its counts and the share."""
+        found = self.missing.pop(digest, None)
+        if found is not None:
+            self._unwaited_count -= found.why != "dep"
+            if found.why == "head":
+                self._heads_by[found.by] -= 1
+                if not self._heads_by[found.by]:
+                    del self._heads_by[found.by]
+            self.service.unnote("missing", found.topic, digest)
+        return found
+
     def arrived(self, msg: TopicMsg, source: str) -> None:
         """The relay stored ``msg``: it is no longer missing."""
-        found = self.missing.pop(msg.hash, None)
+        found = self._forget(msg.hash)
         if found is None:
             return
-        self._unwaited_count -= found.why != "dep"
-        self.service.unnote("missing", found.topic, msg.hash)
         if found.tries:
             self.counts["fetched"] += 1
             hooks = self.service.hooks
@@ -208,13 +224,15 @@ class Sync:
 
     def forget_epoch(self, topic: str, epoch: int) -> None:
         for digest in [d for d, m in self.missing.items() if m.topic == topic and m.epoch <= epoch]:
-            self._unwaited_count -= self.missing.pop(digest).why != "dep"
-            self.service.unnote("missing", topic, digest)
+            self._forget(digest)
 
     # -- asking ----------------------------------------------------------------------------
 
     def _arm(self, now: float) -> None:
-        due = min((m.next_at for m in self.missing.values()), default=float("inf"))
+        """Wake at the earliest due entry (a scan: once per tick, not per want)."""
+        self._arm_at(min((m.next_at for m in self.missing.values()), default=float("inf")), now)
+
+    def _arm_at(self, due: float, now: float) -> None:
         if due == float("inf") or self._closed:
             return
         if self._timer is not None and self._due <= due:
@@ -234,8 +252,7 @@ class Sync:
         asks: dict[tuple[str, str], list[Missing]] = {}
         for digest, entry in list(self.missing.items()):
             if digest not in waited and entry.why == "dep":
-                del self.missing[digest]  # what waited for it was rejected or abandoned
-                self.service.unnote("missing", entry.topic, digest)
+                self._forget(digest)  # what waited for it was rejected or abandoned
                 continue
             if entry.next_at > now:
                 continue
@@ -322,10 +339,19 @@ class Sync:
         now = self.clock()
         for digest in data["none"]:
             entry = self.missing.get(digest) if isinstance(digest, bytes) else None
-            if entry is not None and entry.asked == source and entry.tries < len(entry.sources):
+            if entry is None or entry.asked != source:
+                continue
+            if entry.why == "head":  # a head is wanted only on its announcer's word: who says none is asked no more
+                entry.sources.remove(source)
+                if not entry.sources:
+                    self.counts["heads_unavailable"] += 1
+                    self._forget(digest)
+                    continue
+                entry.next_at = now
+            elif entry.tries < len(entry.sources):
                 entry.next_at = now  # not there: ask the next relay now rather than after the back-off
         if self.missing:
-            self._arm(now)
+            self._arm_at(now, now)
 
     def _on_error(self, share: Any) -> None:
         while share.queue:

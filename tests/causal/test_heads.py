@@ -86,4 +86,28 @@ def test_wanted_heads_are_capped(tmp_path, monkeypatch) -> None:
     router.send(Route("causal", "", "gamma", ""), {"topic": TOPIC, "epoch": 0, "heads": heads}, src="causal", tag="causal.heads")
     assert world.run_until(lambda: gamma.heads.counts["heads_heard"] == 1, 10)
     assert gamma.heads.counts["heads_wanted"] == 3 and gamma.heads.counts["heads_over_cap"] == 2
-    assert len(gamma.sync.missing) == 3
+    # alpha announced them but holds none of them: once it says so, they are asked for no more
+    assert world.run_until(lambda: gamma.sync.counts["heads_unavailable"] == 3, 10)
+    assert gamma.sync.missing == {} and gamma.sync._unwaited() == 0
+
+
+def test_signed_ghost_heads_from_one_peer_do_not_crowd_out_honest_heads(tmp_path, monkeypatch) -> None:
+    """Was: A hostile peer with a publisher key signs random hashes (no message needed) and announces them
+    as heads.  They count against MAX_UNWAITED until their epoch closes -- which may be never -- so
+    the honest heads a relay missed are 'over_cap' at every announcement and never fetched."""
+    from flowcast.causal import sync
+
+    monkeypatch.setattr(sync, "MAX_UNWAITED", 16)  # 4,096 in production: the attacker signs 4,096 hashes
+    world = Causal(tmp_path, ("alpha", "beta", "gamma"), follow=False, config={"heads_every": 2.0})
+    gamma = world.services["gamma"]
+    gamma.subscribe(TOPIC, "inbox")
+    key = world.keys["alpha"]
+    ghosts = [make(key, TOPIC, b"ghost %d" % i) for i in range(16)]
+    world.estates["alpha"]["manor"].send(Route("causal", "", "gamma", ""),
+                                         {"topic": TOPIC, "epoch": 0, "heads": [[g.publisher, g.hash, g.hsig] for g in ghosts]},
+                                         src="causal", tag="causal.heads")
+    assert world.run_until(lambda: gamma.heads.counts["heads_wanted"] == 16, 10)
+    honest = world.services["beta"].publish(TOPIC, b"gamma missed this one")
+    world.run_for(120.0)
+    assert honest.msg.hash.hex() in hashes(world.queue("gamma")), \
+        f"honest head never fetched: {dict(gamma.heads.counts)}"
