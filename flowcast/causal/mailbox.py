@@ -26,6 +26,9 @@ from typing import Any, NamedTuple
 
 __all__ = ["Buffered", "DEFERRED", "DELIVERED", "DUPLICATE", "BUFFERED", "Mailbox", "REJECTED", "Ready"]
 
+#: Deps remembered per publisher for its deferred messages; past that, any delivery may unblock them.
+MAX_DEFERRED_DEPS = 4096
+
 DELIVERED = "delivered"
 BUFFERED = "buffered"
 DEFERRED = "deferred"
@@ -88,6 +91,12 @@ class Mailbox:
         self.deferred: dict[bytes, int] = {}
         #: publisher -> deliveries counted when its first deferral since resumed: one after may unblock it
         self.deferred_at: dict[bytes, int] = {}
+        #: publisher -> the deps its deferred messages wait for (None: more than MAX_DEFERRED_DEPS, not kept)
+        self.deferred_deps: dict[bytes, set[bytes] | None] = {}
+        #: dep hash -> the publishers with a deferred message waiting for it
+        self.deferred_on: dict[bytes, set[bytes]] = {}
+        #: publishers one of whose deferred messages' deps was delivered since: worth offering again
+        self.deferred_hit: set[bytes] = set()
         self.counts: Counter[str] = Counter()
 
     # -- offering -------------------------------------------------------------
@@ -130,6 +139,7 @@ class Mailbox:
             if low is None or seq < low:
                 self.deferred[publisher] = seq
             self.deferred_at.setdefault(publisher, self.counts[DELIVERED])
+            self._defer_deps(publisher, deps, done)
             self.counts[DEFERRED] += 1
             return DEFERRED, []
         entry = Buffered(hash, publisher, epoch, deps, seq, item, waiting, self.clock())
@@ -146,7 +156,39 @@ class Mailbox:
         self.counts[BUFFERED] += 1
         return BUFFERED, []
 
+    def _defer_deps(self, publisher: bytes, deps: tuple[bytes, ...], done: set[bytes]) -> None:
+        """Remember what a deferred message waits for, so that only delivering one of those makes the
+        publisher worth re-reading (a flood naming ghosts then costs nothing per honest delivery)."""
+        known = self.deferred_deps.setdefault(publisher, set())
+        if known is None:
+            return
+        for dep in deps:
+            if dep in done or dep in known:
+                continue
+            if len(known) >= MAX_DEFERRED_DEPS:
+                self._forget_deferred_deps(publisher)
+                self.deferred_deps[publisher] = None  # too many to keep: any delivery may unblock it
+                return
+            known.add(dep)
+            on = self.deferred_on.get(dep)
+            if on is None:
+                self.deferred_on[dep] = {publisher}
+            else:
+                on.add(publisher)
+
+    def _forget_deferred_deps(self, publisher: bytes) -> None:
+        for dep in self.deferred_deps.pop(publisher, None) or ():
+            on = self.deferred_on.get(dep)
+            if on is not None:
+                on.discard(publisher)
+                if not on:
+                    del self.deferred_on[dep]
+
     def _deliver(self, hash: bytes, epoch: int, deps: tuple[bytes, ...], done: set[bytes]) -> None:
+        if self.deferred_on:
+            hit = self.deferred_on.pop(hash, None)
+            if hit is not None:
+                self.deferred_hit.update(hit)
         done.add(hash)
         heads = self.heads[epoch]
         for dep in deps:
@@ -256,20 +298,24 @@ class Mailbox:
     def resumable(self) -> list[tuple[bytes, int]]:
         """(publisher, lowest deferred seq) for each publisher with deferred messages and room to buffer them now.
 
-        Or with a delivery since they were deferred: it may have made one of
-        them deliverable, which needs no room -- and what fills the buffer
-        may be waiting for exactly that one.
+        Or, with no room, once a dep one of them waits for was delivered: it may
+        now be deliverable, which needs no room -- and what fills the buffer
+        may be waiting for exactly it.  (A publisher whose deferred deps were
+        too many to remember: once anything was delivered since.)
         """
         room = len(self.buffered) < self.max_buffered
         delivered = self.counts[DELIVERED]
         return [(p, seq) for p, seq in self.deferred.items()
-                if (room and self.per_publisher[p] < self.max_per_publisher) or self.deferred_at.get(p, delivered) < delivered]
+                if (room and self.per_publisher[p] < self.max_per_publisher) or p in self.deferred_hit
+                or (self.deferred_deps.get(p, ()) is None and self.deferred_at.get(p, delivered) < delivered)]
 
     def resumed(self, publisher: bytes, seq: int | None) -> None:
         """The caller re-offered ``publisher``'s deferred messages up to the end (None) or deferred again from ``seq``."""
         if seq is None:
             self.deferred.pop(publisher, None)
             self.deferred_at.pop(publisher, None)
+            self.deferred_hit.discard(publisher)
+            self._forget_deferred_deps(publisher)
         else:
             self.deferred[publisher] = seq
             self.deferred_at.setdefault(publisher, self.counts[DELIVERED])

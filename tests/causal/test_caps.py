@@ -79,3 +79,37 @@ def test_deferred_messages_that_wait_on_another_publisher_are_delivered_by_the_b
     for msg in p_chain + q_chain:
         assert all(position[d.hash.hex()] < position[msg.hash.hex()] for d in msg.deps)
     assert len(sub.mailbox.buffered) == 0 and not sub.mailbox.deferred
+
+
+def test_honest_deliveries_do_not_reread_a_flooding_publishers_deferred_messages(tmp_path, monkeypatch) -> None:
+    """Was: The backstop in Broker.resume re-reads, decodes and re-offers every deferred message of a
+    publisher (scanning the whole relay index) once a second whenever *anything* was delivered.
+    N stored junk messages thus cost O(N) work per second of honest traffic, for the epoch's life."""
+    from flowcast.causal import broker as broker_mod
+    from flowcast.causal import sync
+
+    monkeypatch.setattr(sync, "MAX_UNWAITED", 20)
+    world = Causal(tmp_path, ("alpha", "beta", "gamma"), follow=False,
+                   config={"max_per_publisher": 10, "max_buffered": 50, "heads_every": None})
+    gamma = world.services["gamma"]
+    gamma.subscribe(TOPIC, "inbox")
+    key = world.keys["alpha"]
+    n = 600
+    for i in range(n):
+        ghost = make(key, TOPIC, b"g%d" % i)
+        assert gamma.relay.accept(make(key, TOPIC, b"junk %d" % i, deps=[ghost.id]).wire, "alpha") == "stored"
+    world.run_for(2.0)
+    decodes = [0]
+    real = broker_mod.decode
+
+    def counting(wire):
+        decodes[0] += 1
+        return real(wire)
+
+    monkeypatch.setattr(broker_mod, "decode", counting)
+    beta = world.services["beta"]
+    for i in range(20):  # honest traffic, one message a second
+        assert gamma.relay.accept(beta.publish(TOPIC, b"honest %d" % i, deps=[]).msg.wire, "beta") == "stored"
+        world.run_for(1.0)
+    assert len(world.queue("gamma").queue) == 20
+    assert decodes[0] <= 2 * 20, f"{decodes[0]} re-reads of stored messages for 20 honest deliveries ({n} junk)"

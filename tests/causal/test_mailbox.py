@@ -198,3 +198,30 @@ def test_the_frontier_is_the_newest_heads_up_to_the_limit() -> None:
     assert box.frontier(0) == [B, C, D]
     assert box.frontier(0, limit=2) == [C, D]
     assert box.frontier(5) == []
+
+
+def test_with_no_room_only_delivering_what_a_deferred_message_waits_for_makes_it_worth_offering_again() -> None:
+    """A flood of deferred messages naming ghosts must cost nothing per honest delivery."""
+    box = Mailbox(max_per_publisher=1)
+    assert box.offer(B, P, 0, (X,), seq=1)[0] == BUFFERED  # P's room: waits for a ghost
+    assert box.offer(C, P, 0, (A,), seq=2) == (DEFERRED, [])  # waits for A
+    assert box.offer(D, Q, 0, (), seq=3)[0] == DELIVERED  # unrelated: P is not offered again
+    assert box.resumable() == []
+    assert box.offer(A, Q, 0, (), seq=4)[0] == DELIVERED  # what C waits for
+    assert box.resumable() == [(P, 2)]
+    box.resumed(P, None)
+    assert box.deferred_on == {} and box.deferred_deps == {} and box.deferred_hit == set()
+
+
+def test_past_the_deps_it_remembers_any_delivery_makes_a_deferred_publisher_worth_offering_again(monkeypatch) -> None:
+    from flowcast.causal import mailbox
+
+    monkeypatch.setattr(mailbox, "MAX_DEFERRED_DEPS", 2)
+    box = Mailbox(max_per_publisher=1)
+    assert box.offer(B, P, 0, (X,), seq=1)[0] == BUFFERED
+    for seq, (msg, dep) in enumerate([(C, A), (D, B), (E, b"\x01" * 32)], start=2):
+        assert box.offer(msg, P, 0, (dep,), seq=seq)[0] == DEFERRED
+    assert box.deferred_deps[P] is None and box.deferred_on == {}  # forgotten, not grown
+    assert box.resumable() == []
+    assert box.offer(b"\x02" * 32, Q, 0, (), seq=9)[0] == DELIVERED  # anything
+    assert box.resumable() == [(P, 2)]
