@@ -167,6 +167,10 @@ class Broker:
             self.reject(sub, digest, msg.publisher, msg.epoch, "dep_rejected")
             return REJECTED
         status, ready = box.offer(digest, msg.publisher, msg.epoch, tuple(d.hash for d in msg.deps), seq)
+        if box.swept:
+            swept, box.swept = box.swept, []
+            for entry, why in swept:
+                self._rejected(sub, sub.topic, entry.hash, entry.publisher, why)
         if status == BUFFERED:
             entry = box.buffered[digest]
             if self.hooks.buffered is not None:

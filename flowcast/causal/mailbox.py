@@ -97,6 +97,9 @@ class Mailbox:
         self.deferred_on: dict[bytes, set[bytes]] = {}
         #: publishers one of whose deferred messages' deps was delivered since: worth offering again
         self.deferred_hit: set[bytes] = set()
+        #: buffered messages rejected while releasing others (a dep of another epoch), with the reason:
+        #: the caller reports them (and clears the list)
+        self.swept: list[tuple[Buffered, str]] = []
         self.counts: Counter[str] = Counter()
 
     # -- offering -------------------------------------------------------------
@@ -214,7 +217,8 @@ class Mailbox:
                 if entry.hash not in buffered:
                     continue  # rejected meanwhile
                 if entry.epoch != dep_epoch:
-                    self.reject(entry.hash, "cross_epoch", entry.epoch)
+                    self.swept.extend((gone, "cross_epoch" if gone is entry else "dep_rejected")
+                                      for gone in self.reject(entry.hash, "cross_epoch", entry.epoch))
                     continue
                 entry.waiting -= 1
                 if entry.waiting:

@@ -104,6 +104,7 @@ def test_a_dep_delivered_in_another_epoch_rejects_its_dependent_on_release_as_cr
     assert status == DELIVERED and hashes(ready) == [A, D]  # B is epoch 1: its dep of epoch 0 never counts
     assert box.rejected == {B: (1, "cross_epoch"), C: (1, "dep_rejected")}
     assert box.buffered == {} and box.waiters == {} and +box.per_publisher == {}
+    assert [(e.hash, why) for e, why in box.swept] == [(B, "cross_epoch"), (C, "dep_rejected")]  # for the caller to report
     assert not box.is_delivered(B, 1) and not box.is_delivered(B, 0)
 
 
