@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Figure", "Figures", "best_of", "machine", "parser", "timed"]
+__all__ = ["ChildHouse", "Figure", "Figures", "best_of", "machine", "parser", "timed"]
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -115,6 +115,49 @@ class BenchHouse:
 
     def on_close(self, fn: Any) -> None:
         self.closers.append(fn)
+
+
+class ChildHouse:
+    """A bench house in a child process, driven over a pipe: ``ask`` sends a command and waits for the
+    answer of the kind named; the child's ``("error", text, traceback)`` (see ``run_reported``) raises here,
+    so a bench fails with the child's reason instead of waiting out its timeout."""
+
+    def __init__(self, ctx: Any, main: Callable[[Any, dict[str, Any]], None], spec: dict[str, Any], name: str,
+                 timeout: float = 30.0) -> None:
+        self.name = name
+        self.timeout = timeout
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=main, args=(child, spec), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def send(self, *message: Any) -> None:
+        self.conn.send(message)
+
+    def expect(self, kind: str, timeout: float) -> Any:
+        if not self.conn.poll(timeout):
+            raise RuntimeError(f"{self.name} gave no {kind!r} within {timeout:.0f} s")
+        message = self.conn.recv()
+        if message[0] == "error":
+            raise RuntimeError(f"{message[1]}\n{message[2]}")
+        if message[0] != kind:
+            raise RuntimeError(f"{self.name}: expected {kind!r}, got {message[0]!r}")
+        return message[1] if len(message) > 1 else None
+
+    def ask(self, kind: str, *message: Any, timeout: float | None = None) -> Any:
+        self.send(*message)
+        return self.expect(kind, self.timeout if timeout is None else timeout)
+
+    def close(self) -> None:
+        try:
+            self.send("stop")
+        except OSError:
+            pass
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(timeout=5)
+        self.conn.close()
 
 
 def run_reported(body: Callable[[Any, dict[str, Any]], None], conn: Any, spec: dict[str, Any], label: str) -> None:

@@ -50,7 +50,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import BenchHouse, Figures, parser, run_reported  # noqa: E402
+from _common import BenchHouse, ChildHouse, Figures, parser, run_reported  # noqa: E402
 
 PAYLOAD = 100
 _stamp = struct.Struct(">d")
@@ -196,40 +196,9 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
                 pass
 
 
-class _Proc:
-    def __init__(self, ctx: Any, spec: dict[str, Any]) -> None:
-        self.name = spec["estate"]
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_house_main, args=(child, spec), daemon=True)
-        self.proc.start()
-        child.close()
-
-    def expect(self, kind: str, timeout: float) -> Any:
-        if not self.conn.poll(timeout):
-            raise RuntimeError(f"{self.name} gave no {kind!r} within {timeout:.0f} s")
-        message = self.conn.recv()
-        if message[0] == "error":
-            raise RuntimeError(f"{message[1]}\n{message[2]}")
-        if message[0] != kind:
-            raise RuntimeError(f"{self.name}: expected {kind!r}, got {message[0]!r}")
-        return message[1] if len(message) > 1 else None
-
-    def ask(self, kind: str, *message: Any, timeout: float = 30.0) -> Any:
-        self.conn.send(message)
-        return self.expect(kind, timeout)
-
-    def close(self) -> None:
-        try:
-            self.conn.send(("stop",))
-        except OSError:
-            pass
-        self.proc.join(timeout=10)
-        if self.proc.is_alive():
-            self.proc.terminate()
-            self.proc.join(timeout=5)
 
 
-def _wait_for(proc: _Proc, count: int, limit: float) -> dict[str, Any]:
+def _wait_for(proc: ChildHouse, count: int, limit: float) -> dict[str, Any]:
     end = time.monotonic() + limit
     progress = proc.ask("progress", "progress")
     while progress["got"] < count and time.monotonic() < end:
@@ -241,22 +210,23 @@ def _wait_for(proc: _Proc, count: int, limit: float) -> dict[str, Any]:
 def road_run(replay: int, live: int, rate: float, seconds: float, repeats: int = 1) -> dict[str, Any]:
     top = tempfile.mkdtemp(prefix="fccast-")
     ctx = multiprocessing.get_context("spawn")
-    procs: dict[str, _Proc] = {}
+    procs: dict[str, ChildHouse] = {}
     policies = {"abc": [{"allow": "subscribe", "estate": "xyz", "share": "cast"}],
                 "xyz": [{"allow": "write", "estate": "abc", "share": "cast.*"}]}
     out: dict[str, Any] = {}
     try:
         for estate in ("abc", "xyz"):
             os.makedirs(os.path.join(top, estate))
-            procs[estate] = _Proc(ctx, {"estate": estate, "policy": policies[estate], "dir": os.path.join(top, estate),
-                                        "keep": os.path.join(top, estate + "-keep")})
+            spec = {"estate": estate, "policy": policies[estate], "dir": os.path.join(top, estate),
+                    "keep": os.path.join(top, estate + "-keep")}
+            procs[estate] = ChildHouse(ctx, _house_main, spec, estate)
         addresses = {name: p.expect("ready", 30) for name, p in procs.items()}
         procs["xyz"].ask("ok", "join", *addresses["abc"][:2])
         for name, peer in (("abc", "xyz"), ("xyz", "abc")):
             if not procs[name].ask("allowed", "wait_allowed", peer, timeout=15):
                 raise RuntimeError(f"{name} did not allow {peer}")
         abc, xyz = procs["abc"], procs["xyz"]
-        abc.conn.send(("publish", replay, 0.0, "filled"))
+        abc.send("publish", replay, 0.0, "filled")
         abc.expect("filled", 60 + replay / 5_000)
         out["read"] = abc.ask("read", "read_all", replay, timeout=120)
         # Best of ``repeats`` replays, as JetStream's replay is the best of as many consumers.
@@ -266,7 +236,7 @@ def road_run(replay: int, live: int, rate: float, seconds: float, repeats: int =
             if progress["got"] != replay:
                 raise RuntimeError(f"replay: {progress['got']:,} of {replay:,} arrived")
             out["replay"] = max(out.get("replay", 0.0), replay / (progress["last"] - start))
-        abc.conn.send(("publish", live, 0.0, "published"))
+        abc.send("publish", live, 0.0, "published")
         sent = abc.expect("published", 60 + live / 2_000)
         progress = _wait_for(xyz, replay + live, 60)
         if progress["got"] != replay + live:
@@ -274,7 +244,7 @@ def road_run(replay: int, live: int, rate: float, seconds: float, repeats: int =
         out["live"] = live / (progress["last"] - sent["start"])
         xyz.ask("ok", "timing", True)
         paced = int(rate * seconds)
-        abc.conn.send(("publish", paced, rate, "paced"))
+        abc.send("publish", paced, rate, "paced")
         abc.expect("paced", seconds + 60)
         progress = _wait_for(xyz, replay + live + paced, 60)
         lat = sorted(xyz.ask("latency", "latency"))

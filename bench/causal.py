@@ -103,7 +103,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import BenchHouse, Figures, best_of, parser, run_reported, timed  # noqa: E402
+from _common import BenchHouse, ChildHouse, Figures, best_of, parser, run_reported, timed  # noqa: E402
 
 from flowcast.causal.mailbox import Mailbox  # noqa: E402
 from flowcast.causal.message import SIG_PREFIX, TopicMsg, make  # noqa: E402
@@ -574,37 +574,6 @@ def _estate(conn: Any, spec: dict[str, Any]) -> None:
                 pass
 
 
-class _Proc:
-    def __init__(self, ctx: Any, spec: dict[str, Any]) -> None:
-        self.name = spec["estate"]
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_house_main, args=(child, spec), daemon=True)
-        self.proc.start()
-        child.close()
-
-    def expect(self, kind: str, timeout: float) -> Any:
-        if not self.conn.poll(timeout):
-            raise RuntimeError(f"{self.name} gave no {kind!r} within {timeout:.0f} s")
-        message = self.conn.recv()
-        if message[0] == "error":
-            raise RuntimeError(f"{message[1]}\n{message[2]}")
-        if message[0] != kind:
-            raise RuntimeError(f"{self.name}: expected {kind!r}, got {message[0]!r}")
-        return message[1] if len(message) > 1 else None
-
-    def ask(self, kind: str, *message: Any, timeout: float = 30.0) -> Any:
-        self.conn.send(message)
-        return self.expect(kind, timeout)
-
-    def close(self) -> None:
-        try:
-            self.conn.send(("stop",))
-        except OSError:
-            pass
-        self.proc.join(timeout=10)
-        if self.proc.is_alive():
-            self.proc.terminate()
-            self.proc.join(timeout=5)
 
 
 def fetch_run(rounds: int, pings: int) -> dict[str, Any]:
@@ -614,13 +583,14 @@ def fetch_run(rounds: int, pings: int) -> dict[str, Any]:
     topic = (bytes(keys[0].verify_key), [bytes(keys[0].verify_key)])
     top = tempfile.mkdtemp(prefix="flowcast-bench-causal-")
     ctx = multiprocessing.get_context("spawn")
-    procs: dict[str, _Proc] = {}
+    procs: dict[str, ChildHouse] = {}
     out: dict[str, Any] = {}
     try:
         for estate, peer in (("alpha", "beta"), ("beta", "alpha")):
             os.makedirs(os.path.join(top, estate))
-            procs[estate] = _Proc(ctx, {"estate": estate, "peer": peer, "dir": os.path.join(top, estate),
-                                        "keep": os.path.join(top, estate + "-keep"), "owner": topic[0], "publishers": topic[1]})
+            spec = {"estate": estate, "peer": peer, "dir": os.path.join(top, estate),
+                    "keep": os.path.join(top, estate + "-keep"), "owner": topic[0], "publishers": topic[1]}
+            procs[estate] = ChildHouse(ctx, _house_main, spec, estate)
         addresses = {name: p.expect("ready", 60) for name, p in procs.items()}
         alpha, beta = procs["alpha"], procs["beta"]
         beta.ask("ok", "join", *addresses["alpha"][:2])

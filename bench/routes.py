@@ -107,7 +107,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import BenchHouse, Figures, parser, run_reported  # noqa: E402
+from _common import BenchHouse, ChildHouse, Figures, parser, run_reported  # noqa: E402
 
 TARGET_MSGS = 50_000
 GOAL_BYTES = 10 * 1024
@@ -261,48 +261,13 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
                 pass
 
 
-class _Proc:
-    def __init__(self, ctx: Any, spec: dict[str, Any]) -> None:
-        self.name = f"{spec['estate']}.{spec['yard']}"
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_house_main, args=(child, spec), daemon=True)
-        self.proc.start()
-        child.close()
-
-    def send(self, *message: Any) -> None:
-        self.conn.send(message)
-
-    def expect(self, kind: str, timeout: float) -> Any:
-        if not self.conn.poll(timeout):
-            raise RuntimeError(f"{self.name} gave no {kind!r} within {timeout:.0f} s")
-        message = self.conn.recv()
-        if message[0] == "error":
-            raise RuntimeError(f"{message[1]}\n{message[2]}")
-        if message[0] != kind:
-            raise RuntimeError(f"{self.name}: expected {kind!r}, got {message[0]!r}")
-        return message[1] if len(message) > 1 else None
-
-    def ask(self, kind: str, *message: Any, timeout: float = 10.0) -> Any:
-        self.send(*message)
-        return self.expect(kind, timeout)
-
-    def close(self) -> None:
-        try:
-            self.send("stop")
-        except OSError:
-            pass
-        self.conn.close()
-        self.proc.join(timeout=5)
-        if self.proc.is_alive():
-            self.proc.terminate()
-            self.proc.join(timeout=5)
 
 
 def routed(count: int, budget: float, window: int, every: int, burst: int, profile: str | None = None) -> dict[str, Any]:
     """One routed-throughput run; ``msgs`` is None (with a note) if it failed."""
     top = tempfile.mkdtemp(prefix="fcroutes-")
     ctx = multiprocessing.get_context("spawn")
-    procs: dict[str, _Proc] = {}
+    procs: dict[str, ChildHouse] = {}
     policies = {"alpha": [{"allow": "write", "estate": "beta"}], "beta": [{"allow": "write", "estate": "alpha"}]}
     from flowcast.transport.lanekeys import new_secret
 
@@ -320,7 +285,7 @@ def routed(count: int, budget: float, window: int, every: int, burst: int, profi
                     "payload": PAYLOAD,
                     "profile": profile,
                 }
-                procs[f"{estate}.{yard}"] = _Proc(ctx, spec)
+                procs[f"{estate}.{yard}"] = ChildHouse(ctx, _house_main, spec, f"{estate}.{yard}", timeout=10.0)
         addresses = {name: p.expect("ready", 30) for name, p in procs.items()}
         host, port = addresses["beta.manor"][:2]
         procs["alpha.manor"].ask("ok", "join", host, port)
