@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from flowcast.causal.mailbox import BUFFERED, DEFERRED, DELIVERED, REJECTED, Buffered, Mailbox, Ready
@@ -105,14 +105,21 @@ class Broker:
         if predicate is not None and not callable(predicate):
             raise TypeError("a predicate is a callable taking the message")
         mailbox = Mailbox(max_buffered=self.config.max_buffered, max_per_publisher=self.config.max_per_publisher, clock=self.clock)
-        for epoch, hashes in self.ledger.delivered(name).items():
-            if self.relay.is_open(topic, epoch):
-                mailbox.load(epoch, hashes)
+        delivered = {e: set(h) for e, h in self.ledger.delivered(name).items() if self.relay.is_open(topic, e)}
+        seqs = sorted(h.seq for h in self.relay.index.values() if h.topic == topic)
+        if delivered:  # a restart: what it delivered before, and which of those nothing delivered names (its frontier)
+            named: set[bytes] = set()
+            order: dict[int, list[bytes]] = {}
+            for _seq, msg in self._read(seqs):
+                if msg.hash in delivered.get(msg.epoch, ()):
+                    order.setdefault(msg.epoch, []).append(msg.hash)
+                    named.update(dep.hash for dep in msg.deps)
+            for epoch, hashes in delivered.items():
+                mailbox.load(epoch, hashes, [h for h in order.get(epoch, ()) if h not in named])
         sub = Subscription(self, topic, into, name, predicate, mailbox)
         self.subs[name] = sub
         self.by_topic.setdefault(topic, []).append(sub)
-        held = sorted((h.seq, d) for d, h in self.relay.index.items() if h.topic == topic)
-        self._replay(sub, [seq for seq, _d in held])
+        self._replay(sub, seqs)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
@@ -120,8 +127,8 @@ class Broker:
             self.by_topic[sub.topic].remove(sub)
             sub.closed = True
 
-    def _replay(self, sub: Subscription, seqs: list[int], publisher: bytes | None = None) -> None:
-        """Offer stored messages again, in store order (a new subscription, a restart, deferred ones)."""
+    def _read(self, seqs: list[int]) -> Iterator[tuple[int, TopicMsg]]:
+        """(seq, message) read back from storage in batches; what expired or does not decode is skipped."""
         for start in range(0, len(seqs), 500):
             wires = self.storage.get(seqs[start:start + 500])
             for seq in seqs[start:start + 500]:
@@ -129,13 +136,16 @@ class Broker:
                 if wire is None:
                     continue
                 try:
-                    msg = decode(wire)
+                    yield seq, decode(wire)
                 except CausalError:
                     self.counts["unreadable"] += 1
-                    continue
-                if publisher is None or msg.publisher == publisher:
-                    held = self.relay.index.get(msg.hash)
-                    self.offer(sub, msg, seq, held.source if held is not None else "")
+
+    def _replay(self, sub: Subscription, seqs: list[int], publisher: bytes | None = None) -> None:
+        """Offer stored messages again, in store order (a new subscription, a restart, deferred ones)."""
+        for seq, msg in self._read(seqs):
+            if publisher is None or msg.publisher == publisher:
+                held = self.relay.index.get(msg.hash)
+                self.offer(sub, msg, seq, held.source if held is not None else "")
 
     # -- offering ---------------------------------------------------------------------
 
@@ -302,10 +312,20 @@ class Broker:
                 lost.add((sub.name, ready.hash))
                 sub.mailbox.undeliver(ready.hash, ready.epoch, reason)
                 self.counts["unreadable"] += 1
-                self.service.note("abandoned", sub.topic, ready.hash, {"reason": reason, "sub": sub.name})
+                self._abandon(sub, ready, reason)
+                swept, sub.mailbox.swept = sub.mailbox.swept, []
+                for entry, why in swept:  # buffered ones naming it, still waiting for something else
+                    self._abandon(sub, entry, why)
                 continue
             kept.append((sub, ready, msg))
         return kept
+
+    def _abandon(self, sub: Subscription, entry: Any, reason: str) -> None:
+        """Never to be delivered, and said: the share ``causal.abandoned`` and the ``abandoned`` event."""
+        self.service.note("abandoned", sub.topic, entry.hash, {"reason": reason, "sub": sub.name, "publisher": entry.publisher.hex(),
+                                                              "epoch": entry.epoch})
+        if self.hooks.abandoned is not None:
+            self.hooks.abandoned(sub, entry, [])
 
     def _push(self, sub: Subscription, item: dict[str, Any]) -> None:
         if sub.closed:
@@ -374,5 +394,9 @@ class Broker:
                         out.append((sub, Buffered(digest, held.publisher, epoch, (), held.seq, None, 0, now), []))
             for entry in box.close_epoch(epoch):
                 out.append((sub, entry, missing.get(entry.hash, [])))
-            self.ledger.forget(sub.name, epoch + 1)
+            try:
+                self.ledger.forget(sub.name, epoch + 1)
+            except Exception:  # noqa: BLE001 - rows of a closed epoch are never loaded again; pruned next time
+                self.counts["forget_failed"] += 1
+                log.warning("causal: the ledger %s could not prune epoch %d", self.ledger.path, epoch, exc_info=True)
         return out

@@ -88,7 +88,8 @@ class Ledger:
     def opened(self, topic: str, epoch: int, genesis: tuple[bytes, bytes, bytes]) -> None:
         self.db.execute("INSERT INTO epochs VALUES(?, ?, -1, ?, ?, ?) ON CONFLICT(topic) DO UPDATE SET current=excluded.current,"
                         " genesis_publisher=excluded.genesis_publisher, genesis_hash=excluded.genesis_hash,"
-                        " genesis_hsig=excluded.genesis_hsig WHERE excluded.current > epochs.current", (topic, epoch, *genesis))
+                        " genesis_hsig=excluded.genesis_hsig WHERE excluded.current > epochs.current"
+                        " OR (excluded.current = epochs.current AND epochs.genesis_hash IS NULL)", (topic, epoch, *genesis))
 
     def closed(self, topic: str, epoch: int) -> None:
         self.db.execute("INSERT INTO epochs VALUES(?, ?, ?, NULL, NULL, NULL) ON CONFLICT(topic) DO UPDATE SET"

@@ -266,6 +266,9 @@ class Mailbox:
             heads.pop(hash, None)
         self.rejected[hash] = (epoch, reason)
         self.counts[f"rejected_{reason}"] += 1
+        # what is still buffered naming it no longer waits for it (it was released): reject it now
+        for entry in [e for e in self.buffered.values() if hash in e.deps]:
+            self.swept.extend((gone, "dep_expired") for gone in self.reject(entry.hash, "dep_expired", entry.epoch))
 
     def _unwait(self, entry: Buffered) -> None:
         """Take a message that leaves the buffer off the waiter lists of its deps."""

@@ -244,8 +244,8 @@ class Relay:
         previous = self.current.get(topic, 0)
         self.current[topic] = epoch
         self.closing[topic] = (epoch - 1, self.clock() + self.config.grace)
+        self._on_epoch(topic, epoch)  # first: what closes at once is reported from the index before it is pruned
         self.prune(topic, epoch - 1)
-        self._on_epoch(topic, epoch)
         log.info("causal: topic %s opened epoch %d (was %d)", topic, epoch, previous)
 
     def prune(self, topic: str, keep_from: int) -> int:

@@ -94,6 +94,10 @@ class CausalService:
         known = self.ledger.epochs()
         self._geneses = {(t, current): TopicMsgID(*g) for t, (current, _closed, g) in known.items() if g is not None}
         self.relay.rebuild(known)
+        for topic, epoch in self.relay.current.items():  # an epoch found only in the cache: recorded now, with its genesis
+            recorded = known.get(topic)
+            if epoch and (recorded is None or epoch > recorded[0] or recorded[2] is None):
+                self._record_genesis(topic, epoch)
         for topic, (epoch, until) in self.relay.closing.items():  # a restart within grace: it still closes
             self._closers[topic] = self.scheduler.call_later(max(0.0, until - self.clock()),
                                                              lambda t=topic, e=epoch: self._close_epoch(t, e))
@@ -242,33 +246,50 @@ class CausalService:
 
     def _opened(self, topic: str, epoch: int) -> None:
         """``epoch`` opened: older epochs close now, the one before after the grace period."""
-        for old in {e for sub in self.broker.by_topic.get(topic, ()) for e in sub.mailbox.epochs() if e < epoch - 1}:
+        olds = {e for sub in self.broker.by_topic.get(topic, ()) for e in sub.mailbox.epochs() if e < epoch - 1}
+        for old in sorted(olds | ({epoch - 2} if epoch >= 2 else set())):
             self._close_epoch(topic, old)
         previous = self._closers.pop(topic, None)
         if previous is not None:
             previous.cancel()
         if epoch >= 1:
             self._closers[topic] = self.scheduler.call_later(self.config.grace, lambda: self._close_epoch(topic, epoch - 1))
+        self._record_genesis(topic, epoch)
+
+    def _record_genesis(self, topic: str, epoch: int) -> None:
         digest = self.relay.genesis.get((topic, epoch))
         held = self.relay.index.get(digest) if digest is not None else None
         if held is not None:
             self._geneses[(topic, epoch)] = TopicMsgID(held.publisher, digest, held.hsig)
-            self.ledger.opened(topic, epoch, (held.publisher, digest, held.hsig))
+            try:
+                self.ledger.opened(topic, epoch, (held.publisher, digest, held.hsig))
+            except Exception:  # noqa: BLE001 - kept in memory; the cache still has it, and the next open records it
+                self.counts["record_failed"] += 1
+                log.warning("causal: the ledger %s could not record epoch %d of %s", self.ledger.path, epoch, topic, exc_info=True)
 
     def _close_epoch(self, topic: str, epoch: int) -> None:
         if self._closed:
             return
         if epoch <= self.relay.closed.get(topic, -1):
             return
+        final = self.relay.current.get(topic, 0) > epoch
+        if final:  # recorded first: a crash after this never reopens the epoch whose delivered set goes next
+            try:
+                self.ledger.closed(topic, epoch)
+            except Exception:  # noqa: BLE001 - a disk error: the epoch stays open (and delivered once) until it can close
+                self.counts["close_failed"] += 1
+                log.warning("causal: the ledger %s could not record epoch %d of %s closed; retrying", self.ledger.path, epoch, topic,
+                            exc_info=True)
+                self._closers[topic] = self.scheduler.call_later(5.0, lambda: self._close_epoch(topic, epoch))
+                return
+            self.relay.closed[topic] = epoch
         for sub, entry, missing in self.broker.close_epoch(topic, epoch):  # before the relay forgets the epoch
             self.note("abandoned", topic, entry.hash, {"sub": sub.name, "publisher": entry.publisher.hex(), "epoch": epoch,
                                                        "missing": [m.hex() for m in missing[:8]]})
             if self.hooks.abandoned is not None:
                 self.hooks.abandoned(sub, entry, missing)
-        if self.relay.current.get(topic, 0) > epoch:
+        if final:
             self.relay.prune(topic, epoch + 1)
-            self.relay.closed[topic] = epoch
-            self.ledger.closed(topic, epoch)
             for key in [k for k in self._geneses if k[0] == topic and k[1] <= epoch]:
                 del self._geneses[key]
         self.sync.forget_epoch(topic, epoch)

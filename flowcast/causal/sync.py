@@ -47,14 +47,16 @@ def from_share(peer: str) -> str:
 class Missing:
     """A dependency some buffered message waits for and this estate does not hold."""
 
-    __slots__ = ("topic", "epoch", "publisher", "hash", "since", "tries", "next_at", "sources", "asked", "why", "by")
+    __slots__ = ("topic", "epoch", "publisher", "hash", "hsig", "since", "tries", "next_at", "sources", "asked", "why", "by")
 
-    def __init__(self, topic: str, epoch: int, publisher: bytes, hash: bytes, since: float, sources: list[str],
-                 why: str = "dep") -> None:
+    def __init__(self, topic: str, epoch: int, publisher: bytes, hash: bytes, hsig: bytes, since: float, sources: list[str],
+                 why: str = "dep", by: Any = "") -> None:
         self.topic = topic
         self.epoch = epoch
         self.publisher = publisher
         self.hash = hash
+        #: the signature it was first named with (verified): another one must verify too
+        self.hsig = hsig
         self.since = since
         self.tries = 0
         self.next_at = since
@@ -63,8 +65,8 @@ class Missing:
         #: "dep": a buffered message waits for it; "head": a peer announced it; "deferred": a message
         #: deferred over a buffer cap names it (neither is in a mailbox's waiters, so the tick keeps them)
         self.why = why
-        #: who made it wanted: the estate that announced it as a head, or sent the message naming it
-        self.by = sources[0] if sources else ""
+        #: whose quota it counts in: the announcing estate (a head), the deferred message's publisher
+        self.by = by
 
     def view(self) -> dict[str, Any]:
         view = {"since": self.since, "tries": self.tries, "asked": self.asked, "epoch": self.epoch}
@@ -87,9 +89,10 @@ class Sync:
         self.clock = self.scheduler.clock.now
         self.counts: Counter[str] = Counter()
         self.missing: dict[bytes, Missing] = {}
-        self._unwaited_count = 0
-        #: announcer -> heads it made wanted (each peer has a quota of the cap)
-        self._heads_by: Counter[str] = Counter()
+        #: kind ("head", "deferred") -> ids wanted with no buffered message waiting for them
+        self._wanted: Counter[str] = Counter()
+        #: (kind, announcer or publisher) -> its part of that
+        self._quota: Counter[tuple[str, Any]] = Counter()
         self._timer: Any = None
         self._due = float("inf")
         self._closed = False
@@ -136,13 +139,15 @@ class Sync:
             if box.is_delivered(digest, msg.epoch) or digest in box.buffered or self.relay.holds(digest):
                 continue
             found = self.missing.get(digest)
-            if found is not None:
+            if found is not None and (dep.hsig == found.hsig and dep.publisher == found.publisher):
                 if source and source not in found.sources:
                     found.sources.append(source)
+                if why == "dep" and found.why != "dep":
+                    self._promote(found)  # now a buffered message waits for it: asked for until its epoch closes
                 continue
             if digest in box.rejected:
                 continue
-            if why != "dep" and self._unwaited() >= MAX_UNWAITED:  # before the verify: a flood costs no crypto
+            if found is None and why != "dep" and not self._room(why, msg.publisher):  # before the verify: no crypto
                 self.counts["unwaited_over_cap"] += 1  # wanted again when the message is offered again
                 continue
             if dep.publisher not in topic.publishers or not verify_id(dep.publisher, digest, dep.hsig):
@@ -155,9 +160,16 @@ class Sync:
                     if msg.hash not in sub.mailbox.rejected:
                         self.service.broker.reject(sub, msg.hash, msg.publisher, msg.epoch, "bad_dep_signature")
                 return
+            if found is not None:  # named again with another signature, which verified: the same message
+                if source and source not in found.sources:
+                    found.sources.append(source)
+                if why == "dep" and found.why != "dep":
+                    self._promote(found)
+                continue
             sources = ([source] if source else []) + [p for p in self.config.peers if p != source]
-            self.missing[digest] = Missing(msg.topic, msg.epoch, dep.publisher, digest, now, sources, why)
-            self._unwaited_count += why != "dep"
+            by = msg.publisher if why == "deferred" else ""
+            self.missing[digest] = Missing(msg.topic, msg.epoch, dep.publisher, digest, dep.hsig, now, sources, why, by)
+            self._count(why, by, 1)
             self.counts["wanted" if why == "dep" else f"wanted_{why}"] += 1
             self.service.note("missing", msg.topic, digest, self.missing[digest].view())
             self._arm_at(now, now)  # asked at once; entries already wanted keep their times
@@ -170,6 +182,8 @@ class Sync:
         relay = self.relay
         found = self.missing.get(digest)
         if found is not None:
+            if hsig != found.hsig and not verify_id(found.publisher, digest, hsig):
+                return "bad_signature"
             if source not in found.sources:
                 found.sources.append(source)
             return ""
@@ -181,33 +195,55 @@ class Sync:
             return "epoch_closed"
         if publisher not in self.config.topics[topic].publishers or not verify_id(publisher, digest, hsig):
             return "bad_signature"  # the announcer lied: nobody on the topic signed this id
-        if self._unwaited() >= MAX_UNWAITED:
+        if self._wanted["head"] >= MAX_UNWAITED:
             return "over_cap"
-        if self._heads_by[source] >= max(MAX_DEPS, MAX_UNWAITED // max(1, len(self.config.peers))):
+        if not self._room("head", source):
             return "over_quota"  # one peer announcing signed ids nobody can fetch must not crowd out the others
         now = self.clock()
-        self.missing[digest] = Missing(topic, epoch, publisher, digest, now, [source] + [p for p in self.config.peers if p != source],
-                                       why="head")
-        self._unwaited_count += 1
-        self._heads_by[source] += 1
+        self.missing[digest] = Missing(topic, epoch, publisher, digest, hsig, now,
+                                       [source] + [p for p in self.config.peers if p != source], "head", source)
+        self._count("head", source, 1)
         self.counts["wanted_heads"] += 1
         self.service.note("missing", topic, digest, self.missing[digest].view())
         self._arm_at(now, now)
         return "wanted"
 
     def _unwaited(self) -> int:
-        """How many wanted ids no buffered message waits for (kept until they arrive or their epoch closes)."""
-        return self._unwaited_count
+        """How many wanted ids no buffered message waits for (announced heads, deps of deferred messages)."""
+        return self._wanted["head"] + self._wanted["deferred"]
+
+    def _room(self, why: str, by: Any) -> bool:
+        """Room for one more wanted id of kind ``why`` on behalf of ``by`` (an announcer, a deferring publisher).
+
+        Each kind has its own cap, and each announcer or publisher a share of it, so neither a peer
+        announcing ids nobody can serve nor a publisher flooding messages that name ghosts crowds out
+        the heads and chains of the others.
+        """
+        if self._wanted[why] >= MAX_UNWAITED:
+            return False
+        shares = len(self.config.peers) if why == "head" else max(len(t.publishers) for t in self.config.topics.values())
+        return self._quota[(why, by)] < max(min(MAX_DEPS, MAX_UNWAITED // 2), MAX_UNWAITED // max(1, shares))
+
+    def _count(self, why: str, by: Any, step: int) -> None:
+        if why == "dep":
+            return
+        self._wanted[why] += step
+        key = (why, by)
+        self._quota[key] += step
+        if self._quota[key] <= 0:
+            del self._quota[key]
+
+    def _promote(self, entry: Missing) -> None:
+        """A buffered message waits for an id wanted for another reason: it is a dep now."""
+        self._count(entry.why, entry.by, -1)
+        entry.why, entry.by = "dep", ""
+        self.service.note("missing", entry.topic, entry.hash, entry.view())
 
     def _forget(self, digest: bytes) -> Missing | None:
         """No longer wanted: out of the table, its counts and the share."""
         found = self.missing.pop(digest, None)
         if found is not None:
-            self._unwaited_count -= found.why != "dep"
-            if found.why == "head":
-                self._heads_by[found.by] -= 1
-                if not self._heads_by[found.by]:
-                    del self._heads_by[found.by]
+            self._count(found.why, found.by, -1)
             self.service.unnote("missing", found.topic, digest)
         return found
 
@@ -342,7 +378,8 @@ class Sync:
             if entry is None or entry.asked != source:
                 continue
             if entry.why == "head":  # a head is wanted only on its announcer's word: who says none is asked no more
-                entry.sources.remove(source)
+                if source in entry.sources:  # a hash named twice in one answer
+                    entry.sources.remove(source)
                 if not entry.sources:
                     self.counts["heads_unavailable"] += 1
                     self._forget(digest)

@@ -16,7 +16,6 @@ from flowcast.cast.config import CastConfig
 from flowcast.cast.service import CastService
 from flowcast.causal.config import CausalConfig, TopicConfig
 from flowcast.causal.service import CausalService
-from flowcast.flow.skedder import Skedder
 from tests.cast.flowkit import build
 from tests.causal.kit import TOPIC, key, rules
 from tests.routing.kit import World

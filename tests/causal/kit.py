@@ -95,3 +95,16 @@ def hashes(queue) -> list[str]:
 def shown(world: Causal, name: str, kind: str) -> dict:
     """What ``name``'s share ``causal.<kind>`` shows for the topic (missing, rejected, abandoned, ...)."""
     return world.estates[name].store("manor").share(f"causal.{kind}").get(TOPIC) or {}
+
+
+def step_until(world: Causal, predicate, limit: float = 5.0, step: float = 0.0005) -> bool:
+    """Like Causal.run_until, in steps short enough to see a state that lasts less than a round trip."""
+    scheduler = world.world.scheduler
+    end = scheduler.clock.now() + limit
+    while scheduler.clock.now() < end:
+        if predicate():
+            return True
+        target = scheduler.clock.now() + step
+        scheduler.run(until=target)
+        scheduler.clock.advance_to(target)
+    return predicate()

@@ -218,7 +218,7 @@ def test_a_forged_reference_to_a_real_message_does_not_censor_it(tmp_path) -> No
     m's *hash* rejected in relay.rejected, so when the real, correctly signed m arrives it is dropped
     as a 'duplicate' and never stored, forwarded or delivered; beta's later messages are dep_rejected."""
     world = Causal(tmp_path, ("alpha", "beta", "gamma"), follow=False, config={"heads_every": None})
-    beta, gamma = world.services["beta"], world.services["gamma"]
+    gamma = world.services["gamma"]
     gamma.subscribe(TOPIC, "inbox")
     m = make(world.keys["beta"], TOPIC, b"beta's real message")
     later = make(world.keys["beta"], TOPIC, b"beta's next", deps=[m.id])
@@ -266,3 +266,30 @@ def test_an_honest_publish_names_what_was_delivered_not_a_hostile_undeliverable_
     named = poison.hash in {d.hash for d in honest.msg.deps}
     for n in ("beta", "gamma"):
         assert honest.msg.hash.hex() in hashes(world.queue(n)), f"not delivered at {n}; names the poison: {named}"
+
+
+def test_a_forged_reference_is_rejected_whether_or_not_its_dep_is_already_wanted(tmp_path) -> None:
+    """Was: A message naming a real id with a bad hsig is rejected by Sync.want (dep not held) or by the relay's
+    _held_refs (dep held) -- but not when the dep is already in Sync.missing: want() finds the entry and
+    'continue's before the verify.  Then the message is delivered once the dep arrives.  Whether a
+    message is delivered depends on arrival order, so estates disagree."""
+    world = Causal(tmp_path, ("alpha", "beta", "gamma"), follow=False, config={"heads_every": None})
+    beta, gamma = world.services["beta"], world.services["gamma"]
+    for n in ("beta", "gamma"):
+        world.services[n].subscribe(TOPIC, "inbox")
+    d = make(world.keys["alpha"], TOPIC, b"d")
+    honest = make(world.keys["alpha"], TOPIC, b"names d", deps=[d.id])
+    forged = make(world.keys["beta"], TOPIC, b"names d with a bad hsig", deps=[TopicMsgID(d.publisher, d.hash, bytes(64))])
+    # gamma: an honest message makes d wanted (nobody has it yet), then the forged reference arrives, then d
+    assert gamma.relay.accept(honest.wire, "alpha") == "stored"
+    world.run_for(0.5)
+    assert d.hash in gamma.sync.missing
+    assert gamma.relay.accept(forged.wire, "alpha") == "stored"
+    world.run_for(0.5)
+    # beta: d first, then the forged reference -> rejected at the relay (_held_refs)
+    assert beta.relay.accept(d.wire, "alpha") == "stored"
+    world.run_for(0.5)
+    assert beta.relay.accept(forged.wire, "alpha") == "bad_dep_signature"
+    assert world.run_until(lambda: honest.hash.hex() in hashes(world.queue("gamma")), 10)  # d fetched from beta
+    world.run_for(1.0)
+    assert forged.hash.hex() not in hashes(world.queue("gamma")), "delivered at gamma, rejected at beta"

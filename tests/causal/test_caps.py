@@ -113,3 +113,36 @@ def test_honest_deliveries_do_not_reread_a_flooding_publishers_deferred_messages
         world.run_for(1.0)
     assert len(world.queue("gamma").queue) == 20
     assert decodes[0] <= 2 * 20, f"{decodes[0]} re-reads of stored messages for 20 honest deliveries ({n} junk)"
+
+
+def test_a_flood_of_deferred_messages_naming_ghosts_does_not_stop_an_honest_chain_arriving_backwards(tmp_path, monkeypatch) -> None:
+    """Was: Deps of deferred messages are wanted with why='deferred', counted against MAX_UNWAITED with no
+    per-publisher share, and (unlike heads) never given up on 'none': they stay until the epoch closes.
+    A valid publisher's flood naming distinct ghosts fills the cap, and then an honest chain that arrives
+    backwards over the per-publisher cap deadlocks again (the 659f3af bug): its root, named only by a
+    deferred message, is 'unwaited_over_cap' and nothing else ever asks for it.  (Announced heads are
+    refused 'over_cap' for the epoch's life the same way.)"""
+    from flowcast.causal import sync
+
+    monkeypatch.setattr(sync, "MAX_UNWAITED", 20)  # stands for 4,096
+    world = Causal(tmp_path, ("alpha", "beta", "gamma"), follow=False,
+                   config={"max_per_publisher": 5, "max_buffered": 50, "heads_every": None})
+    alpha, gamma = world.services["alpha"], world.services["gamma"]
+    gamma.subscribe(TOPIC, "inbox")
+    junk_key = world.keys["alpha"]
+    for i in range(60):
+        ghost = make(junk_key, TOPIC, b"ghost %d" % i)
+        assert gamma.relay.accept(make(junk_key, TOPIC, b"junk %d" % i, deps=[ghost.id]).wire, "alpha") == "stored"
+    world.run_for(2.0)
+    key = world.keys["beta"]
+    chain = [make(key, TOPIC, b"root")]
+    for i in range(30):
+        chain.append(make(key, TOPIC, b"c%d" % i, deps=[chain[-1].id]))
+    for msg in chain:
+        assert alpha.relay.accept(msg.wire) == "stored"
+    for msg in reversed(chain[1:]):  # the root only alpha holds
+        assert gamma.relay.accept(msg.wire, "alpha") == "stored"
+    world.run_for(60.0)
+    got = [i["content"] for i in world.queue("gamma").queue]
+    assert got == [m.content for m in chain], (
+        f"delivered {len(got)} of {len(chain)}; root wanted: {chain[0].hash in gamma.sync.missing}; {dict(gamma.sync.counts)}")

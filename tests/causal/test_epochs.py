@@ -107,3 +107,33 @@ def test_deferred_messages_of_a_closed_epoch_are_reported_abandoned(tmp_path) ->
     delivered = set(hashes(world.queue("beta")))
     silent = [m.content for m in chain if m.hash.hex() not in abandoned and m.hash.hex() not in delivered]
     assert silent == [], f"never delivered and never reported: {silent}"
+
+
+def test_deferred_messages_of_an_epoch_closed_at_once_are_reported_abandoned(tmp_path) -> None:
+    """Was: Relay.open_epoch prunes the index of epochs before n-1 *before* calling _on_epoch, and
+    CausalService._opened then closes those epochs 'at once' through Broker.close_epoch, which finds the
+    deferred messages in the relay's index -- already pruned.  So when epoch n+1 opens while n-1 is still
+    in grace, n-1's deferred messages are never delivered and never reported (the doc: reported
+    abandoned 'from the relay's index before it is pruned')."""
+    world = Causal(tmp_path, ("alpha", "beta"), follow=False,
+                   config={"grace": 100.0, "max_per_publisher": 2, "max_buffered": 4, "heads_every": None})
+    beta = world.services["beta"]
+    sub = beta.subscribe(TOPIC, "inbox")
+    key = world.keys["alpha"]
+    ghost = make(key, TOPIC, b"never sent")
+    chain = [make(key, TOPIC, b"m0", deps=[ghost.id])]
+    for i in range(1, 6):
+        chain.append(make(key, TOPIC, b"m%d" % i, deps=[chain[-1].id]))
+    for msg in chain:
+        assert beta.relay.accept(msg.wire, "alpha") == "stored"
+    world.run_for(1.0)
+    assert sub.mailbox.deferred
+    for epoch in (1, 2):  # epoch 0 is still in grace when epoch 2 opens: it closes at once
+        g = make(key, TOPIC, b"", epoch=epoch, tags=["epoch"])
+        assert beta.relay.accept(g.wire, "alpha") == "stored"
+        world.run_for(1.0)
+    assert not beta.relay.is_open(TOPIC, 0)
+    abandoned = shown(world, "beta", "abandoned")
+    delivered = set(hashes(world.queue("beta")))
+    silent = [m.content for m in chain if m.hash.hex() not in abandoned and m.hash.hex() not in delivered]
+    assert silent == [], f"never delivered and never reported: {silent}"
