@@ -126,6 +126,8 @@ class Broker:
         if self.subs.pop(sub.name, None) is sub:
             self.by_topic[sub.topic].remove(sub)
             sub.closed = True
+            for key in [k for k in self._backstop if k[0] == sub.name]:
+                del self._backstop[key]
 
     def _read(self, seqs: list[int]) -> Iterator[tuple[int, TopicMsg]]:
         """(seq, message) read back from storage in batches; what expired or does not decode is skipped."""
@@ -181,6 +183,8 @@ class Broker:
             swept, box.swept = box.swept, []
             for entry, why in swept:
                 self._rejected(sub, sub.topic, entry.hash, entry.publisher, why)
+            if box.deferred:  # they freed buffer room
+                self.scheduler.call_later(0.0, self.resume)
         if status == BUFFERED:
             entry = box.buffered[digest]
             if self.hooks.buffered is not None:
