@@ -347,7 +347,7 @@ class Broker:
 
     def resume(self) -> None:
         """Offer deferred messages again (read from storage) where their publishers have room, or, at most
-        every RESUME_EVERY seconds, where something was delivered since they were deferred."""
+        every RESUME_EVERY seconds, where a dep they wait for was delivered (Mailbox.resumable)."""
         now = self.clock()
         later = float("inf")
         for sub in list(self.subs.values()):
