@@ -49,7 +49,7 @@ from typing import Any, Callable
 
 from flowcast.behaving.registry import Io, behaviour
 from flowcast.cast.behaviours import encode
-from flowcast.causal.message import CausalError, TopicMsg, TopicMsgID, check_tag, check_topic
+from flowcast.causal.message import EPOCH_TAG, CausalError, TopicMsg, TopicMsgID, check_tag, check_topic
 
 __all__ = ["CausalPublish", "CausalSubscribe", "dep_ids", "predicate_of"]
 
@@ -101,12 +101,19 @@ def dep_ids(causal: Any, topic: str, deps: Any) -> list[TopicMsgID]:
         held = causal.relay.index.get(digest)
         if held is None or held.topic != topic:
             raise CausalError(f"this relay holds no message {digest.hex()[:16]}... of topic {topic!r} to depend on", "unknown_dep")
+        current = causal.relay.current.get(topic, 0)
+        if held.epoch != current:  # deps never cross epochs: the message could never be delivered
+            raise CausalError(f"message {digest.hex()[:16]}... is of epoch {held.epoch}, topic {topic!r} is in epoch {current}: "
+                              "deps never cross epochs", "cross_epoch")
         out.append(TopicMsgID(held.publisher, digest, held.hsig))
     return out
 
 
 def _tags(text: str) -> tuple[str, ...]:
-    return tuple(check_tag(tag) for tag in text.split())
+    tags = tuple(check_tag(tag) for tag in text.split())
+    if EPOCH_TAG in tags:
+        raise CausalError(f"the tag {EPOCH_TAG!r} is reserved: only the topic's owner opens an epoch (genesis)", "bad_tag")
+    return tags
 
 
 @behaviour("causal.publish")

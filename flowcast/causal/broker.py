@@ -29,6 +29,8 @@ Predicate = Callable[[TopicMsg], Any]
 #: Seconds between re-reads of a publisher's deferred messages from storage when its buffer has no room:
 #: they are the backstop for what following a delivered message's own successor does not reach.
 RESUME_EVERY = 1.0
+#: Seconds between looks for room in a full queue share while deliveries wait for it.
+DRAIN_EVERY = 0.05
 
 
 class Subscription:
@@ -93,6 +95,7 @@ class Broker:
         #: (subscription name, publisher) -> when its deferred messages were last re-read without room
         self._backstop: dict[tuple[str, bytes], float] = {}
         self._resume_timer: Any = None
+        self._draining: Any = None
 
     # -- subscriptions ----------------------------------------------------------------
 
@@ -123,11 +126,18 @@ class Broker:
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
-        if self.subs.pop(sub.name, None) is sub:
-            self.by_topic[sub.topic].remove(sub)
-            sub.closed = True
-            for key in [k for k in self._backstop if k[0] == sub.name]:
-                del self._backstop[key]
+        if sub.closed or self.subs.get(sub.name) is not sub:  # a handle closed before: the live one of its name stays
+            return
+        del self.subs[sub.name]
+        self.by_topic[sub.topic].remove(sub)
+        sub.closed = True
+        # recorded as delivered but never handed over: no longer delivered, so the next subscription of this name gets them
+        self._outbox = [entry for entry in self._outbox if entry[0] is not sub]
+        if sub.backlog:
+            self._forget_delivered(sub.name, [bytes.fromhex(item["hash"]) for item in sub.backlog])
+            sub.backlog.clear()
+        for key in [k for k in self._backstop if k[0] == sub.name]:
+            del self._backstop[key]
 
     def _read(self, seqs: list[int]) -> Iterator[tuple[int, TopicMsg]]:
         """(seq, message) read back from storage in batches; what expired or does not decode is skipped."""
@@ -153,8 +163,12 @@ class Broker:
 
     def stored(self, msg: TopicMsg, seq: int, source: str) -> None:
         """The relay stored ``msg``: offer it to every subscription of its topic."""
-        for sub in self.by_topic.get(msg.topic, ()):
-            self.offer(sub, msg, seq, source)
+        for sub in list(self.by_topic.get(msg.topic, ())):
+            try:
+                self.offer(sub, msg, seq, source)
+            except Exception:  # noqa: BLE001 - one subscription's failure must not take the message from the others
+                self.counts["offer_failed"] += 1
+                log.exception("causal: offering %r to %r failed", msg, sub)
 
     def offer(self, sub: Subscription, msg: TopicMsg, seq: int, source: str) -> str:
         box = sub.mailbox
@@ -240,15 +254,18 @@ class Broker:
             return ""
         try:
             verdict = sub.predicate(msg)
+            if verdict is None or verdict is True:
+                return ""
+            if isinstance(verdict, str):  # a reason
+                return verdict[:200] or "invalid"
+            return "" if bool(verdict) else "invalid"  # 1, numpy's True: valid; 0, False: not
         except Exception as error:  # noqa: BLE001 - the application's code: its failure refuses the message, not the house
             self.counts["predicate_failed"] += 1
             log.warning("causal: the predicate of %r raised on %r", sub, msg, exc_info=True)
-            return f"predicate_raised: {type(error).__name__}: {error}"[:200]
-        if verdict is None or verdict is True:
-            return ""
-        if verdict is False:
-            return "invalid"
-        return str(verdict)[:200] or "invalid"
+            try:
+                return f"predicate_raised: {type(error).__name__}: {error}"[:200]
+            except Exception:  # noqa: BLE001 - an exception whose str() raises too
+                return f"predicate_raised: {type(error).__name__}"
 
     def reject(self, sub: Subscription, digest: bytes, publisher: bytes, epoch: int, reason: str) -> None:
         """Reject ``digest`` in ``sub``'s mailbox, with everything buffered that depends on it."""
@@ -272,6 +289,9 @@ class Broker:
     def flush(self) -> None:
         """Record this turn's deliveries, then push them: ledger first, so a crash never delivers twice."""
         self._flushing = None
+        if self.service._closed:  # nothing is recorded or handed over after close: a restart offers them again
+            self._outbox = []
+            return
         out, self._outbox = self._outbox, []
         if not out:
             return
@@ -338,12 +358,34 @@ class Broker:
         if sub.backlog or not queue.push(item):
             sub.backlog.append(item)
             self.counts["backlogged"] += 1
+            if self._draining is None:
+                self._draining = self.scheduler.call_later(DRAIN_EVERY, self.drain_backlogs)
 
     def drain_backlogs(self) -> None:
+        """Move what waits for room into the queue shares, in order; look again soon while anything waits.
+
+        A flow takes items off its queue without telling anyone, so the only way to learn that there is
+        room again is to look: every DRAIN_EVERY seconds, and only while a backlog exists.
+        """
+        self._draining = None
+        waiting = False
         for sub in self.subs.values():
-            queue = self.store.queue(sub.into)
-            while sub.backlog and queue.push(sub.backlog[0]):
-                sub.backlog.popleft()
+            if sub.backlog:
+                queue = self.store.queue(sub.into)
+                while sub.backlog and queue.push(sub.backlog[0]):
+                    sub.backlog.popleft()
+                waiting = waiting or bool(sub.backlog)
+        if waiting and not self.service._closed:
+            self._draining = self.scheduler.call_later(DRAIN_EVERY, self.drain_backlogs)
+
+    def _forget_delivered(self, name: str, hashes: list[bytes]) -> None:
+        """Un-record deliveries never handed over (a closed subscription's backlog): delivered again later."""
+        try:
+            self.ledger.undeliver(name, hashes)
+        except Exception:  # noqa: BLE001 - then they stay recorded: lost to this subscription, and said so
+            self.counts["undeliver_failed"] += len(hashes)
+            log.warning("causal: %d deliveries of %s were recorded but never handed over, and could not be un-recorded",
+                        len(hashes), name, exc_info=True)
 
     def resume(self) -> None:
         """Offer deferred messages again (read from storage) where their publishers have room, or, at most
@@ -375,12 +417,18 @@ class Broker:
             self.resume()
 
     def close(self) -> None:
-        """Record and push what this turn delivered; stop re-reading deferred messages."""
+        """Stop: nothing more is recorded or handed over, and what was recorded but still waits for room in
+        a queue is un-recorded, so the house started again delivers both (never twice: the ledger decides)."""
         if self._resume_timer is not None:
             self._resume_timer.cancel()
             self._resume_timer = None
-        if self._outbox:
-            self.flush()
+        if self._draining is not None:
+            self._draining.cancel()
+            self._draining = None
+        for sub in self.subs.values():  # recorded, never handed over: the restarted house delivers them again
+            if sub.backlog:
+                self._forget_delivered(sub.name, [bytes.fromhex(item["hash"]) for item in sub.backlog])
+                sub.backlog.clear()
 
     # -- epochs -----------------------------------------------------------------------
 

@@ -67,6 +67,18 @@ class Ledger:
                 db.execute("ROLLBACK")
             raise
 
+    def undeliver(self, sub: str, hashes: Iterable[bytes]) -> None:
+        """Un-record deliveries that were never handed over, in one transaction."""
+        db = self.db
+        try:
+            db.execute("BEGIN")
+            db.executemany("DELETE FROM delivered WHERE sub=? AND hash=?", [(sub, h) for h in hashes])
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
     def forget(self, sub: str, before_epoch: int) -> int:
         """Prune ``sub``'s delivered hashes of epochs before ``before_epoch`` (closed ones)."""
         return self.db.execute("DELETE FROM delivered WHERE sub=? AND epoch<?", (sub, before_epoch)).rowcount

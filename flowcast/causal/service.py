@@ -123,10 +123,18 @@ class CausalService:
         key = self._signer(topic)
         publisher = bytes(key.verify_key)
         epoch = self.relay.current.get(topic, 0)
+        tags = [tags] if isinstance(tags, str) else list(tags)
+        if EPOCH_TAG in tags:  # else this estate would sign a message its own relay keeps as evidence against it
+            raise CausalError(f"the tag {EPOCH_TAG!r} is reserved: epochs are opened with genesis()", "bad_tag")
         if deps is None:
             chosen = self.frontier(topic, publisher, epoch)
         else:  # the chain is kept whatever the caller names: two messages with no previous one are an equivocation
             chosen = [d for d in deps if d.publisher != publisher] + self.frontier(topic, publisher, epoch, limit=0)
+            for dep in chosen:
+                held = self.relay.index.get(dep.hash)
+                if held is not None and held.epoch != epoch:  # never deliverable, and it would become the chain's tip
+                    raise CausalError(f"dep {dep.hash.hex()[:16]}... is of epoch {held.epoch}, the topic is in epoch {epoch}: "
+                                      "deps never cross epochs", "cross_epoch")
         return self._submit(make(key, topic, content, epoch=epoch, deps=chosen, tags=tags))
 
     def genesis(self, topic: str) -> Published:
@@ -202,6 +210,8 @@ class CausalService:
     # -- from the relay -------------------------------------------------------------------
 
     def _stored(self, msg: TopicMsg, seq: int, source: str) -> None:
+        if self._closed:  # a write that completed as the cache closed: it is stored; a restart rebuilds from it
+            return
         ticket = self._published.pop(msg.hash, None)
         if ticket is not None:
             ticket.seq, ticket.done = seq, True
@@ -219,8 +229,7 @@ class CausalService:
         """Keep a signed message that proves misbehaviour (``other``: the message it equivocates with); report it."""
         reason = reason or kind
         cap = (msg.publisher, "equivocation" if other is not None else kind, msg.epoch)
-        self._evidence[cap] += 1
-        if self._evidence[cap] > self.config.evidence_cap:
+        if self._evidence[cap] >= self.config.evidence_cap:
             self.counts["evidence_over_cap"] += 1
             return
         if other is not None:  # an equivocation: both messages are the proof
@@ -232,8 +241,9 @@ class CausalService:
             self.note("equivocations", msg.topic, msg.hash, {"publisher": msg.publisher.hex(), "other": other.hex()})
             if self.hooks.equivocation is not None:
                 self.hooks.equivocation(msg.topic, msg.publisher, other, msg.hash)
-        self.ledger.keep(msg.hash, kind, msg.topic, msg.publisher, reason, other, self.clock(), msg.wire)
-        self.counts[f"evidence_{kind}"] += 1
+        if self.ledger.keep(msg.hash, kind, msg.topic, msg.publisher, reason, other, self.clock(), msg.wire):
+            self._evidence[cap] += 1  # only what is new counts: judging one message again (a re-entered frame) is not more proof
+            self.counts[f"evidence_{kind}"] += 1
 
     def _wire_of(self, digest: bytes) -> bytes | None:
         held = self.relay.index.get(digest)
