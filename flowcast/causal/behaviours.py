@@ -92,6 +92,8 @@ def dep_ids(causal: Any, topic: str, deps: Any) -> list[TopicMsgID]:
     """
     if isinstance(deps, (str, bytes, dict, TopicMsgID)):
         deps = [deps]
+    if not isinstance(deps, (list, tuple)):
+        raise CausalError(f"deps are a list of deliveries, hashes or ids, not {type(deps).__name__}", "bad_dep")
     out = []
     for dep in deps:
         if isinstance(dep, TopicMsgID):
@@ -157,8 +159,15 @@ class CausalPublish:
             if isinstance(item, dict) and "content" in item:
                 content = encode(item["content"])
                 deps = dep_ids(causal, self.topic, item["deps"]) if item.get("deps") is not None else None
-                tags = item.get("tags", self.tags)
-                tags = _tags(tags) if isinstance(tags, str) else tuple(tags)
+                tags = item.get("tags")
+                if tags is None:
+                    tags = self.tags
+                elif isinstance(tags, str):
+                    tags = _tags(tags)
+                elif isinstance(tags, (list, tuple)):
+                    tags = tuple(tags)
+                else:
+                    raise CausalError(f"tags are a string or a list of strings, not {type(tags).__name__}", "bad_tag")
             else:
                 content, deps, tags = encode(item), None, self.tags
             published = causal.publish(self.topic, content, tags=tags, deps=deps)

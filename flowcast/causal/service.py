@@ -342,7 +342,8 @@ class CausalService:
             "broker": dict(self.broker.counts),
             "subscriptions": [
                 {"name": s.name, "topic": s.topic, "into": s.into, "delivered": s.delivered, "rejected": s.rejected,
-                 "buffered": len(s.mailbox.buffered), "deferred_publishers": len(s.mailbox.deferred), "backlog": len(s.backlog)}
+                 "buffered": len(s.mailbox.buffered), "deferred": s.mailbox.counts["deferred"],
+                 "deferred_publishers": len(s.mailbox.deferred), "backlog": len(s.backlog)}
                 for s in self.broker.subs.values()
             ],
             "counts": dict(self.counts),

@@ -228,3 +228,20 @@ def test_dep_ids_names_only_deps_of_the_current_epoch(tmp_path):
         assert getattr(error, "reason", "") in ("cross_epoch", "unknown_dep")
     else:
         raise AssertionError(f"dep_ids named {named} of epoch 0 for a message of epoch 1")
+
+
+
+def test_odd_tags_and_deps_in_an_item_come_back_to_the_flow_with_a_reason_of_the_contract(tmp_path):
+    """Was: {"tags": None} or {"deps": 5} came back with the reason 'TypeError'."""
+    from tests.causal.test_behaviours import world
+
+    w = world(tmp_path, names=("alpha", "beta"))
+    outbox = w.store("alpha").queue("outbox")
+    for item in ({"content": "a", "tags": 5}, {"content": "b", "deps": 5}, {"content": "c", "tags": ["epoch"]},
+                 {"content": "d", "tags": None}):
+        outbox.push(item)
+    errors = w.store("alpha").queue("outbox.error")
+    assert w.run_until(lambda: len(errors.queue) == 3, 10)
+    assert [e["reason"] for e in errors.queue] == ["bad_tag", "bad_dep", "bad_tag"]
+    acks = w.store("alpha").queue("acks")
+    assert w.run_until(lambda: len(acks.queue) == 1, 10)  # tags None: the act's own tags
