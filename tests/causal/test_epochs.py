@@ -84,11 +84,9 @@ def test_evidence_is_capped_per_publisher_so_a_flood_costs_no_disk(tmp_path) -> 
     assert len(beta.ledger.evidence(TOPIC)) == 5 and beta.counts["evidence_over_cap"] == 45
 
 
-def test_deferred_messages_of_a_closed_epoch_are_reported_abandoned(tmp_path) -> None:
-    """Was: Over the per-publisher cap a message is only a seq; when its epoch closes the buffered ones
-    are reported abandoned, the deferred ones are not reported anywhere."""
-    world = Causal(tmp_path, ("alpha", "beta"), follow=False,
-                   config={"grace": 10.0, "max_per_publisher": 2, "max_buffered": 4, "heads_every": None})
+
+def deferred_behind_a_ghost(world: Causal):
+    """alpha's chain of six at beta, its first naming a dep that never existed: two buffered, the rest deferred."""
     beta = world.services["beta"]
     sub = beta.subscribe(TOPIC, "inbox")
     key = world.keys["alpha"]
@@ -100,6 +98,14 @@ def test_deferred_messages_of_a_closed_epoch_are_reported_abandoned(tmp_path) ->
         assert beta.relay.accept(msg.wire, "alpha") == "stored"
     world.run_for(1.0)
     assert sub.mailbox.deferred
+    return beta, key, chain
+
+def test_deferred_messages_of_a_closed_epoch_are_reported_abandoned(tmp_path) -> None:
+    """Was: Over the per-publisher cap a message is only a seq; when its epoch closes the buffered ones
+    are reported abandoned, the deferred ones are not reported anywhere."""
+    world = Causal(tmp_path, ("alpha", "beta"), follow=False,
+                   config={"grace": 10.0, "max_per_publisher": 2, "max_buffered": 4, "heads_every": None})
+    beta, key, chain = deferred_behind_a_ghost(world)
     g = make(key, TOPIC, b"", epoch=1, tags=["epoch"])
     assert beta.relay.accept(g.wire, "alpha") == "stored"
     world.run_for(30.0)
@@ -117,17 +123,7 @@ def test_deferred_messages_of_an_epoch_closed_at_once_are_reported_abandoned(tmp
     abandoned 'from the relay's index before it is pruned')."""
     world = Causal(tmp_path, ("alpha", "beta"), follow=False,
                    config={"grace": 100.0, "max_per_publisher": 2, "max_buffered": 4, "heads_every": None})
-    beta = world.services["beta"]
-    sub = beta.subscribe(TOPIC, "inbox")
-    key = world.keys["alpha"]
-    ghost = make(key, TOPIC, b"never sent")
-    chain = [make(key, TOPIC, b"m0", deps=[ghost.id])]
-    for i in range(1, 6):
-        chain.append(make(key, TOPIC, b"m%d" % i, deps=[chain[-1].id]))
-    for msg in chain:
-        assert beta.relay.accept(msg.wire, "alpha") == "stored"
-    world.run_for(1.0)
-    assert sub.mailbox.deferred
+    beta, key, chain = deferred_behind_a_ghost(world)
     for epoch in (1, 2):  # epoch 0 is still in grace when epoch 2 opens: it closes at once
         g = make(key, TOPIC, b"", epoch=epoch, tags=["epoch"])
         assert beta.relay.accept(g.wire, "alpha") == "stored"

@@ -9,6 +9,15 @@ from flowcast.causal.message import make
 from tests.causal.kit import TOPIC, Causal, hashes, shown
 
 
+
+def delivered_twice_after_a_restart(world: Causal, name: str, published) -> list[bytes]:
+    """Restart ``name`` (its subscription too) and say which of ``published`` its queue now holds twice."""
+    world.stop(name)
+    world.start(name).subscribe(TOPIC, "inbox")
+    world.run_for(2.0)
+    got = hashes(world.queue(name))
+    return [p.msg.content for p in published if got.count(p.msg.hash.hex()) > 1]
+
 def test_restart_delivers_each_message_once_and_the_rest_after(tmp_path) -> None:
     world = Causal(tmp_path, ("alpha", "beta"))
     alpha = world.services["alpha"]
@@ -120,13 +129,7 @@ def test_a_restart_after_an_epoch_closed_does_not_reopen_it_or_deliver_twice(tmp
     assert world.run_until(lambda: len(world.queue("beta").queue) == 4, 20)
     world.run_for(60.0)  # epoch 0 closed at beta
     assert not beta.relay.is_open(TOPIC, 0)
-    world.stop("beta")
-    beta = world.start("beta")
-    beta.subscribe(TOPIC, "inbox")
-    world.run_for(2.0)
-    got = hashes(world.queue("beta"))
-    twice = [p.msg.content for p in old if got.count(p.msg.hash.hex()) > 1]
-    assert twice == [], f"delivered twice after a restart: {twice}; epoch 0 open again: {beta.relay.is_open(TOPIC, 0)}"
+    assert delivered_twice_after_a_restart(world, "beta", old) == []
 
 
 def test_a_buffered_message_that_expired_from_the_cache_is_abandoned_with_what_names_it(tmp_path) -> None:
@@ -222,13 +225,7 @@ def test_an_epoch_whose_closing_was_interrupted_is_not_delivered_again_after_a_r
     assert 0 in beta.ledger.delivered("log>inbox") and beta.ledger.epochs()[TOPIC][1] == -1
     assert beta.counts["close_failed"] >= 1
     monkeypatch.undo()
-    world.stop("beta")
-    beta = world.start("beta")
-    beta.subscribe(TOPIC, "inbox")
-    world.run_for(2.0)
-    got = hashes(world.queue("beta"))
-    twice = [p.msg.content for p in old if got.count(p.msg.hash.hex()) > 1]
-    assert twice == [], f"delivered twice after a restart: {twice}"
+    assert delivered_twice_after_a_restart(world, "beta", old) == []
 
 
 def test_an_epoch_found_only_in_the_cache_at_restart_is_recorded_with_its_genesis(tmp_path) -> None:
