@@ -212,13 +212,17 @@ class Registry:
         """Load a behaviour module: a ``.py`` path (relative to ``base``) or a dotted module name."""
         if spec.endswith(".py") or "/" in spec:
             path = Path(spec)
+            candidates = [path]
             if not path.is_absolute() and base is not None:
                 candidates = [base / path, Path.cwd() / path]
                 for parent in base.resolve().parents:
                     candidates.append(parent / path)
                 path = next((c for c in candidates if c.is_file()), base / path)
             if not path.is_file():
-                raise BehaviourError(f"behaviour module {spec!r} not found (looked for {path})")
+                places = list(dict.fromkeys(str(c) for c in candidates))
+                shown = ", ".join(places[:4]) + (f" and {len(places) - 4} parent folders more" if len(places) > 4 else "")
+                raise BehaviourError(f"behaviour module {spec!r} not found: looked next to the flow, in the current directory "
+                                     f"and in the flow's parent folders ({shown})")
             module_name = "flowcast_user_" + re.sub(r"\W", "_", str(path.resolve()))
             module = sys.modules.get(module_name)
             if module is None:

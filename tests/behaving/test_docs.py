@@ -50,3 +50,15 @@ def test_every_stock_behaviour_is_described():
     registry.load_entry_points()
     missing = sorted(set(registry.names()) - described)
     assert missing == [], f"docs/behaviours.md does not describe: {missing}"
+
+
+def test_a_missing_module_is_reported_at_its_load_line_with_the_places_looked_in(tmp_path):
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows" / "bad.flo").write_text("house x\nload behaviors/nope.py\nframer main be active first a\n  frame a\n"
+                                                 "    do show from .x\n")
+    done = subprocess.run([sys.executable, "-m", "flowcast.cli.main", "check", "flows/bad.flo"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    said = done.stdout + done.stderr
+    assert "flows/bad.flo:2:6: error: behaviour module 'behaviors/nope.py' not found" in said
+    assert str(tmp_path / "flows" / "behaviors" / "nope.py") in said and str(tmp_path / "behaviors" / "nope.py") in said
