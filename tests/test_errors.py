@@ -37,6 +37,7 @@ BUILTIN_BASES = {
     "flowcast.flow.errors.FlowError": Exception,
     "flowcast.flow.errors.FlowErrors": Exception,
     "flowcast.house.layoutspec.LayoutError": Exception,
+    "flowcast.house.runlock.AlreadyRunning": Exception,
     "flowcast.house.status.StatusError": Exception,
     "flowcast.routing.parcel.ParcelError": ValueError,
     "flowcast.routing.handlers.Refused": Exception,

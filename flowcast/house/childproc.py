@@ -40,9 +40,17 @@ from flowcast.house.childpipe import PIPE_MAX as _PIPE_MAX
 from flowcast.house.childpipe import Offer as _Offer
 from flowcast.runtime.clock import wall_now
 
-__all__ = ["ChildSpec", "ChildState", "ChildStatus", "spawn", "signal_child", "describe_exit", "HAVE_PIDFD", "FALLBACK_POLL"]
+__all__ = [
+    "ChildSpec", "ChildState", "ChildStatus", "spawn", "signal_child", "describe_exit", "exit_reason",
+    "write_last_words", "HAVE_PIDFD", "FALLBACK_POLL", "LAST_WORDS_MAX",
+]
 
-ChildState = Literal["starting", "running", "backoff", "stopping", "stopped"]
+ChildState = Literal["starting", "running", "backoff", "held", "stopping", "stopped"]
+
+#: At most this much of a child's last words (or of its log's tail) is read back.
+LAST_WORDS_MAX = 4096
+#: The line spawn() writes into a child's log before each start; a reason is looked for after the last one.
+START_MARK = b"--- flowcast supervisor: starting "
 
 _PR_SET_PDEATHSIG = 1
 
@@ -81,6 +89,11 @@ class ChildSpec:
     (childpipe.signal_ready, after it made itself non-dumpable): how an
     estate hands a house its plan and its lane keys without argv,
     environment or a file (handoff.py).  None gives the child ``/dev/null``.
+    ``last_words`` is a file the child writes why it is exiting with an
+    error into (:func:`write_last_words`; the child must be told its path,
+    e.g. on its command line): the supervisor removes it before each start
+    and reads it after an error exit, so its console and status say why a
+    house failed instead of only its exit code (:func:`exit_reason`).
     """
 
     name: str
@@ -89,6 +102,7 @@ class ChildSpec:
     env: Mapping[str, str] | None = None
     cwd: Path | None = None
     stdin: bytes | None = field(default=None, repr=False)
+    last_words: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -105,11 +119,14 @@ class ChildStatus:
 
     ``state``: "starting" (process up, not yet up for ``healthy_after``; a crash now
     lengthens the back-off), "running" (up at least ``healthy_after``), "backoff"
-    (exited, waiting until ``next_start``), "stopping" (sent SIGTERM by a stop),
-    "stopped". Times are wall-clock seconds since the epoch so another process can
+    (exited, waiting until ``next_start``), "held" (failed too often in a row:
+    not restarted again, see ``Supervisor``'s start limit), "stopping" (sent
+    SIGTERM by a stop), "stopped". Times are wall-clock seconds since the epoch so another process can
     show them. ``last_exit`` is the exit code, or minus the signal number that
     killed the child; None if it has not exited (or could not be started).
-    ``restarts`` counts starts after the first.
+    ``restarts`` counts starts after the first.  ``last_error`` is why the
+    child last exited with an error, as it said (:func:`exit_reason`); None
+    if it has not, or did not say.
     """
 
     name: str
@@ -119,6 +136,7 @@ class ChildStatus:
     started_at: float | None
     last_exit: int | None
     next_start: float | None
+    last_error: str | None = None
 
 
 class _Child:
@@ -136,6 +154,9 @@ class _Child:
         self.last_exit: int | None = None
         self.next_start_mono: float | None = None
         self.backoff = backoff  # delay before the next restart
+        self.last_error: str | None = None
+        # monotonic times of the exits since the child last ran healthy (the start limit's window)
+        self.failures: list[float] = []
 
 
 def spawn(spec: ChildSpec) -> tuple[subprocess.Popen[bytes], float]:
@@ -148,11 +169,16 @@ def spawn(spec: ChildSpec) -> tuple[subprocess.Popen[bytes], float]:
         argv = [sys.executable, "-I", "-S", "-c", _PDEATHSIG_SHIM, str(os.getpid()), *argv]
     env = dict(spec.env) if spec.env is not None else None
     wall_started = wall_now()
+    if spec.last_words is not None:  # what an earlier start said must not be taken for this one's reason
+        try:
+            spec.last_words.unlink()
+        except FileNotFoundError:
+            pass
     spec.log.parent.mkdir(parents=True, exist_ok=True)
     with open(spec.log, "ab") as out:
         out.write(
-            f"--- flowcast supervisor: starting {spec.name} at "
-            f"{time.strftime('%Y-%m-%dT%H:%M:%S%z', time.localtime(wall_started))} ---\n".encode()
+            START_MARK
+            + f"{spec.name} at {time.strftime('%Y-%m-%dT%H:%M:%S%z', time.localtime(wall_started))} ---\n".encode()
         )
         out.flush()
         offer = _Offer(spec.stdin) if spec.stdin is not None else None
@@ -207,3 +233,56 @@ def describe_exit(code: int) -> str:
             return f"on signal {-code}"
     return f"with code {code}"
 
+
+
+def write_last_words(path: str | os.PathLike[str], text: str) -> None:
+    """In a child about to exit with an error: leave ``text`` (why) for the supervisor.
+
+    Written whole before the process exits, and read only after it has been
+    reaped, so no atomic replace is needed.  Never raises: a child that
+    cannot say why must still exit with its code.
+    """
+    data = text.encode("utf-8", "replace")[:LAST_WORDS_MAX]
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError:
+        return
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def exit_reason(spec: ChildSpec) -> str | None:
+    """Why ``spec``'s child just exited with an error, in its own words; None if it left none.
+
+    Its last words file when it wrote one (a house names the located flow
+    error, or the port it could not bind); otherwise the last line it wrote
+    to its log since its start marker -- for a Python crash the exception
+    line, for a failed exec the shim's message.  Bounded reads only: a log
+    may be large, the reason is short.
+    """
+    if spec.last_words is not None:
+        try:
+            with open(spec.last_words, "rb") as handle:
+                text = handle.read(LAST_WORDS_MAX).decode("utf-8", "replace").strip()
+        except OSError:
+            text = ""
+        if text:
+            return text
+    try:
+        with open(spec.log, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - 2 * LAST_WORDS_MAX))
+            tail = handle.read(2 * LAST_WORDS_MAX)
+    except OSError:
+        return None
+    mark = tail.rfind(START_MARK)
+    if mark >= 0:
+        tail = tail[mark:].partition(b"\n")[2]  # what this start wrote, not the marker
+    for line in reversed(tail.decode("utf-8", "replace").splitlines()):
+        if line.strip():
+            return line.strip()[:LAST_WORDS_MAX]
+    return None

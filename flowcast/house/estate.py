@@ -13,13 +13,14 @@ houses but the lane.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from flowcast.cast import CacheError
 from flowcast.house.castwire import wire_cast
@@ -48,6 +49,11 @@ def status_dir(layout: EstateLayout) -> Path:
 
 def log_dir(layout: EstateLayout) -> Path:
     return layout.run / "logs"
+
+
+def last_words_path(layout: EstateLayout, yard: str) -> Path:
+    """Where house ``yard`` leaves why it exited with an error, for its supervisor (not ``.json``: no status file)."""
+    return status_dir(layout) / f"{yard}.error"
 
 
 def _find(plan: list[HousePlan], yard: str) -> HousePlan:
@@ -107,15 +113,29 @@ def _wire(house: House, layout: EstateLayout, plan: list[HousePlan], mine: House
             wire_causal(house, layout.causal, layout.cast)
     if mine.manor:
         for road in layout.roads.values():
-            stack = wire_road(
-                house, road.channel, keep=layout.keep, host=road.host, port=road.port,
-                acceptance=road.acceptance, role=layout.role, options=road.stack_options(),
-            )
+            try:
+                stack = wire_road(
+                    house, road.channel, keep=layout.keep, host=road.host, port=road.port,
+                    acceptance=road.acceptance, role=layout.role, options=road.stack_options(),
+                )
+            except OSError as error:
+                raise _bind_error(road.channel, road.host, road.port, error) from error
             log.info("road %s on %s:%d", road.channel, *stack.address[:2])
             for remote in road.remotes:
                 house.scheduler.spawn(
                     _keep_joined(stack, remote.estate, (remote.host, remote.port), house.scheduler), name=f"join:{road.channel}:{remote.estate}"
                 )
+
+
+def _bind_error(channel: str, host: str, port: int, error: OSError) -> OSError:
+    """A road's bind failure that names the road and its port: ``[Errno 98] Address already in use`` alone does not say which."""
+    if error.errno == errno.EADDRINUSE:
+        text = f"road {channel}: UDP port {port} on {host} is taken by another process ({error.strerror})"
+    else:
+        text = f"road {channel}: cannot open UDP port {port} on {host}: {error.strerror or error}"
+    named = OSError(text)
+    named.errno = error.errno
+    return named
 
 
 def _keep_joined(road: Any, estate: str, address: tuple[str, int], scheduler: Scheduler):  # type: ignore[no-untyped-def]
@@ -235,8 +255,20 @@ def stop_on_signals_while_starting() -> dict[int, Any]:
     return {s: signal.signal(s, _interrupt_start) for s in (signal.SIGINT, signal.SIGTERM)}
 
 
-def run_house(handoff: Handoff) -> int:
-    """Run one house of an estate, as its supervisor handed it over, until SIGINT/SIGTERM."""
+def run_house(handoff: Handoff, *, fatal: Callable[[str], None] | None = None) -> int:
+    """Run one house of an estate, as its supervisor handed it over, until SIGINT/SIGTERM.
+
+    When it cannot start (returns 1) it logs why and also passes that text
+    to ``fatal``: the worker leaves it for the supervisor, whose console and
+    status then say why the house is down (childproc.exit_reason).
+    """
+
+    def cannot_start(text: str) -> int:
+        log.error("%s", text)
+        if fatal is not None:
+            fatal(text)
+        return 1
+
     yard = handoff.yard
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {yard} %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     stop_on_signals_while_starting()
@@ -245,13 +277,11 @@ def run_house(handoff: Handoff) -> int:
         layout = load_layout(handoff.path, data=handoff.layout_text.encode())
         plan = plan_houses(layout, handoff.houses)
         if tuple(p.yard for p in plan) != handoff.yards:  # the same text and count plan the same yards
-            log.error("house %s cannot start: the layout plans yards %s, the supervisor %s", yard, [p.yard for p in plan], list(handoff.yards))
-            return 1
+            return cannot_start(f"house {yard} cannot start: the layout plans yards {[p.yard for p in plan]}, the supervisor {list(handoff.yards)}")
         try:
             house = open_house(layout, yard, houses=handoff.houses, freeze=True, keys=handoff.keys)
         except (OSError, ValueError, CacheError) as error:  # a port in use, a bad keep, a corrupt CAST cache: say so, not a traceback
-            log.error("house %s cannot start: %s", yard, error)
-            return 1
+            return cannot_start(f"house {yard} cannot start: {error}")
         status = status_dir(layout)
         status.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = status / f"{yard}.json"
@@ -272,9 +302,14 @@ def run_house(handoff: Handoff) -> int:
 
 
 def launch(layout_path: str | Path, *, houses: int | None = None, out: Any = print) -> int:
-    """Run every house of the estate under a supervisor until SIGINT/SIGTERM."""
+    """Run every house of the estate under a supervisor until SIGINT/SIGTERM.
+
+    Refuses (1) when the estate's run folder is already locked by a live
+    supervisor, naming its pid; returns the supervisor's code otherwise
+    (3, ``EXIT_ALL_HELD``, when every house failed too often to go on).
+    """
     from flowcast.house.layout import MAX_FILE_BYTES
-    from flowcast.house.supervisor import ChildSpec, Supervisor
+    from flowcast.house.supervisor import AlreadyRunning, take_run_lock
 
     path = Path(layout_path)
     try:
@@ -286,6 +321,20 @@ def launch(layout_path: str | Path, *, houses: int | None = None, out: Any = pri
     layout = load_layout(path, data=text)  # read once: this text is what every house gets
     total = houses if houses is not None else (os.cpu_count() or 1)
     plan = plan_houses(layout, total)
+    try:
+        lock = take_run_lock(layout.run / "supervisor.lock")  # before anything in the run folder is touched
+    except AlreadyRunning as running:
+        print(f"flowcast run: estate {layout.estate} is {running}; stop it first", file=sys.stderr)
+        return 1
+    try:
+        return _supervise(layout, text, plan, total, out)
+    finally:
+        os.close(lock)  # the lock goes only now, after the last house was reaped
+
+
+def _supervise(layout: EstateLayout, text: bytes, plan: list[HousePlan], total: int, out: Any) -> int:
+    from flowcast.house.supervisor import ChildSpec, Supervisor
+
     yards = tuple(p.yard for p in plan)
     logs = log_dir(layout)
     logs.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -299,9 +348,10 @@ def launch(layout_path: str | Path, *, houses: int | None = None, out: Any = pri
     children = [
         ChildSpec(
             p.yard,
-            [*argv, "--yard", p.yard],
+            [*argv, "--yard", p.yard, "--last-words", str(last_words_path(layout, p.yard))],
             logs / f"{p.yard}.log",
             stdin=Handoff(p.yard, str(layout.path), text.decode(), total, yards, LaneKeys.derive(secret, p.yard, yards)).encode(),
+            last_words=last_words_path(layout, p.yard),
         )
         for p in plan
     ]

@@ -6,8 +6,9 @@ A running estate writes its state into its run directory (``run:`` in the
 layout, default ``run/<estate>``):
 
 * ``supervisor.json`` -- the supervisor's pid and each house's state
-  (starting, running, backoff, stopping, stopped), pid, restarts and start
-  time, rewritten whenever one of them changes;
+  (starting, running, backoff, held, stopping, stopped), pid, restarts,
+  start time and last error (why it last exited with an error, in its own
+  words), rewritten whenever one of them changes;
 * ``status/<yard>.json`` -- each house's router status (lane yards, road
   presence, message counts, top routes, recent denials, policy counts) plus
   its pid, start time, the time of writing and its message rates, rewritten
@@ -170,6 +171,28 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def parent_of(pid: int) -> int | None:
+    """The parent pid of live process ``pid`` from ``/proc`` (Linux); None when unknown or gone.
+
+    Why: a pid alone does not say it is still our house.  Houses are the
+    supervisor's children and die with it (PR_SET_PDEATHSIG), so a house pid
+    whose parent is not the supervisor is an orphan on its way out, or the
+    pid was reused by an unrelated process; either way not a running house.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read(4096)
+    except OSError:
+        return None
+    try:
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if fields[0] == b"Z":  # a zombie has exited: only its parent has not reaped it yet
+            return 0
+        return int(fields[1])
+    except (ValueError, IndexError):
+        return None
+
+
 # -- the snapshot ---------------------------------------------------------------
 
 
@@ -216,11 +239,19 @@ def collect(
     now: float | None = None,
     alive: Callable[[int], bool] | None = None,
     period: float = STATUS_PERIOD,
+    parent: Callable[[int], int | None] | None = None,
 ) -> dict[str, Any]:
     """Everything ``flowcast status`` shows, merged from the run dir's files, as plain JSON data.
 
-    ``now`` (wall-clock seconds) and ``alive(pid)`` default to the real ones.
+    ``now`` (wall-clock seconds), ``alive(pid)`` and ``parent(pid)`` default
+    to the real ones (``parent`` only with the real ``alive``: a test's
+    made-up pids must not be looked up in ``/proc``).  Every pid shown is
+    checked: a house is alive only if its pid exists and, where ``/proc``
+    says, is still its supervisor's child -- after a ``kill -9`` of the
+    supervisor its houses are gone, whatever the status file last said.
     """
+    if parent is None and alive is None:
+        parent = parent_of
     now = _wall() if now is None else now
     alive = pid_alive if alive is None else alive
     stale_after = STALE_AFTER * period
@@ -270,7 +301,7 @@ def collect(
 
     houses = []
     for yard in [*supervised, *sorted(y for y in statuses if y not in supervised)]:
-        houses.append(_house(yard, supervised.get(yard), *statuses[yard], now, stale_after, alive))
+        houses.append(_house(yard, supervised.get(yard), *statuses[yard], now, stale_after, alive, sup_pid, parent))
     houses.sort(key=lambda h: not h["manor"])  # the manor first; otherwise supervisor order
 
     if estate is None:
@@ -305,6 +336,8 @@ def _house(
     now: float,
     stale_after: float,
     alive: Callable[[int], bool],
+    sup_pid: int | None = None,
+    parent: Callable[[int], int | None] | None = None,
 ) -> dict[str, Any]:
     sup = _dict(sup)
     doc = doc or {}
@@ -324,6 +357,11 @@ def _house(
         elif sup and pid is not None and status_pid is not None and status_pid != pid:
             status, note = "stale", f"written by earlier pid {status_pid}"
     is_alive = alive(pid) if pid is not None else None
+    if is_alive and sup and sup_pid is not None and parent is not None:
+        ppid = parent(pid)  # type: ignore[arg-type]
+        if ppid is not None and ppid != sup_pid:
+            is_alive = False
+            note = note or f"pid {pid} is no longer its supervisor's child"
     live = state in LIVE_STATES if sup else status == "ok"
     manor = doc.get("manor") is True or (_str(doc.get("manor")) == yard)
     next_start = _num(sup.get("next_start"))
@@ -336,6 +374,7 @@ def _house(
         "alive": is_alive,
         "restarts": _int(sup.get("restarts")),
         "last_exit": _int(sup.get("last_exit")),
+        "last_error": _str(sup.get("last_error")),
         "restart_in": None if next_start is None else max(0.0, next_start - now),
         "started": started,
         "uptime": now - started if live and started is not None and is_alive is not False else None,

@@ -21,6 +21,8 @@ RATE_KEYS = ("sent", "delivered", "to_road", "from_road", "to_lane", "from_lane"
 LIVE_STATES = ("starting", "running", "stopping")
 TOP_ROUTES = 10
 LAST_DENIALS = 5
+#: Lines of one house's last error shown (a flow's errors are one line each).
+ERROR_LINES = 5
 
 
 def _cut(text: str, limit: int) -> str:
@@ -101,6 +103,8 @@ def _house_row(house: dict[str, Any]) -> list[str]:
         status = house["status"]
     if house["note"]:
         notes.append(house["note"])
+    if house["state"] == "held":
+        notes.append("failed too often, not restarted")
     if house["state"] == "backoff" and house["restart_in"] is not None:
         notes.append(f"restart in {_duration(house['restart_in'])}")
     if house["last_exit"] is not None and house["state"] not in LIVE_STATES:
@@ -116,6 +120,21 @@ def _house_row(house: dict[str, Any]) -> list[str]:
         _duration(house["uptime"]),
         _clean(status, 100),
     ]
+
+
+def _last_errors(houses: list[dict[str, Any]]) -> list[str]:
+    """Each house's last error, as it said it: why a house is held or in back-off, without opening its log."""
+    out = []
+    for house in houses:
+        text = house.get("last_error")
+        if not text:
+            continue
+        said = text.splitlines() or [""]
+        more = len(said) - ERROR_LINES
+        said = said[:ERROR_LINES] + ([f"... {more} more lines"] if more > 0 else [])
+        out.append(f"  {_clean(house['yard'], 32)} last error: {_clean(said[0], 200)}")
+        out += [f"    {_clean(line, 200)}" for line in said[1:]]
+    return out
 
 
 def render(snapshot: dict[str, Any]) -> str:
@@ -134,6 +153,7 @@ def render(snapshot: dict[str, Any]) -> str:
         rows = [["yard", "state", "pid", "restarts", "uptime", "status"]]
         rows += [_house_row(h) for h in houses]
         lines += _table(rows, right=(2, 3, 4))
+        lines += _last_errors(houses)
     else:
         lines.append("houses: none have reported yet")
     yards = snapshot["yards"]

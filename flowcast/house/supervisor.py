@@ -9,6 +9,26 @@ flows; it only keeps processes alive:
   so a house that crashes on start does not spin a core. The back-off resets once
   a child has stayed up ``healthy_after`` seconds: an occasional crash of a house
   that ran for hours restarts it at once, not after the longest delay.
+* A child that exits with an error says why: the supervisor reads the reason
+  the child left (its ``last_words`` file, else the last line of its log since
+  this start, see ``childproc.exit_reason``) and prints it with the exit code,
+  so a console shows ``flows/x.flo:5:5: error: ...`` or ``road main: port
+  4000 on 0.0.0.0 is taken`` rather than only ``exited with code 2``; the
+  status file keeps it as ``last_error``.
+* A child that keeps failing is held, not restarted forever (systemd's
+  ``StartLimitBurst``/``StartLimitIntervalSec``): ``start_limit_burst`` exits
+  within ``start_limit_interval`` seconds, with no healthy run between them,
+  and it stays down ("held") with one clear message naming its last error.
+  Restarting cannot fix a flow error, a taken port or a behaviour that raises
+  at start; it only fills the log.  The defaults, 5 in 30 s: a house takes
+  0.5-1 s to start and fail, and the back-off puts 0.25+0.5+1+2 s between
+  five starts, so five failed starts take some 5-9 s -- over systemd's own
+  10 s on a loaded machine starting one house per core, well inside 30 s.
+  And a house that crashes only after running ``healthy_after`` (10 s) is
+  never held (its count restarts with each healthy run): it is mostly up,
+  and restarting it is what it needs.  When every child is held nothing is
+  left to supervise: run() stops and returns ``EXIT_ALL_HELD``, so
+  ``flowcast run`` exits non-zero instead of idling with no house.
 * Children never outlive the supervisor. Each child runs in its own process group
   (a terminal ^C reaches the supervisor only, which then stops the houses in
   order), and on Linux each child asks the kernel for ``SIGTERM`` when the
@@ -23,7 +43,8 @@ flows; it only keeps processes alive:
 
       {"supervisor_pid": 123, "updated": 1763778990.5, "state": "running",
        "houses": [{"name": "manor", "pid": 124, "state": "running", "restarts": 0,
-                   "started_at": 1763778980.1, "last_exit": null, "next_start": null}]}
+                   "started_at": 1763778980.1, "last_exit": null, "next_start": null,
+                   "last_error": null}]}
 
 How a child is started so that it never outlives the supervisor (the
 PR_SET_PDEATHSIG shim) is childproc.py's job; this module is the policy:
@@ -53,16 +74,24 @@ from flowcast.house.childproc import (
     ChildStatus,
     _Child,
     describe_exit,
+    exit_reason,
     pid_of,
     signal_child,
     spawn,
 )
+from flowcast.house.runlock import AlreadyRunning, take_run_lock
 from flowcast.runtime.clock import wall_now
 from flowcast.runtime.durable import atomic_write
 
-__all__ = ["ChildSpec", "ChildState", "ChildStatus", "Supervisor", "read_status"]
+__all__ = [
+    "ChildSpec", "ChildState", "ChildStatus", "Supervisor", "read_status", "EXIT_ALL_HELD",
+    "AlreadyRunning", "take_run_lock",
+]
 
 log = logging.getLogger("flowcast.supervisor")
+
+#: run()'s result when it stopped because every child was held (none left running).
+EXIT_ALL_HELD = 3
 
 _Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
@@ -84,6 +113,8 @@ class Supervisor:
         backoff_max: float = 30.0,
         healthy_after: float = 10.0,
         stop_timeout: float = 5.0,
+        start_limit_burst: int = 5,
+        start_limit_interval: float = 30.0,
         handle_signals: bool = True,
     ) -> None:
         names = [c.name for c in children]
@@ -94,12 +125,17 @@ class Supervisor:
             raise ValueError("need 0 < backoff_initial <= backoff_max")
         if healthy_after < 0 or stop_timeout < 0:
             raise ValueError("healthy_after and stop_timeout must be >= 0")
+        if start_limit_burst < 0 or not start_limit_interval > 0:
+            raise ValueError("need start_limit_burst >= 0 (0: never hold) and start_limit_interval > 0")
         self._children = [_Child(spec, backoff_initial) for spec in children]
         self._status_path = status_path
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self._healthy_after = healthy_after
         self._stop_timeout = stop_timeout
+        self._start_limit_burst = start_limit_burst
+        self._start_limit_interval = start_limit_interval
+        self._all_held = False  # set by the run() thread only
         self._handle_signals = handle_signals
         self._lock = threading.Lock()
         self._phase: Literal["new", "running", "stopping", "stopped"] = "new"
@@ -120,7 +156,8 @@ class Supervisor:
         """Start every child and supervise until stopped; then stop them all.
 
         Returns 0 when every child ended on SIGTERM within ``stop_timeout``,
-        1 when some had to be SIGKILLed. With ``handle_signals`` (the default)
+        1 when some had to be SIGKILLed, ``EXIT_ALL_HELD`` (3) when it stopped
+        by itself because every child was held (see the start limit). With ``handle_signals`` (the default)
         SIGINT and SIGTERM call :meth:`stop` while run() is active; that needs the
         main thread. A second stop request while stopping kills at once.
         """
@@ -141,6 +178,8 @@ class Supervisor:
             for signum, handler in previous.items():
                 signal.signal(signum, signal.SIG_DFL if handler is None else handler)
             self._selector.close()
+        if self._all_held:
+            return EXIT_ALL_HELD
         return 0 if clean else 1
 
     def stop(self) -> None:
@@ -164,7 +203,7 @@ class Supervisor:
                 return
             self._start(child)
         self._write_status()
-        while not self._stop_requests:
+        while not self._stop_requests and not self._all_held:
             timeout = self._next_timer(time.monotonic())
             if not HAVE_PIDFD:
                 timeout = FALLBACK_POLL if timeout is None else min(timeout, FALLBACK_POLL)
@@ -221,13 +260,23 @@ class Supervisor:
             proc, wall_started = spawn(spec)
         except OSError as exc:
             log.error("%s could not be started: %s", spec.name, exc)
+            now = time.monotonic()
             with self._lock:
                 if child.starts:
                     child.restarts += 1
                 child.starts += 1
                 child.proc = None
                 child.last_exit = None
-                self._schedule_restart(child, time.monotonic())
+                child.last_error = f"could not be started: {exc}"
+                child.started_mono = None  # it did not run, let alone healthily
+                held = self._failed_too_often(child, now)
+                if held:
+                    self._hold(child)
+                else:
+                    self._schedule_restart(child, now)
+            if held:
+                self._say_held(child)
+                self._check_all_held()
             self._write_status()
             return
         try:
@@ -266,21 +315,34 @@ class Supervisor:
             return
         self._forget(child)
         now = time.monotonic()
+        reason = exit_reason(child.spec) if code > 0 else None
+        held = False
         with self._lock:
             child.last_exit = code
+            if reason is not None:
+                child.last_error = reason
             if self._phase == "running" and not self._stop_requests:
-                delay = self._schedule_restart(child, now)
+                if self._failed_too_often(child, now):
+                    self._hold(child)
+                    held = True
+                    delay = None
+                else:
+                    delay = self._schedule_restart(child, now)
             else:
                 child.state = "stopped"
                 delay = None
         log.log(
             logging.INFO if self._phase != "running" else logging.WARNING,
-            "%s pid %d exited %s",
+            "%s pid %d exited %s%s",
             child.spec.name,
             proc.pid,
             describe_exit(code),
-            extra={"house": child.spec.name, "event": "exited", "pid": proc.pid, "code": code},
+            f": {_indent(reason)}" if reason else "",
+            extra={"house": child.spec.name, "event": "exited", "pid": proc.pid, "code": code, "reason": reason},
         )
+        if held:
+            self._say_held(child)
+            self._check_all_held()
         if delay is not None:
             log.info(
                 "%s restarting in %.3gs",
@@ -289,6 +351,49 @@ class Supervisor:
                 extra={"house": child.spec.name, "event": "backoff", "delay": delay},
             )
         self._write_status()
+
+    def _failed_too_often(self, child: _Child, now: float) -> bool:
+        """Under the lock: count this exit; True if it makes ``start_limit_burst`` in the interval.
+
+        Exits are counted since the child last ran ``healthy_after``: a house
+        that comes up and runs between its crashes is not in a start loop.
+        """
+        if self._start_limit_burst == 0:
+            return False
+        if child.started_mono is not None and now - child.started_mono >= self._healthy_after:
+            child.failures.clear()
+        child.failures = [t for t in child.failures if now - t < self._start_limit_interval]
+        child.failures.append(now)
+        return len(child.failures) >= self._start_limit_burst
+
+    @staticmethod
+    def _hold(child: _Child) -> None:
+        """Under the lock: stop restarting ``child`` (the caller then says so, :meth:`_say_held`)."""
+        child.state = "held"
+        child.next_start_mono = None
+
+    def _say_held(self, child: _Child) -> None:
+        """Once per hold, after the exit it follows: held, why, and what would bring it back."""
+        log.error(
+            "%s held: it failed %d times within %.3g s; not restarting it until the supervisor is restarted%s",
+            child.spec.name,
+            len(child.failures),
+            self._start_limit_interval,
+            f"; last error: {_indent(child.last_error)}" if child.last_error else "",
+            extra={"house": child.spec.name, "event": "held", "reason": child.last_error},
+        )
+
+    def _check_all_held(self) -> None:
+        """If every child is held, nothing is left to supervise: end run() (it returns EXIT_ALL_HELD)."""
+        with self._lock:
+            if not self._children or any(c.state != "held" for c in self._children):
+                return
+            self._all_held = True
+        log.error(
+            "nothing left running: %s held; the supervisor stops",
+            ", ".join(c.spec.name for c in self._children),
+            extra={"event": "all_held"},
+        )
 
     def _schedule_restart(self, child: _Child, now: float) -> float:
         """Under the lock: put the child in back-off; return the delay chosen.
@@ -328,7 +433,10 @@ class Supervisor:
             live = [c for c in reversed(self._children) if c.proc is not None]
             for child in self._children:
                 child.next_start_mono = None
-                child.state = "stopping" if child.proc is not None else "stopped"
+                if child.proc is not None:
+                    child.state = "stopping"
+                elif child.state != "held":  # held stays held: the status file says why it is down
+                    child.state = "stopped"
         self._write_status()
         if live:
             log.info("stopping %d children", len(live))
@@ -371,7 +479,8 @@ class Supervisor:
         with self._lock:
             self._phase = "stopped"
             for child in self._children:
-                child.state = "stopped"
+                if child.state != "held":
+                    child.state = "stopped"
         self._write_status()
         log.info("supervisor stopped")
         return clean
@@ -397,6 +506,7 @@ class Supervisor:
                     started_at=child.started_wall,
                     last_exit=child.last_exit,
                     next_start=next_start,
+                    last_error=child.last_error,
                 )
             )
         return out
@@ -440,6 +550,11 @@ class Supervisor:
                     os.close(fd)
                 except OSError:
                     pass
+
+
+def _indent(text: str | None) -> str:
+    """A reason of several lines (a flow's errors) as one log record: continuation lines indented."""
+    return "\n    ".join((text or "").splitlines())
 
 
 def read_status(path: Path) -> dict[str, Any] | None:

@@ -6,12 +6,23 @@ plan and lane keys, handoff.py) once this process, non-dumpable, asks for
 it (childpipe.py).  LAYOUT and YARD on the command line only say, in ``ps``,
 which house this is: the plan comes from the hand-off, and they must agree
 with it.  Run by hand without a hand-off it refuses to start.
+
+``--last-words PATH``: when the house exits with an error it first writes
+there, in a line or a few, why (:func:`describe_failure`): the located flow
+errors, the port it could not bind, the behaviour that raised and where.
+Its supervisor reads that after reaping it, prints it on its console and
+keeps it in its status file -- the reason used to be only in the house's
+log, under a traceback, while the console said "exited with code 1".
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
+
+#: At most this many of a flow's errors are named in the last words (the log has them all).
+MAX_ERRORS_SAID = 5
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,12 +37,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="flowcast.house.worker")
     parser.add_argument("layout")
     parser.add_argument("--yard", required=True)
+    parser.add_argument("--last-words", metavar="PATH", help="where to write why, when exiting with an error")
     args = parser.parse_args(argv)
+
+    def fatal(text: str) -> None:
+        if args.last_words:
+            from flowcast.house.childproc import write_last_words
+
+            write_last_words(args.last_words, text)
+
     # stdout is the house's log file: line by line, or a flow's prints sit
     # in a buffer until the house exits.
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    from flowcast.flow.errors import FlowErrors
+    from flowcast.flow.errors import FlowError
     from flowcast.house.estate import StartInterrupted, run_house
     from flowcast.house.handoff import read_handoff
 
@@ -39,17 +58,56 @@ def main(argv: list[str] | None = None) -> int:
         try:
             handoff = read_handoff(sys.stdin.buffer)
         except ValueError as error:
-            print(f"flowcast.house.worker: {error}", file=sys.stderr)
-            return 2
+            return _refuse(f"flowcast.house.worker: {error}", fatal)
         if handoff.yard != args.yard:
-            print(f"flowcast.house.worker: hand-off is for yard {handoff.yard!r}, not {args.yard!r}", file=sys.stderr)
-            return 2
-        return run_house(handoff)
-    except FlowErrors as errors:
+            return _refuse(f"flowcast.house.worker: hand-off is for yard {handoff.yard!r}, not {args.yard!r}", fatal)
+        return run_house(handoff, fatal=fatal)
+    except FlowError as errors:
         print(errors, file=sys.stderr)
+        fatal(describe_failure(errors))
         return 2
     except StartInterrupted:
         return 0  # stopped before there was anything to close
+    except Exception as error:  # a behaviour or the house itself raised: the traceback still goes to the log
+        fatal(describe_failure(error))
+        raise
+
+
+def _refuse(text: str, fatal) -> int:  # type: ignore[no-untyped-def]
+    print(text, file=sys.stderr)
+    fatal(text)
+    return 2
+
+
+def describe_failure(error: BaseException) -> str:
+    """Why a house died, short and located: what its supervisor prints.
+
+    A flow's errors: the first line of each (``file:line:col: error: ...``),
+    without the excerpt and hints the log has.  A micro-thread that failed:
+    what it raised (a behaviour's failure names its flow line) and which
+    thread.  flowcast's own errors are written to be read as they are; any
+    other exception is named with the innermost source line that raised it.
+    """
+    from flowcast.errors import Error
+    from flowcast.flow.errors import FlowError, FlowErrors
+    from flowcast.runtime import MicroThreadError
+
+    if isinstance(error, FlowError):
+        errors = error.errors if isinstance(error, FlowErrors) else [error]
+        said = [(str(e).splitlines() or ["error"])[0] for e in errors[:MAX_ERRORS_SAID]]
+        if len(errors) > MAX_ERRORS_SAID:
+            said.append(f"... and {len(errors) - MAX_ERRORS_SAID} more errors (see the house log)")
+        return "\n".join(said)
+    if isinstance(error, MicroThreadError):
+        cause = error.__cause__ or error.error
+        return f"{describe_failure(cause)} (in micro-thread {error.thread.name!r})"
+    if isinstance(error, Error):
+        return str(error)
+    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    frames = traceback.extract_tb(error.__traceback__)
+    if frames:
+        return f"{frames[-1].filename}:{frames[-1].lineno}: {text}"
+    return text
 
 
 if __name__ == "__main__":

@@ -321,7 +321,7 @@ def test_status_file(tmp_path: Path) -> None:
         assert [h["name"] for h in running["houses"]] == ["manor", "worker1"]
         live = {s.name: s for s in sup.status()}
         for house in running["houses"]:
-            assert set(house) == {"name", "pid", "state", "restarts", "started_at", "last_exit", "next_start"}
+            assert set(house) == {"name", "pid", "state", "restarts", "started_at", "last_exit", "next_start", "last_error"}
             assert house["pid"] == live[house["name"]].pid
             assert house["started_at"] == live[house["name"]].started_at
             assert house["restarts"] == 0 and house["last_exit"] is None and house["next_start"] is None
