@@ -130,11 +130,28 @@ def cmd_check(argv: Sequence[str]) -> int:
     return 0
 
 
+def version() -> str:
+    """The installed distribution's version, so the wheel a user runs answers for itself;
+    ``flowcast.__version__`` only when there is no metadata (the tree on sys.path, uninstalled)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("flowcast")
+    except PackageNotFoundError:
+        import flowcast
+
+        return flowcast.__version__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {"run": (cmd_run, "run a flow"), "check": (cmd_check, "parse and resolve a flow")}
+    if argv[:1] in (["--version"], ["-V"]):
+        print(f"flowcast {version()}")
+        return 0
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: flowcast COMMAND [args]\n\ncommands:")
+        print("usage: flowcast COMMAND [args]\n       flowcast --version\n\ncommands:")
         for name, (_, text) in commands.items():
             print(f"  {name:<9} {text}")
         for name, (_, text) in DELEGATED.items():

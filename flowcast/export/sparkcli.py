@@ -3,9 +3,11 @@
 The jobs are plain PySpark scripts so ``spark-submit spark/JOB.py`` works
 unchanged on a cluster; this command runs the same script in-process,
 after checking Java first (a missing Java otherwise surfaces as an opaque
-gateway error) and pinning local mode to loopback.  The ``spark/`` folder
-is found next to the flowcast package (a source checkout) or through
-``FLOWCAST_SPARK_JOBS``.
+gateway error) and pinning local mode to loopback.  The jobs are found
+through ``FLOWCAST_SPARK_JOBS``, else in the ``spark/`` folder next to the
+flowcast package (a source checkout, so edits there count at once), else in
+``flowcast/export/spark_jobs/``, where the wheel carries the same scripts
+(setup.py maps ``spark/`` there).
 """
 
 from __future__ import annotations
@@ -23,13 +25,25 @@ __all__ = ["available_jobs", "jobs_dir", "main"]
 _HELPERS = {"fcspark", "metrics", "castmetrics", "report"}
 
 
+#: where an installed wheel keeps the scripts of ``spark/`` (see setup.py)
+PACKAGED_JOBS = Path(__file__).resolve().parent / "spark_jobs"
+
+
 def jobs_dir() -> Path:
+    """The folder of job scripts: the override, the checkout's ``spark/``, or the packaged copy.
+
+    The checkout wins over the packaged copy so that a developer running an
+    editable install gets the scripts they are editing, never a stale copy."""
     env = os.environ.get("FLOWCAST_SPARK_JOBS")
     if env:
         return Path(env)
     import flowcast
 
-    return Path(flowcast.__file__).resolve().parents[1] / "spark"
+    checkout = Path(flowcast.__file__).resolve().parents[1] / "spark"
+    # fcspark.py marks the jobs' folder: an unrelated site-packages/spark is not it
+    if (checkout / "fcspark.py").is_file() or not PACKAGED_JOBS.is_dir():
+        return checkout
+    return PACKAGED_JOBS
 
 
 def available_jobs(where: Path | None = None) -> list[str]:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flowcast.house.demo import example_root
+from flowcast.house.demo import demo_root
 
 COUNT = 60  # what flows/cast-alice.flo writes
 ESTATES = ("xyz", "abc")
@@ -135,9 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="flowcast demo cast", description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=60.0, help="give up after this many seconds (default 60)")
     args = parser.parse_args(argv)
-    root = example_root("houses/cast-abc.yaml", "flows/cast-bob.flo")
+    root = demo_root("flowcast demo cast", "houses/cast-abc.yaml", "houses/cast-xyz.yaml", "flows/cast-alice.flo",
+                     "flows/cast-bob.flo", "behaviors/cast_demo.py")
     if root is None:
-        print("flowcast demo cast: run it from a flowcast checkout (it needs houses/cast-*.yaml and flows/cast-*.flo)", file=sys.stderr)
         return 2
     for name in ESTATES:
         shutil.rmtree(root / "houses" / "run" / name, ignore_errors=True)  # a fresh cache, fresh inboxes

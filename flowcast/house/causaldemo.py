@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flowcast.house.demo import example_root
+from flowcast.house.demo import demo_root
 
 ESTATES = ("alpha", "beta", "gamma")
 POSTS = 10  # what flows/causal-log.flo has each estate post
@@ -150,10 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=90.0, help="give up after this many seconds (default 90)")
     parser.add_argument("--seed", type=int, default=13, help="seed of the chaos relays' faults (default 13)")
     args = parser.parse_args(argv)
-    root = example_root("houses/causal-alpha.yaml", "flows/causal-log.flo", "behaviors/causal_demo.py")
+    root = demo_root("flowcast demo causal", *(f"houses/causal-{name}.yaml" for name in ESTATES), "flows/causal-log.flo",
+                     "behaviors/causal_demo.py")
     if root is None:
-        print("flowcast demo causal: run it from a flowcast checkout (it needs houses/causal-*.yaml and flows/causal-log.flo)",
-              file=sys.stderr)
         return 2
     from flowcast.causal.keys import create_signer
 

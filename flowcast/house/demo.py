@@ -5,6 +5,10 @@ Starts estates alpha and beta (``houses/pingpong-*.yaml``) as two
 joined by an encrypted road on 127.0.0.1 -- waits until the five volleys
 are over, prints what the houses logged and what ``flowcast status`` sees,
 then stops both.  Everything is bounded in time; a stuck demo says where.
+
+In a checkout the demo runs in ``houses/run/``; an installed flowcast runs
+it in a fresh temporary folder holding a copy of the examples the wheel
+carries (never in site-packages, which may be read-only or shared).
 """
 
 from __future__ import annotations
@@ -22,13 +26,41 @@ from pathlib import Path
 ESTATES = ("pingpong-beta", "pingpong-alpha")
 
 
+#: where an installed wheel keeps houses/, flows/ and behaviors/ (setup.py maps them here)
+PACKAGED_EXAMPLES = Path(__file__).resolve().parent / "examples"
+EXAMPLE_FOLDERS = ("houses", "flows", "behaviors")
+
+
 def example_root(*needed: str) -> Path | None:
     """The checkout (or, failing that, the working folder) holding every one of ``needed``
-    (paths like ``houses/pingpong-alpha.yaml``), or None: an installed package has no examples."""
+    (paths like ``houses/pingpong-alpha.yaml``), or None when neither has them."""
     for place in (Path(__file__).resolve().parents[2], Path.cwd()):
         if all((place / path).is_file() for path in needed):
             return place
     return None
+
+
+def demo_root(command: str, *needed: str) -> Path | None:
+    """Where a demo runs: the checkout (or working folder) holding ``needed``, else a
+    temporary copy of the packaged examples, else None (with the reason printed).
+
+    The copy is made because a demo writes next to its layouts (keys in
+    ``houses/keeps``, logs and caches in ``houses/run``), and an installed
+    package's folder is no place for that.  The copy is left behind so its
+    logs can be read after the demo; it lives in the system's temp folder."""
+    root = example_root(*needed)
+    if root is not None:
+        return root
+    if not all((PACKAGED_EXAMPLES / path).is_file() for path in needed):
+        print(f"{command}: the examples are missing ({', '.join(needed)}): neither a flowcast checkout"
+              f" nor the installed package ({PACKAGED_EXAMPLES}) holds them", file=sys.stderr)
+        return None
+    root = Path(tempfile.mkdtemp(prefix="flowcast-demo-"))
+    for folder in EXAMPLE_FOLDERS:
+        if (PACKAGED_EXAMPLES / folder).is_dir():
+            shutil.copytree(PACKAGED_EXAMPLES / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    print(f"{command}: running in {root} (a copy of the examples installed with flowcast)")
+    return root
 
 
 def _flow_lines(log: Path) -> list[str]:
@@ -54,9 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                                      epilog="'flowcast demo cast' and 'flowcast demo causal' run the CAST and causal examples instead (... --help)")
     parser.add_argument("--timeout", type=float, default=30.0, help="give up after this many seconds (default 30)")
     args = parser.parse_args(argv)
-    root = example_root("houses/pingpong-alpha.yaml", "flows/ping.flo")
+    root = demo_root("flowcast demo", "houses/pingpong-alpha.yaml", "houses/pingpong-beta.yaml", "flows/ping.flo", "flows/pong.flo")
     if root is None:
-        print("flowcast demo: run it from a flowcast checkout (it needs houses/pingpong-*.yaml and flows/ping.flo)", file=sys.stderr)
         return 2
     houses = root / "houses"
     for estate in ("alpha", "beta"):

@@ -147,3 +147,13 @@ def test_run_exports_the_routers_share_to_share_messages(tmp_path):
         (kind, "ball/main/here/main", "inbox/main/here/main", "ball") for _ in range(3) for kind in ("routed", "landed")
     ]
     assert [r["msg_id"] for r in rows[::2]] == [r["msg_id"] for r in rows[1::2]]
+
+
+def test_version_is_the_distribution_version(capsys):
+    """``flowcast --version`` answers from the installed metadata, which pip and bug reports agree on."""
+    from importlib.metadata import version
+
+    from flowcast.cli.main import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"flowcast {version('flowcast')}"
