@@ -59,7 +59,7 @@ def available_jobs(where: Path | None = None) -> list[str]:
 
 def _usage(jobs: list[str]) -> str:
     return (
-        "usage: flowcast spark JOB --input DIR [--output DIR] [--master URL]\n\n"
+        "usage: flowcast spark JOB --input DIR [--output DIR] [--master URL] [--local-dir DIR]\n\n"
         "jobs: " + (", ".join(jobs) if jobs else f"(none found in {jobs_dir()})")
     )
 
