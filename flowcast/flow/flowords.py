@@ -252,7 +252,9 @@ def direct(cur: Cursor) -> dict[str, Any]:
                 raise FlowError(f"field {name!r} given twice", tok.where)
             data[name] = data_value(val)
     if len(data) > 1 and "value" in data:
-        raise FlowError("field 'value' must be the only field when given", first.where)
+        raise FlowError("field 'value' must be the only field when given", first.where,
+                        hint="as in Ioflo, where 'value' is the field a share is read by when none is named; "
+                             "give the others in a second statement, e.g. 'init .x with value 20.0' then 'init .x with seq 0'")
     return data
 
 

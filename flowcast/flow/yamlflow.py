@@ -155,7 +155,9 @@ class _Reader(NodeReader):
         if not data:
             raise self.error(f"{what} has no fields", node)
         if len(data) > 1 and "value" in data:
-            raise self.error("field 'value' must be the only field when given", node)
+            raise self.error("field 'value' must be the only field when given", node,
+                             "as in Ioflo, where 'value' is the field a share is read by when none is named; "
+                             "give the others in a second init of the same share")
         return data
 
     def conditions(self, node: yaml.Node) -> list[Need]:

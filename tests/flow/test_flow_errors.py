@@ -344,3 +344,18 @@ def test_crlf_files_still_read_as_lines(tmp_path) -> None:
     path = tmp_path / "crlf.flo"
     path.write_bytes(b"house h\r\nframer f\r\nframe a\r\n  print hi\r\n")
     assert load_flo(path).house().framers[0].frames[0].acts[0].args["message"] == "hi"
+
+
+def test_value_with_other_fields_is_refused_with_the_reason_and_the_way_to_write_it(tmp_path):
+    """A deliberate decision (issue 14, item 6): Ioflo's rule is kept, and the error says why and how."""
+    from flowcast.flow.loader import load_flow
+
+    bad = tmp_path / "init.flo"
+    bad.write_text("house x\ninit .x.t with value 20.0 seq 0\nframer main be active\n  frame a\n")
+    with pytest.raises(FlowError) as raised:
+        load_flow(bad)
+    text = str(raised.value)
+    assert "init.flo:2:16" in text and "'value' must be the only field" in text and "init .x with seq 0" in text
+    good = tmp_path / "good.flo"
+    good.write_text("house x\ninit .x.t with value 20.0\ninit .x.t with seq 0\nframer main be active\n  frame a\n")
+    load_flow(good)
