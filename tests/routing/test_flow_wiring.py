@@ -112,3 +112,32 @@ def test_route_send_sends_every_update_even_two_in_one_tick():
     act()
     act()
     assert house.sent == [{"v": 1}, {"v": 2}]
+
+
+def test_route_send_sends_an_initial_value_once_as_the_receivers_first_state():
+    """A deliberate decision (issue 14, item 6): a share given a value by ``init`` before the flow runs
+    is sent at the first run, once, as any change is -- the receiver should start from the sender's
+    state, not wait for its next change.  A flow that wants only later changes leaves the share without
+    an init (nothing is sent until something writes it: the test above)."""
+    from flowcast.behaving import Registry
+    from flowcast.behaving.registry import Io
+    from flowcast.store import Store
+
+    class FakeHouse:
+        def __init__(self):
+            self.sent = []
+            self.router = self
+
+        def send(self, dst, data, *, src="", tag=""):
+            self.sent.append(dict(data))
+
+    registry = Registry()
+    registry.load_entry_points()
+    store = Store(lambda: 0.0)
+    share = store.share("out")
+    share.update(value=20.0)  # what 'init .out with value 20.0' does before the first tick
+    house = FakeHouse()
+    act = registry.find("route.send").target(Io(store, inputs=[share], house=house), dst="in@.beta")
+    act()
+    act()
+    assert house.sent == [{"value": 20.0}]
