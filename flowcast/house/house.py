@@ -10,6 +10,7 @@ aborted, so its exit acts run before the process leaves.
 from __future__ import annotations
 
 import gc
+import logging
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,8 @@ from flowcast.flow.spec import HouseSpec
 from flowcast.runtime import Clock, RealClock, Scheduler, VirtualClock
 from flowcast.runtime.gcpause import gc_paused
 from flowcast.store import Store
+
+log = logging.getLogger("flowcast.house")
 
 __all__ = ["House", "load_house"]
 
@@ -68,6 +71,11 @@ class House:
             raise
         self.skedder = Skedder(self.built.taskables, period, self.stamp)
         self.stopped_by: signal.Signals | None = None
+        for framer in self.built.taskables:
+            if 0 < framer.period < period:  # Ioflo runs it so too; said, never silently different from what was asked
+                log.warning("house %s: framer %s asks to run every %g s, but the house ticks every %g s, so it runs every tick; "
+                            "give the house a shorter period (flowcast run --period) for a faster framer",
+                            self.built.name, framer.name, framer.period, period)
 
     @property
     def name(self) -> str:
