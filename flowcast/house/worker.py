@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     # in a buffer until the house exits.
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    from flowcast.house.logrotate import install
+
+    install()  # YARD.log kept to 10 MiB and three old files: a house that runs for months must not fill the disk
     from flowcast.flow.errors import FlowError
     from flowcast.house.estate import StartInterrupted, run_house
     from flowcast.house.handoff import read_handoff
