@@ -324,6 +324,7 @@ def collect(
         "counts": _sum(h["counts"] for h in houses),
         "routes": _routes(statuses),
         "denials": _denials(houses, statuses),
+        "errors_back": _errors_back(houses),
         "policy": _sum(h["policy"] for h in houses),
     }
 
@@ -452,6 +453,17 @@ def _routes(statuses: dict[str, tuple[dict[str, Any] | None, str | None]]) -> li
             entry["messages"] = max(entry["messages"], row[2])
             entry["via"].append(yard)
     return sorted(merged.values(), key=lambda e: (-e["messages"], e["src"], e["dst"]))
+
+
+def _errors_back(houses: list[dict[str, Any]]) -> dict[str, Any]:
+    """Errors that came back for this estate's own messages (refused elsewhere), by kind."""
+    by_kind: dict[str, float] = {}
+    for house in houses:
+        for key, n in house["counts"].items():
+            if key.startswith("errors_back_") and n:
+                kind = key[len("errors_back_"):]
+                by_kind[kind] = by_kind.get(kind, 0) + n
+    return {"count": sum(by_kind.values()), "by_kind": dict(sorted(by_kind.items(), key=lambda kv: (-kv[1], kv[0])))}
 
 
 def _denials(

@@ -224,6 +224,10 @@ def render(snapshot: dict[str, Any]) -> str:
     lines.append("")
     kinds = ", ".join(f"{_clean(k, 32)} {n}" for k, n in denials["by_kind"].items())
     lines.append(f"denials {denials['count']}" + (f" ({kinds})" if kinds else ""))
+    back = snapshot.get("errors_back") or {"count": 0, "by_kind": {}}
+    if back["count"]:  # refused elsewhere: the sender's operator sees it here, not only the receiver's
+        returned = ", ".join(f"{_clean(k, 32)} {n}" for k, n in back["by_kind"].items())
+        lines.append(f"errors back {back['count']} ({returned}): this estate's messages refused elsewhere, in SHARE.error")
     lines.append(
         f"policy: allowed {policy.get('allowed', 0)}, denied {policy.get('denied', 0)}"
         + (f", replaced {policy['replaced']}" if policy.get("replaced") else "")

@@ -30,6 +30,14 @@ class Denials(deque):
         self._log = log
         self._budget = TokenBucket(LOG_PER_SECOND, at=clock())
 
+    def returned(self, kind: str, reason: str, src: Any, dst: Any) -> None:
+        """An error that came back for a message sent from here: logged within the same budget
+        (a remote that floods error reports gets no more log lines than one that floods messages)."""
+        if self._budget.take(self._clock()):
+            self._log.warning("error back from %s for %s: %s: %s", src, dst, kind, reason[:200])
+        else:
+            self._counts["notes_unlogged"] += 1
+
     def note(self, kind: str, reason: str, src: Any, dst: Any, tag: str) -> None:
         now = self._clock()
         entry = {

@@ -159,11 +159,34 @@ def land_error(landing: Landing) -> None:
         errors = router.store.queue(name, ERROR_QUEUE_BOUND)
     except (TypeError, ValueError):
         raise Refused(f"share {name!r} exists and is not a queue", "no_share") from None
+    _count_returned(router, landing)
     try:
         if not errors.push(envelope(landing.src, landing.dst, landing.tag, landing.stamp, landing.data)):
             router.counts["errors_overflowed"] += 1
     except Exception as error:  # noqa: BLE001 - a watcher is user code
         raise Refused(f"share {name!r} refused the report: {error!r}", "update_failed") from None
+
+
+#: Kinds of returned errors counted apart (``errors_back_KIND``); the kind comes from the remote, so
+#: only a short name is taken, and only this many different ones: the rest are ``errors_back_other``.
+MAX_RETURNED_KINDS = 24
+
+
+def _count_returned(router: Any, landing: Landing) -> None:
+    """An error came back for a message this house sent: counted (and logged within the router's log
+    budget) here, at the sender, where its operator looks -- not only at the receiver that refused it."""
+    data = landing.data if isinstance(landing.data, dict) else {}
+    kind = data.get("kind")
+    counts = router.counts
+    if not (isinstance(kind, str) and kind.isidentifier() and kind.islower() and len(kind) <= 24):
+        kind = "other"
+    key = f"errors_back_{kind}"
+    if key not in counts and sum(1 for k in counts if k.startswith("errors_back_")) >= MAX_RETURNED_KINDS:
+        key = "errors_back_other"
+    counts["errors_back"] += 1
+    counts[key] += 1
+    reason = data.get("reason")
+    router.denials.returned(kind, reason if isinstance(reason, str) else "", landing.src, landing.dst)
 
 
 def answer_read(landing: Landing) -> None:

@@ -507,3 +507,15 @@ def test_refused_joins_are_shown_per_road(tmp_path: Path) -> None:
     assert "    joins: join cookies 40, join refused 3, key changed 2" in render(s).splitlines()
     # a house that reports no joins shows no line
     assert not any("joins:" in line for line in render(snap(estate_run(tmp_path / "other"))).splitlines())
+
+
+def test_errors_that_came_back_are_shown_at_the_sender(tmp_path: Path) -> None:
+    """Issue 14, item 5: the receiver counted the denial; the sender said 'denials 0' and nothing else."""
+    counts = {"sent": 3, "errors_back": 3, "errors_back_denied": 2, "errors_back_no_share": 1}
+    run = make_run(tmp_path, supervisor_doc(), manor=manor_doc(counts=counts, denials=[]),
+                   worker1=worker_doc(), worker2=worker_doc("worker2", 9999, counts={"errors_back": 1, "errors_back_denied": 1}))
+    s = snap(run)
+    assert s["errors_back"] == {"count": 4, "by_kind": {"denied": 3, "no_share": 1}}
+    assert "errors back 4 (denied 3, no_share 1)" in render(s)
+    quiet = snap(estate_run(tmp_path / "quiet"))
+    assert quiet["errors_back"]["count"] == 0 and "errors back" not in render(quiet)

@@ -497,3 +497,31 @@ def test_a_closed_road_or_lane_is_a_counted_refusal_not_a_crash(world, pair):
     assert alpha["w1"].counts["closed"] == 1
     (error,) = w1_out.drain()
     assert error["data"]["kind"] == "closed"
+
+
+def test_errors_that_come_back_are_counted_and_logged_at_the_sender(world, caplog):
+    """Issue 14, item 5: a denial was visible only at the receiver; the sender's status said 'denials 0'."""
+    alpha = world.routed_estate("alpha", ["manor", "w1"], policy=ALLOW_BETA)
+    beta = world.routed_estate("beta", ["manor"], policy=[{"allow": "write", "estate": "alpha", "share": "public.*"}])
+    world.connect(alpha, beta)
+    out = errors_of(alpha, "w1")
+    with caplog.at_level("WARNING"):
+        alpha["w1"].send("secret@.beta", {"x": 1}, src="out")
+        alpha["w1"].send("public.nothing@.beta", {"x": 2}, src="out")
+        assert world.run_until(lambda: len(out.queue) == 2, 5)
+    counts = alpha["w1"].counts
+    assert counts["errors_back"] == 2 and counts["errors_back_denied"] == 1 and counts["errors_back_no_share"] == 1
+    assert any("error back from secret@manor.beta/main" in r.getMessage() and "denied" in r.getMessage() for r in caplog.records)
+
+
+def test_hostile_error_reports_cannot_grow_the_counters(world):
+    alpha = world.routed_estate("alpha", ["manor"], policy=ALLOW_BETA)
+    beta = world.routed_estate("beta", ["manor"], policy=ALLOW_ALPHA)
+    world.connect(alpha, beta)
+    errors_of(alpha, "manor")
+    for i in range(60):  # beta answers errors alpha never asked for, each of a new kind
+        beta["manor"].send("out@.alpha", {"kind": f"kind{i}", "reason": "x" * 10_000}, src="out", tag="error")
+    beta["manor"].send("out@.alpha", {"kind": "Not A Name!", "reason": 5}, src="out", tag="error")
+    assert world.run_until(lambda: alpha["manor"].counts["errors_back"] == 61, 10)
+    kinds = [k for k in alpha["manor"].counts if k.startswith("errors_back_")]
+    assert len(kinds) <= 25 and alpha["manor"].counts["errors_back_other"] >= 37
