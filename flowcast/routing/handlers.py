@@ -64,10 +64,12 @@ class Refused(Error):
     with an ``error`` report, as for any refusal.
     """
 
-    def __init__(self, reason: str, kind: str) -> None:
+    def __init__(self, reason: str, kind: str, hint: str = "") -> None:
         super().__init__(reason)
         self.reason = reason
         self.counter = kind
+        #: for this estate's operator only (its log and status), never sent to the source
+        self.hint = hint
 
     @property
     def kind(self) -> str:

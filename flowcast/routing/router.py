@@ -388,8 +388,10 @@ class Router:
                 allowed = decision.allowed
                 if allowed and dst.share.startswith("flowcast.") and not self.policy.rules[decision.rule].share.startswith("flowcast."):
                     allowed = False  # the router's own shares (policy, presence) only by a rule that names them
-                if not allowed:
-                    raise _Refused(f"{access} of {dst.share!r} by {remote!r} ({role}) on {channel!r} denied by policy", "denied")
+                if not allowed:  # the rule that would allow it is the operator's next step, and only theirs to see
+                    share = dst.share if dst.share.isidentifier() or "." in dst.share else repr(dst.share)
+                    raise _Refused(f"{access} of {dst.share!r} by {remote!r} ({role}) on {channel!r} denied by policy", "denied",
+                                   f"to allow it: {{allow: {access}, estate: {remote}, share: {share}}}")
         except _Refused as refused:
             self._refuse_raw(parcel, refused, channel)
             return
@@ -557,7 +559,7 @@ class Router:
         if heard is not None:
             heard(pair, tag, refused)
         self.counts[refused.counter] += 1
-        self.denials.note(refused.counter, refused.reason, src, dst, tag)
+        self.denials.note(refused.counter, f"{refused.reason}; {refused.hint}" if refused.hint else refused.reason, src, dst, tag)
         if tag == "error" or not src.share or refused.counter in _SILENT:
             self.counts["errors_dropped"] += 1
             return

@@ -105,6 +105,9 @@ def test_denied_write_is_counted_logged_and_answered_with_an_error(world):
     manor = beta["manor"]
     assert manor.counts["denied"] == 1 and manor.policy.counts["denied"] == 1
     assert manor.denials[-1]["src"] == "out@w1.alpha/main" and manor.denials[-1]["kind"] == "denied"
+    # the operator's next step, in the receiver's denials and log only: never told to the sender
+    assert manor.denials[-1]["reason"].endswith("; to allow it: {allow: write, estate: alpha, share: secret}")
+    assert "to allow it" not in error["data"]["reason"]
 
 
 def test_undeliverable_missing_share_and_unknown_yard_come_back_as_errors(world, pair):
