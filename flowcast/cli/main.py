@@ -41,8 +41,11 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--until", type=float, default=None, help="stop after this many seconds of flow time")
     p.add_argument("--virtual", action="store_true", help="simulated time: run as fast as possible, repeatably")
     p.add_argument("--trace", action="store_true", help="print each frame transition as 'T FRAMER FROM -> TO'")
-    p.add_argument("--export", type=Path, metavar="DIR", help="record logged shares as Parquet segments under DIR")
-    p.add_argument("--estate", default="local", help="estate name written with exported events (default: local)")
+    p.add_argument(
+        "--export", type=Path, metavar="DIR",
+        help="record logged shares and message events as Parquet segments under DIR (layouts: every house; overrides 'export:')",
+    )
+    p.add_argument("--estate", default=None, help="flow scripts: estate name written with exported events (default: local)")
     return p
 
 
@@ -72,11 +75,14 @@ def cmd_run(argv: Sequence[str]) -> int:
             print("flowcast run: --houses must be at least 1", file=sys.stderr)
             return 2
         flow_only = [name for name, given in (("--house", args.house), ("--until", args.until), ("--virtual", args.virtual),
-                     ("--trace", args.trace), ("--export", args.export)) if given]
+                     ("--trace", args.trace), ("--estate", args.estate)) if given]
         if flow_only:
-            print(f"flowcast run: {', '.join(flow_only)} apply to a flow script, not an estate layout", file=sys.stderr)
+            said = f"flowcast run: {', '.join(flow_only)} apply to a flow script, not an estate layout"
+            if args.estate is not None:
+                said += " (an estate's name is its layout's 'estate:')"
+            print(said, file=sys.stderr)
             return 2
-        return launch(args.flow, houses=args.houses)
+        return launch(args.flow, houses=args.houses, export=args.export)
     house = load_house(
         args.flow,
         args.house,
@@ -92,7 +98,7 @@ def cmd_run(argv: Sequence[str]) -> int:
 
         try:
             recorder = Recorder.for_house(
-                house, args.export, estate=args.estate, out=lambda line: print(line, file=sys.stderr)
+                house, args.export, estate=args.estate or "local", out=lambda line: print(line, file=sys.stderr)
             )
         except (OSError, ValueError) as error:  # an unwritable directory, a hostile estate name
             print(f"flowcast run: cannot export to {args.export}: {error}", file=sys.stderr)

@@ -3,7 +3,7 @@
 ``launch`` is what ``flowcast run houses/ESTATE.yaml`` does: read the
 layout once, plan one house per core, draw a fresh lane secret, then hand
 each house its plan and its lane keys (handoff.py) through a Supervisor
-that runs it as ``python -m flowcast.house.worker LAYOUT --yard YARD``.
+that runs it as ``python -m flowcast.cli.worker LAYOUT --yard YARD``.
 ``open_house`` is what that worker does: build the house's flow, give it a
 router, join the estate's lane and -- in the manor -- open the roads and
 join the remotes the layout names.  Every house writes a status file once
@@ -255,7 +255,8 @@ def stop_on_signals_while_starting() -> dict[int, Any]:
     return {s: signal.signal(s, _interrupt_start) for s in (signal.SIGINT, signal.SIGTERM)}
 
 
-def run_house(handoff: Handoff, *, fatal: Callable[[str], None] | None = None) -> int:
+def run_house(handoff: Handoff, *, fatal: Callable[[str], None] | None = None,
+              record: Callable[..., Any] | None = None) -> int:
     """Run one house of an estate, as its supervisor handed it over, until SIGINT/SIGTERM.
 
     When it cannot start (returns 1) it logs why and also passes that text
@@ -273,6 +274,7 @@ def run_house(handoff: Handoff, *, fatal: Callable[[str], None] | None = None) -
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {yard} %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     stop_on_signals_while_starting()
     house: House | None = None
+    recorder: Any = None
     try:
         layout = load_layout(handoff.path, data=handoff.layout_text.encode())
         plan = plan_houses(layout, handoff.houses)
@@ -282,6 +284,16 @@ def run_house(handoff: Handoff, *, fatal: Callable[[str], None] | None = None) -
             house = open_house(layout, yard, houses=handoff.houses, freeze=True, keys=handoff.keys)
         except (OSError, ValueError, CacheError) as error:  # a port in use, a bad keep, a corrupt CAST cache: say so, not a traceback
             return cannot_start(f"house {yard} cannot start: {error}")
+        if handoff.export is not None:
+            if record is None:  # the export layer sits above this one: the process entry point hands it in
+                house.close()
+                return cannot_start(f"house {yard} cannot export: started without a recorder (run it with flowcast.cli.worker)")
+            try:
+                recorder = record(house, handoff.export, layout.estate, yard)
+            except (OSError, ValueError) as error:  # an unwritable directory, a journal another writer holds
+                house.close()
+                return cannot_start(f"house {yard} cannot export to {handoff.export}: {error}")
+            log.info("house %s records its events under %s", yard, handoff.export)
         status = status_dir(layout)
         status.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = status / f"{yard}.json"
@@ -297,12 +309,23 @@ def run_house(handoff: Handoff, *, fatal: Callable[[str], None] | None = None) -
         if house is not None:  # e.g. an unwritable status dir: still remove the sockets (close runs each closer once)
             house.close()
         raise
+    finally:
+        if recorder is not None:  # after the house's closers: what its stacks said while closing is in
+            # A second SIGTERM now would raise StartInterrupted half-way through publishing (the
+            # start-up handlers are back): publishing takes milliseconds, let it finish.
+            for number in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(number, signal.SIG_IGN)
+            published = recorder.close()
+            log.info("house %s exported %d segment(s) to %s", yard, len(published), handoff.export)
     log.info("house %s stopped (%s)", yard, house.stopped_by.name if house.stopped_by else "flow ended")
     return 0
 
 
-def launch(layout_path: str | Path, *, houses: int | None = None, out: Any = print) -> int:
+def launch(layout_path: str | Path, *, houses: int | None = None, export: str | Path | None = None, out: Any = print) -> int:
     """Run every house of the estate under a supervisor until SIGINT/SIGTERM.
+
+    ``export`` (``flowcast run LAYOUT --export DIR``) has every house record
+    its events under that directory; it overrides the layout's ``export:``.
 
     Refuses (1) when the estate's run folder is already locked by a live
     supervisor, naming its pid; returns the supervisor's code otherwise
@@ -319,6 +342,7 @@ def launch(layout_path: str | Path, *, houses: int | None = None, out: Any = pri
         load_layout(path)  # raises the LayoutError that says why it cannot be read
         raise
     layout = load_layout(path, data=text)  # read once: this text is what every house gets
+    events = Path(export).absolute() if export is not None else layout.export
     total = houses if houses is not None else (os.cpu_count() or 1)
     plan = plan_houses(layout, total)
     try:
@@ -327,12 +351,20 @@ def launch(layout_path: str | Path, *, houses: int | None = None, out: Any = pri
         print(f"flowcast run: estate {layout.estate} is {running}; stop it first", file=sys.stderr)
         return 1
     try:
-        return _supervise(layout, text, plan, total, out)
+        if events is not None:  # said once here, not by every house in its log
+            try:
+                events.mkdir(parents=True, exist_ok=True)
+                if not os.access(events, os.W_OK | os.X_OK):
+                    raise PermissionError(errno.EACCES, "not writable")
+            except OSError as error:
+                print(f"flowcast run: cannot export to {events}: {error.strerror or error}", file=sys.stderr)
+                return 2
+        return _supervise(layout, text, plan, total, out, events)
     finally:
         os.close(lock)  # the lock goes only now, after the last house was reaped
 
 
-def _supervise(layout: EstateLayout, text: bytes, plan: list[HousePlan], total: int, out: Any) -> int:
+def _supervise(layout: EstateLayout, text: bytes, plan: list[HousePlan], total: int, out: Any, events: Path | None = None) -> int:
     from flowcast.house.supervisor import ChildSpec, Supervisor
 
     yards = tuple(p.yard for p in plan)
@@ -344,13 +376,16 @@ def _supervise(layout: EstateLayout, text: bytes, plan: list[HousePlan], total: 
     # keeps every hand-off, so it closes its memory to the user's others too.
     not_dumpable()
     secret = new_secret()
-    argv = [sys.executable, "-m", "flowcast.house.worker", str(layout.path)]
+    argv = [sys.executable, "-m", "flowcast.cli.worker", str(layout.path)]
     children = [
         ChildSpec(
             p.yard,
             [*argv, "--yard", p.yard, "--last-words", str(last_words_path(layout, p.yard))],
             logs / f"{p.yard}.log",
-            stdin=Handoff(p.yard, str(layout.path), text.decode(), total, yards, LaneKeys.derive(secret, p.yard, yards)).encode(),
+            stdin=Handoff(
+                p.yard, str(layout.path), text.decode(), total, yards, LaneKeys.derive(secret, p.yard, yards),
+                None if events is None else str(events),
+            ).encode(),
             last_words=last_words_path(layout, p.yard),
         )
         for p in plan
@@ -359,6 +394,7 @@ def _supervise(layout: EstateLayout, text: bytes, plan: list[HousePlan], total: 
     out(
         f"estate {layout.estate}: {len(plan)} houses ({', '.join(p.yard for p in plan)}); "
         f"logs in {logs}, status with 'flowcast status {layout.path}'"
+        + (f"; events recorded under {events}" if events is not None else "")
     )
     supervisor = Supervisor(children, status_path=layout.run / "supervisor.json")
     return supervisor.run()

@@ -62,6 +62,9 @@ class Handoff:
     houses: int
     yards: tuple[str, ...]
     keys: LaneKeys
+    #: Where the house records its events (``flowcast run LAYOUT --export DIR`` or the layout's
+    #: ``export:``, as the launcher resolved them); None: it records nothing.
+    export: str | None = None
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -72,6 +75,7 @@ class Handoff:
                 "houses": self.houses,
                 "yards": list(self.yards),
                 "lane": self.keys.to_json(),
+                "export": self.export,
             }
         ).encode()
 
@@ -90,6 +94,7 @@ class Handoff:
                 int(doc["houses"]),
                 tuple(str(y) for y in doc["yards"]),
                 LaneKeys.from_json(doc["lane"]),
+                None if doc.get("export") is None else str(doc["export"]),
             )
         except (KeyError, TypeError, AttributeError, UnicodeDecodeError, json.JSONDecodeError) as error:
             raise ValueError(f"malformed hand-off: {error}") from None

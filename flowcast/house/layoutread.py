@@ -24,6 +24,7 @@ from flowcast.flow.loader import FLO_SUFFIXES, YAML_SUFFIXES
 from flowcast.flow.yamlnodes import BOOL, INT, NULL, STR, TAG, NodeReader, node_kind, show
 from flowcast.house.layoutcast import read_cast
 from flowcast.house.layoutcausal import read_causal
+from flowcast.house.layoutexport import read_export
 from flowcast.house.layoutspec import (
     ACCEPTANCES,
     ACCESSES,
@@ -238,10 +239,13 @@ class LayoutReader(NodeReader):
         houses = self.houses(top["houses"][1]) if "houses" in top else ()
         cast = read_cast(self, top["cast"][1], houses, run) if "cast" in top else None
         causal = read_causal(self, top["causal"][1], cast, run, estate, "cast" in top) if "causal" in top else None
+        export = None
+        if "export" in top:
+            export = read_export(self, top["export"][1], run, estate, top["estate"][1] if "estate" in top else None)
 
         if self.errors or estate is None or keep is None or run is None:
             return None
-        return EstateLayout(abspath, estate, role, keep, run, roads, policy, houses, cast, causal)
+        return EstateLayout(abspath, estate, role, keep, run, roads, policy, houses, cast, causal, export)
 
     def roads(self, node: yaml.Node, estate: str | None) -> dict[str, RoadSpec]:
         if self.is_null(node):

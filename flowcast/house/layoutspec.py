@@ -51,7 +51,7 @@ MAX_FILE_BYTES = 1 << 20
 #: Errors listed before the rest are summarised in one line.
 MAX_ERRORS = 100
 
-TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses", "cast", "causal")
+TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses", "cast", "causal", "export")
 #: A road's bounds on what it holds for peers (whole numbers: bytes, seconds, messages), with their ranges.
 LIMIT_KEYS = {
     "hold_budget": (1 << 20, 1 << 40),  # bytes held for order or reassembly, all sessions together
@@ -146,6 +146,8 @@ class EstateLayout:
     cast: Any = field(default=None, hash=False)
     #: The ``causal:`` section (flowcast.house.layoutcausal.CausalSpec); None: this estate relays no topics.
     causal: Any = field(default=None, hash=False)
+    #: The ``export:`` section's directory (flowcast.house.layoutexport); None: houses record nothing.
+    export: Path | None = None
 
     @property
     def manor(self) -> HouseEntry:

@@ -1,4 +1,5 @@
-"""One house process of an estate: ``python -m flowcast.house.worker LAYOUT --yard YARD``.
+"""One house process of an estate: ``python -m flowcast.cli.worker LAYOUT --yard YARD`` (this module, with the export's
+recorder handed in from above: ``python -m flowcast.house.worker`` runs the same house without one).
 
 The supervisor starts this; its stdout and stderr go to the house's log,
 and its stdin is a socket the supervisor writes the hand-off into (its
@@ -20,12 +21,13 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+from typing import Any
 
 #: At most this many of a flow's errors are named in the last words (the log has them all).
 MAX_ERRORS_SAID = 5
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, record: Any = None) -> int:
     from flowcast.house.childpipe import signal_ready
     from flowcast.house.handoff import not_dumpable
 
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             return _refuse(f"flowcast.house.worker: {error}", fatal)
         if handoff.yard != args.yard:
             return _refuse(f"flowcast.house.worker: hand-off is for yard {handoff.yard!r}, not {args.yard!r}", fatal)
-        return run_house(handoff, fatal=fatal)
+        return run_house(handoff, fatal=fatal, record=record)
     except FlowError as errors:
         print(errors, file=sys.stderr)
         fatal(describe_failure(errors))

@@ -1,0 +1,55 @@
+"""Recording a house of an estate: what ``flowcast run LAYOUT --export DIR`` has every house do.
+
+In the export layer because it is the export's recorder that it sets up;
+the house layer below only calls it, handed in by the process entry point
+(``flowcast.cli.worker``), so the house layer never imports the one above.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+
+__all__ = ["record_house"]
+
+log = logging.getLogger("flowcast.estate")
+
+
+def record_house(house: Any, directory: str | Path, estate: str, yard: str) -> Any:
+    """Record house ``yard``'s events under ``directory``, as ``flowcast run LAYOUT --export DIR`` does.
+
+    What ``flowcast run FLOW --export DIR`` records for a flow house, for a
+    house of an estate: its logged shares, its router's routed messages, its
+    lane's and roads' message events (the stacks ``open_house`` wired), its
+    CAST and causal events.  The export's house is the yard, unique in the
+    estate (two yards of one entry run the same flow house).  A router,
+    CAST or causal service set later is followed from the next tick on.
+    The caller closes the recorder once the house has stopped (after its
+    closers, so the stacks' last events are in).  Raises OSError or
+    ValueError when the directory cannot be written (or another live writer
+    holds this estate's and yard's journal there).
+    """
+    from flowcast.export.recorder import Recorder
+    from flowcast.routing.events import follow_house
+
+    recorder = Recorder(directory, estate=estate, house=yard, clock=house.stamp, out=lambda line: log.info("%s", line))
+    try:
+        recorder.watch_house(house)  # logged shares; house.cast and house.causal as wired already
+        router = house.router
+        if router is not None:
+            router.set_events(recorder)
+            stacks = [router.lane, *router.roads.values()]
+            for stack in stacks:
+                if stack is not None and hasattr(stack, "set_events"):
+                    stack.set_events(recorder)
+        after = house.skedder.after_tick
+        after.append(recorder.poll)
+        after.append(follow_house(house, recorder))
+        after.append(recorder.follow_cast(house))
+        after.append(recorder.follow_causal(house))
+    except BaseException:
+        recorder.close()
+        raise
+    return recorder
