@@ -85,18 +85,21 @@ framer f be active first a
         house.run(until=1.0)
 
 
+class FakeHouse:
+    """A house whose router records what 'route send' sends."""
+
+    def __init__(self):
+        self.sent = []
+        self.router = self
+
+    def send(self, dst, data, *, src="", tag=""):
+        self.sent.append(dict(data))
+
+
 def test_route_send_sends_every_update_even_two_in_one_tick():
     from flowcast.behaving import Registry
     from flowcast.behaving.registry import Io
     from flowcast.store import Store
-
-    class FakeHouse:
-        def __init__(self):
-            self.sent = []
-            self.router = self
-
-        def send(self, dst, data, *, src="", tag=""):
-            self.sent.append(dict(data))
 
     registry = Registry()
     registry.load_entry_points()
@@ -122,14 +125,6 @@ def test_route_send_sends_an_initial_value_once_as_the_receivers_first_state():
     from flowcast.behaving import Registry
     from flowcast.behaving.registry import Io
     from flowcast.store import Store
-
-    class FakeHouse:
-        def __init__(self):
-            self.sent = []
-            self.router = self
-
-        def send(self, dst, data, *, src="", tag=""):
-            self.sent.append(dict(data))
 
     registry = Registry()
     registry.load_entry_points()
