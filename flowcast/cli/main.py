@@ -37,7 +37,8 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("flow", type=Path, help="a .flo or .yaml flow script, or an estate layout")
     p.add_argument("--houses", type=int, default=None, help="estate layouts: how many house processes (default: one per core)")
     p.add_argument("--house", help="which house of the flow (default: the first)")
-    p.add_argument("--period", type=float, default=0.125, help="skedder tick in seconds (default 0.125)")
+    p.add_argument("--period", type=float, default=None,
+                   help="skedder tick in seconds (default 0.125; for a layout, its 'period:' if it has one)")
     p.add_argument("--until", type=float, default=None, help="stop after this many seconds of flow time")
     p.add_argument("--virtual", action="store_true", help="simulated time: run as fast as possible, repeatably")
     p.add_argument("--trace", action="store_true", help="print each frame transition as 'T FRAMER FROM -> TO'")
@@ -61,8 +62,8 @@ def cmd_run(argv: Sequence[str]) -> int:
     from flowcast.house.house import load_house
 
     args = _run_parser().parse_args(argv)
-    if args.period <= 0:
-        print("flowcast run: --period must be positive", file=sys.stderr)
+    if args.period is not None and not 0 < args.period <= 60:
+        print("flowcast run: --period must be a number of seconds in (0, 60]", file=sys.stderr)
         return 2
     if not args.flow.is_file():
         raise FlowError(f"no such flow file: {args.flow}")
@@ -82,12 +83,12 @@ def cmd_run(argv: Sequence[str]) -> int:
                 said += " (an estate's name is its layout's 'estate:')"
             print(said, file=sys.stderr)
             return 2
-        return launch(args.flow, houses=args.houses, export=args.export)
+        return launch(args.flow, houses=args.houses, export=args.export, period=args.period)
     house = load_house(
         args.flow,
         args.house,
         freeze=True,  # this process is the house: its structure lives as long as it does
-        period=args.period,
+        period=args.period if args.period is not None else 0.125,
         virtual=args.virtual,
         on_transition=(lambda t: print(t, flush=True)) if args.trace else None,
         out=lambda line: print(line, flush=True),

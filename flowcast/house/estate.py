@@ -37,6 +37,8 @@ __all__ = ["launch", "open_house", "run_house", "status_dir", "lane_dir", "STATU
 
 log = logging.getLogger("flowcast.estate")
 STATUS_PERIOD = 1.0
+#: Seconds between a house's ticks when neither ``--period`` nor the layout's ``period:`` says.
+DEFAULT_PERIOD = 0.125
 
 
 def lane_dir(layout: EstateLayout) -> Path:
@@ -281,7 +283,7 @@ def run_house(handoff: Handoff, *, fatal: Callable[[str], None] | None = None,
         if tuple(p.yard for p in plan) != handoff.yards:  # the same text and count plan the same yards
             return cannot_start(f"house {yard} cannot start: the layout plans yards {[p.yard for p in plan]}, the supervisor {list(handoff.yards)}")
         try:
-            house = open_house(layout, yard, houses=handoff.houses, freeze=True, keys=handoff.keys)
+            house = open_house(layout, yard, houses=handoff.houses, freeze=True, keys=handoff.keys, period=handoff.period)
         except (OSError, ValueError, CacheError) as error:  # a port in use, a bad keep, a corrupt CAST cache: say so, not a traceback
             return cannot_start(f"house {yard} cannot start: {error}")
         if handoff.export is not None:
@@ -321,7 +323,8 @@ def run_house(handoff: Handoff, *, fatal: Callable[[str], None] | None = None,
     return 0
 
 
-def launch(layout_path: str | Path, *, houses: int | None = None, export: str | Path | None = None, out: Any = print) -> int:
+def launch(layout_path: str | Path, *, houses: int | None = None, export: str | Path | None = None,
+           period: float | None = None, out: Any = print) -> int:
     """Run every house of the estate under a supervisor until SIGINT/SIGTERM.
 
     ``export`` (``flowcast run LAYOUT --export DIR``) has every house record
@@ -343,6 +346,7 @@ def launch(layout_path: str | Path, *, houses: int | None = None, export: str | 
         raise
     layout = load_layout(path, data=text)  # read once: this text is what every house gets
     events = Path(export).absolute() if export is not None else layout.export
+    ticks = period if period is not None else layout.period if layout.period is not None else DEFAULT_PERIOD
     total = houses if houses is not None else (os.cpu_count() or 1)
     plan = plan_houses(layout, total)
     try:
@@ -359,12 +363,13 @@ def launch(layout_path: str | Path, *, houses: int | None = None, export: str | 
             except OSError as error:
                 print(f"flowcast run: cannot export to {events}: {error.strerror or error}", file=sys.stderr)
                 return 2
-        return _supervise(layout, text, plan, total, out, events)
+        return _supervise(layout, text, plan, total, out, events, ticks)
     finally:
         os.close(lock)  # the lock goes only now, after the last house was reaped
 
 
-def _supervise(layout: EstateLayout, text: bytes, plan: list[HousePlan], total: int, out: Any, events: Path | None = None) -> int:
+def _supervise(layout: EstateLayout, text: bytes, plan: list[HousePlan], total: int, out: Any, events: Path | None = None,
+               period: float = 0.125) -> int:
     from flowcast.house.supervisor import ChildSpec, Supervisor
 
     yards = tuple(p.yard for p in plan)
@@ -384,7 +389,7 @@ def _supervise(layout: EstateLayout, text: bytes, plan: list[HousePlan], total: 
             logs / f"{p.yard}.log",
             stdin=Handoff(
                 p.yard, str(layout.path), text.decode(), total, yards, LaneKeys.derive(secret, p.yard, yards),
-                None if events is None else str(events),
+                None if events is None else str(events), period,
             ).encode(),
             last_words=last_words_path(layout, p.yard),
         )

@@ -65,6 +65,8 @@ class Handoff:
     #: Where the house records its events (``flowcast run LAYOUT --export DIR`` or the layout's
     #: ``export:``, as the launcher resolved them); None: it records nothing.
     export: str | None = None
+    #: Seconds between the house's ticks (``flowcast run LAYOUT --period`` or the layout's ``period:``).
+    period: float = 0.125
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -76,6 +78,7 @@ class Handoff:
                 "yards": list(self.yards),
                 "lane": self.keys.to_json(),
                 "export": self.export,
+                "period": self.period,
             }
         ).encode()
 
@@ -95,6 +98,7 @@ class Handoff:
                 tuple(str(y) for y in doc["yards"]),
                 LaneKeys.from_json(doc["lane"]),
                 None if doc.get("export") is None else str(doc["export"]),
+                _period(doc.get("period", 0.125)),
             )
         except (KeyError, TypeError, AttributeError, UnicodeDecodeError, json.JSONDecodeError) as error:
             raise ValueError(f"malformed hand-off: {error}") from None
@@ -115,3 +119,10 @@ def read_handoff(stream: BinaryIO) -> Handoff:
     if len(data) > MAX_HANDOFF:
         raise ValueError(f"hand-off larger than {MAX_HANDOFF} bytes")
     return Handoff.decode(data)
+
+
+def _period(value: object) -> float:
+    """A tick period from the hand-off: a positive, finite number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 60:
+        raise TypeError(f"period {value!r} is not a number of seconds in (0, 60]")
+    return float(value)

@@ -10,7 +10,6 @@ its houses get no ``house.cast``, and a flow using ``cast publish`` or
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from flowcast.flow.errors import FlowError, Where, did_you_mean
-from flowcast.flow.yamlnodes import INT, TAG, node_kind, show
+from flowcast.flow.yamlnodes import show
 
 if TYPE_CHECKING:
     from flowcast.cast import CastConfig
@@ -80,7 +79,7 @@ def read_cast(reader: "LayoutReader", node: yaml.Node, houses: tuple["HouseEntry
     values: dict[str, Any] = {}
     for key, (low, high) in SECONDS.items():
         if key in pairs:
-            values[key] = _seconds(reader, pairs[key][1], f"cast {key}", low, high)
+            values[key] = reader.seconds(pairs[key][1], f"cast {key}", low, high)
     for key, (low, high) in WHOLE.items():
         if key in pairs:
             values[key] = reader.integer(pairs[key][1], f"cast {key}", int(low), int(high))
@@ -93,21 +92,6 @@ def read_cast(reader: "LayoutReader", node: yaml.Node, houses: tuple["HouseEntry
     config = CastConfig(subscribers=grants, **{k: v for k, v in values.items() if v is not None})
     return CastSpec(house, place, config, reader.where(node))
 
-
-def _seconds(reader: "LayoutReader", node: yaml.Node, what: str, low: float, high: float) -> float | None:
-    if not isinstance(node, yaml.ScalarNode) or node.tag not in (INT, TAG + "float"):
-        shown = show(str(node.value)) if isinstance(node, yaml.ScalarNode) else f"a {node_kind(node)}"
-        reader.report(f"{what} must be a number of seconds, not {shown}", node)
-        return None
-    try:
-        value = float(reader.loader.construct_object(node, deep=True))
-    except (yaml.YAMLError, ValueError, TypeError):
-        reader.report(f"{what} is {show(str(node.value))}, not a number", node)
-        return None
-    if not math.isfinite(value) or not low <= value <= high:
-        reader.report(f"{what} is {show(str(node.value))}, outside {low:g}..{high:g} seconds", node)
-        return None
-    return value
 
 
 def _house(reader: "LayoutReader", pair: Any, houses: tuple["HouseEntry", ...]) -> str | None:

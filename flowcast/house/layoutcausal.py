@@ -18,7 +18,6 @@ the section needs a ``cast:`` section and runs in ``cast.house``.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from flowcast.flow.errors import Where
-from flowcast.flow.yamlnodes import INT, TAG, node_kind, show
+from flowcast.flow.yamlnodes import node_kind, show
 
 if TYPE_CHECKING:
     from flowcast.causal.config import CausalConfig
@@ -98,16 +97,16 @@ def read_causal(reader: "LayoutReader", node: yaml.Node, cast: "CastSpec | None"
         if key in pairs:
             values[key] = reader.integer(pairs[key][1], f"causal {key}", low, high)
     if "grace" in pairs:
-        values["grace"] = _seconds(reader, pairs["grace"][1], "causal grace", *GRACE)
+        values["grace"] = reader.seconds(pairs["grace"][1], "causal grace", *GRACE)
     if "epoch_every" in pairs and not reader.is_null(pairs["epoch_every"][1]):
-        values["epoch_every"] = _seconds(reader, pairs["epoch_every"][1], "causal epoch_every", *EPOCH_EVERY)
+        values["epoch_every"] = reader.seconds(pairs["epoch_every"][1], "causal epoch_every", *EPOCH_EVERY)
     heads: dict[str, float | None] = {}
     if "heads_every" in pairs:
         node = pairs["heads_every"][1]
         if reader.is_null(node):
             heads["heads_every"] = None  # no announcements: only what something names is fetched
         else:
-            values["heads_every"] = _seconds(reader, node, "causal heads_every", *HEADS_EVERY)
+            values["heads_every"] = reader.seconds(node, "causal heads_every", *HEADS_EVERY)
     peers = _peers(reader, pairs["peers"][1], estate) if "peers" in pairs else ()
     topics: dict[str, Any] = {}
     sign_as: dict[str, str] = {}
@@ -118,21 +117,6 @@ def read_causal(reader: "LayoutReader", node: yaml.Node, cast: "CastSpec | None"
     config = CausalConfig(topics=topics, peers=peers, **values, **heads)
     return CausalSpec(config, keys, sign_as, cast.house, reader.where(node))
 
-
-def _seconds(reader: "LayoutReader", node: yaml.Node, what: str, low: float, high: float) -> float | None:
-    if not isinstance(node, yaml.ScalarNode) or node.tag not in (INT, TAG + "float"):
-        shown = show(str(node.value)) if isinstance(node, yaml.ScalarNode) else f"a {node_kind(node)}"
-        reader.report(f"{what} must be a number of seconds, not {shown}", node)
-        return None
-    try:
-        value = float(reader.loader.construct_object(node, deep=True))
-    except (yaml.YAMLError, ValueError, TypeError):
-        reader.report(f"{what} is {show(str(node.value))}, not a number", node)
-        return None
-    if not math.isfinite(value) or not low <= value <= high:
-        reader.report(f"{what} is {show(str(node.value))}, outside {low:g}..{high:g} seconds", node)
-        return None
-    return value
 
 
 def _peers(reader: "LayoutReader", node: yaml.Node, estate: str | None) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ files a layout names (to check they exist).
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 from pathlib import Path
@@ -37,6 +38,7 @@ from flowcast.house.layoutspec import (
     MAX_COUNT,
     MAX_GLOB,
     MAX_PATH,
+    PERIOD,
     REMOTE_KEYS,
     ROAD_KEYS,
     RULE_KEYS,
@@ -118,6 +120,22 @@ class LayoutReader(NodeReader):
             return None
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             self.report(f"{what} is {show(str(node.value))}, outside {low}..{high}", node)
+            return None
+        return value
+
+    def seconds(self, node: yaml.Node, what: str, low: float, high: float) -> float | None:
+        """A number of seconds in ``low..high`` (an int or a float), or None after reporting why not."""
+        if not isinstance(node, yaml.ScalarNode) or node.tag not in (INT, TAG + "float"):
+            shown = show(str(node.value)) if isinstance(node, yaml.ScalarNode) else f"a {node_kind(node)}"
+            self.report(f"{what} must be a number of seconds, not {shown}", node)
+            return None
+        try:
+            value = float(self.loader.construct_object(node, deep=True))
+        except (yaml.YAMLError, ValueError, TypeError):
+            self.report(f"{what} is {show(str(node.value))}, not a number", node)
+            return None
+        if not math.isfinite(value) or not low <= value <= high:
+            self.report(f"{what} is {show(str(node.value))}, outside {low:g}..{high:g} seconds", node)
             return None
         return value
 
@@ -239,13 +257,14 @@ class LayoutReader(NodeReader):
         houses = self.houses(top["houses"][1]) if "houses" in top else ()
         cast = read_cast(self, top["cast"][1], houses, run) if "cast" in top else None
         causal = read_causal(self, top["causal"][1], cast, run, estate, "cast" in top) if "causal" in top else None
+        period = self.seconds(top["period"][1], "period", *PERIOD) if "period" in top else None
         export = None
         if "export" in top:
             export = read_export(self, top["export"][1], run, estate, top["estate"][1] if "estate" in top else None)
 
         if self.errors or estate is None or keep is None or run is None:
             return None
-        return EstateLayout(abspath, estate, role, keep, run, roads, policy, houses, cast, causal, export)
+        return EstateLayout(abspath, estate, role, keep, run, roads, policy, houses, cast, causal, export, period)
 
     def roads(self, node: yaml.Node, estate: str | None) -> dict[str, RoadSpec]:
         if self.is_null(node):

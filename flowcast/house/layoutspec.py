@@ -51,7 +51,9 @@ MAX_FILE_BYTES = 1 << 20
 #: Errors listed before the rest are summarised in one line.
 MAX_ERRORS = 100
 
-TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses", "cast", "causal", "export")
+TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses", "cast", "causal", "export", "period")
+#: Seconds between a house's ticks (its skedder's period), when the layout gives one: a millisecond to a minute.
+PERIOD = (0.001, 60.0)
 #: A road's bounds on what it holds for peers (whole numbers: bytes, seconds, messages), with their ranges.
 LIMIT_KEYS = {
     "hold_budget": (1 << 20, 1 << 40),  # bytes held for order or reassembly, all sessions together
@@ -148,6 +150,8 @@ class EstateLayout:
     causal: Any = field(default=None, hash=False)
     #: The ``export:`` section's directory (flowcast.house.layoutexport); None: houses record nothing.
     export: Path | None = None
+    #: Seconds between every house's ticks (``period:``); None: ``flowcast run --period``, else 0.125.
+    period: float | None = None
 
     @property
     def manor(self) -> HouseEntry:

@@ -91,7 +91,7 @@ def test_estate_option_is_refused_for_a_layout_and_export_is_not(tmp_path, capsy
     seen = {}
     monkeypatch.setattr(estate, "launch", lambda flow, **options: seen.update(options) or 0)
     assert main(["run", str(path), "--export", "ev"]) == 0
-    assert seen == {"houses": None, "export": Path("ev")}
+    assert seen == {"houses": None, "export": Path("ev"), "period": None}
 
 
 def test_an_unwritable_export_dir_stops_the_launch(tmp_path, capsys):
