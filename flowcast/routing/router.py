@@ -47,12 +47,14 @@ from flowcast.routing.parcel import MAX_HEADER, ParcelError, encode, open_header
 from flowcast.routing.handlers import ERROR_QUEUE_BOUND, envelope  # noqa: F401 - re-exported
 from flowcast.routing.handlers import UNSET as _UNSET
 from flowcast.routing.handlers import ACCESS_REPLY, Handler, Landing, Refused, builtin_handlers, check_access, check_tag, land
+from flowcast.routing.admit import admit
 from flowcast.routing.denials import Denials
 from flowcast.routing.hold import Hold
 from flowcast.routing.pair import Pair as _Pair
 from flowcast.routing.snapshot import snapshot
 from flowcast.routing.replies import MAX_ERROR_PARCEL, REPLY_WINDOW, ReplyBook  # noqa: F401 - re-exported
-from flowcast.routing.policy import Policy, PolicyError
+from flowcast.routing.policy import Policy
+from flowcast.routing.policyshare import POLICY_PROBLEM_SHARE, POLICY_SHARE, follow_policy_share
 from flowcast.routing.route import Route
 from flowcast.runtime.clock import RealClock
 from flowcast.transport.hooks import Hooks
@@ -62,10 +64,6 @@ __all__ = ["Router", "envelope", "POLICY_SHARE", "POLICY_PROBLEM_SHARE", "presen
 
 log = logging.getLogger("flowcast.routing")
 
-#: A value share whose ``rules`` field, when written, replaces the policy.
-POLICY_SHARE = "flowcast.policy"
-#: Where a policy written to POLICY_SHARE that does not parse is explained.
-POLICY_PROBLEM_SHARE = "flowcast.policy_problem"
 #: The built-in reply tags (handlers with access "reply", flowcast.routing.handlers).
 REPLY_TAGS = ("error", "value")
 #: Bytes of parcels held at most for estates that have not joined (besides the count).
@@ -147,8 +145,7 @@ class Router:
         #: ended), ``landing``/``landed`` around a landing, ``refused``.  See flowcast.routing.events.
         self.hooks = Hooks(("routed", "settled", "landing", "landed", "refused"), f"router {yard}", direct=False)
         self.route_recorder: Any = None
-        policy_share = store.share(POLICY_SHARE)
-        policy_share.watchers.append(self._policy_written)
+        follow_policy_share(self)
 
     # -- wiring ----------------------------------------------------------------
 
@@ -378,20 +375,7 @@ class Router:
             if access == ACCESS_REPLY and self._replies.is_reply(remote, channel, dst, tag, len(parcel)):
                 self.counts["replies"] += 1
             else:
-                try:
-                    role = road.remote(remote).record.role
-                except KeyError:
-                    role = ""
-                if access == ACCESS_REPLY:
-                    access = "write"
-                decision = self.policy.decide(access, remote, role, dst.share, tag, channel)
-                allowed = decision.allowed
-                if allowed and dst.share.startswith("flowcast.") and not self.policy.rules[decision.rule].share.startswith("flowcast."):
-                    allowed = False  # the router's own shares (policy, presence) only by a rule that names them
-                if not allowed:  # the rule that would allow it is the operator's next step, and only theirs to see
-                    share = dst.share if dst.share.isidentifier() or "." in dst.share else repr(dst.share)
-                    raise _Refused(f"{access} of {dst.share!r} by {remote!r} ({role}) on {channel!r} denied by policy", "denied",
-                                   f"to allow it: {{allow: {access}, estate: {remote}, share: {share}}}")
+                admit(self.policy, road, remote, dst.share, tag, access, channel)
         except _Refused as refused:
             self._refuse_raw(parcel, refused, channel)
             return
@@ -586,23 +570,6 @@ class Router:
         self.counts["failed"] += 1
         log.exception("%s: handling a message (%s, from %s) raised", self.yard or self.estate, where, who)
 
-    # -- control -------------------------------------------------------------------
-
-    def _policy_written(self, share: Any) -> None:
-        rules = share.get("rules")
-        if rules is None:
-            return
-        try:
-            if not isinstance(rules, (list, tuple)):
-                raise PolicyError(f"rules must be a list of rules, not {type(rules).__name__}")
-            self.policy.replace(rules)
-        except PolicyError as error:
-            self.counts["policy_rejected"] += 1
-            log.warning("policy update refused: %s", error)
-            self.store.share(POLICY_PROBLEM_SHARE).update(value=str(error))
-            return
-        self.counts["policy_replaced"] += 1
-        log.info("policy replaced: %d rules", len(self.policy))
 
     @property
     def routes(self) -> dict[tuple[Route, Route], int]:
