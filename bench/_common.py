@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ChildHouse", "Figure", "Figures", "best_of", "machine", "parser", "timed"]
+__all__ = ["ChildHouse", "Figure", "Figures", "best_of", "machine", "next_command", "parser", "timed"]
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -115,6 +115,23 @@ class BenchHouse:
 
     def on_close(self, fn: Any) -> None:
         self.closers.append(fn)
+
+    def close(self) -> None:
+        """Run the closers, newest first; one that raises does not stop the others (nor hide the bench's result)."""
+        for close in reversed(self.closers):
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - closing must not hide the result
+                pass
+
+
+def next_command(conn: Any, scheduler: Any) -> tuple[Any, ...] | None:
+    """The parent's next command for a child house, or None (and the house stopped) when the parent is gone."""
+    try:
+        return tuple(conn.recv())
+    except EOFError:
+        scheduler.stop()
+        return None
 
 
 class ChildHouse:

@@ -50,7 +50,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import BenchHouse, ChildHouse, Figures, parser, run_reported  # noqa: E402
+from _common import BenchHouse, ChildHouse, Figures, next_command, parser, run_reported  # noqa: E402
 
 PAYLOAD = 100
 _stamp = struct.Struct(">d")
@@ -144,11 +144,10 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
         return n / (time.perf_counter() - start)
 
     def on_command() -> None:
-        try:
-            command, *args = conn.recv()
-        except EOFError:
-            scheduler.stop()
+        received = next_command(conn, scheduler)
+        if received is None:
             return
+        command, *args = received
         if command == "wait_allowed":
             scheduler.spawn(wait_allowed(*args), name="wait_allowed")
         elif command == "join":
@@ -189,11 +188,7 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
         cast.close()
         if cache is not None:
             cache.close()
-        for close in reversed(house.closers):
-            try:
-                close()
-            except Exception:  # noqa: BLE001 - closing must not hide the result
-                pass
+        house.close()
 
 
 

@@ -103,7 +103,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import BenchHouse, ChildHouse, Figures, best_of, parser, run_reported, timed  # noqa: E402
+from _common import BenchHouse, ChildHouse, Figures, best_of, next_command, parser, run_reported, timed  # noqa: E402
 
 from flowcast.causal.mailbox import Mailbox  # noqa: E402
 from flowcast.causal.message import SIG_PREFIX, TopicMsg, make  # noqa: E402
@@ -522,11 +522,10 @@ def _estate(conn: Any, spec: dict[str, Any]) -> None:
                            f"(sync {dict(service.sync.counts)}, relay {dict(service.relay.counts)})", "")
 
     def on_command() -> None:
-        try:
-            command, *args = conn.recv()
-        except EOFError:
-            scheduler.stop()
+        received = next_command(conn, scheduler)
+        if received is None:
             return
+        command, *args = received
         if command == "join":
             join_remote(house, "main", *args)
             reply("ok")
@@ -567,11 +566,7 @@ def _estate(conn: Any, spec: dict[str, Any]) -> None:
         service.close()
         cast.close()
         cache.close()
-        for close in reversed(house.closers):
-            try:
-                close()
-            except Exception:  # noqa: BLE001 - closing must not hide the result
-                pass
+        house.close()
 
 
 

@@ -107,7 +107,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import BenchHouse, ChildHouse, Figures, parser, run_reported  # noqa: E402
+from _common import BenchHouse, ChildHouse, Figures, next_command, parser, run_reported  # noqa: E402
 
 TARGET_MSGS = 50_000
 GOAL_BYTES = 10 * 1024
@@ -202,11 +202,10 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
                 router.send("credit@w1.alpha", got, src="credits", tag="credit")
 
     def on_command() -> None:
-        try:
-            command, *args = conn.recv()
-        except EOFError:
-            scheduler.stop()
+        received = next_command(conn, scheduler)
+        if received is None:
             return
+        command, *args = received
         if command == "wait_allowed":
             scheduler.spawn(wait_allowed(*args), name="wait_allowed")
         elif command == "join":
@@ -254,11 +253,7 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
         if profile is not None:
             profile.disable()
             profile.dump_stats(os.path.join(spec["profile"], f"{estate}.{yard}.prof"))
-        for close in reversed(house.closers):
-            try:
-                close()
-            except Exception:  # noqa: BLE001 - closing must not hide the result
-                pass
+        house.close()
 
 
 
