@@ -10,6 +10,17 @@ from tests.causal.kit import TOPIC, Causal, hashes, shown
 
 
 
+
+def three_then_an_epoch(tmp_path):
+    """alpha publishes three in epoch 0 and opens epoch 1; beta (grace 30 s) has delivered all four."""
+    world = Causal(tmp_path, ("alpha", "beta"), config={"grace": 30.0, "heads_every": None})
+    alpha, beta = world.services["alpha"], world.services["beta"]
+    beta.subscribe(TOPIC, "inbox")
+    old = [alpha.publish(TOPIC, b"epoch 0 #%d" % i) for i in range(3)]
+    alpha.genesis(TOPIC)
+    assert world.run_until(lambda: len(world.queue("beta").queue) == 4, 20)
+    return world, beta, old
+
 def delivered_twice_after_a_restart(world: Causal, name: str, published) -> list[bytes]:
     """Restart ``name`` (its subscription too) and say which of ``published`` its queue now holds twice."""
     world.stop(name)
@@ -121,12 +132,7 @@ def test_a_restart_after_an_epoch_closed_does_not_reopen_it_or_deliver_twice(tmp
     (Broker.close_epoch -> ledger.forget).  On restart Relay.rebuild() gives epoch current-1 a *fresh*
     grace whether or not it had closed already, re-indexes its messages from the cache (24 h retention)
     and the new subscription offers them to a mailbox that forgot it delivered them."""
-    world = Causal(tmp_path, ("alpha", "beta"), config={"grace": 30.0, "heads_every": None})
-    alpha, beta = world.services["alpha"], world.services["beta"]
-    beta.subscribe(TOPIC, "inbox")
-    old = [alpha.publish(TOPIC, b"epoch 0 #%d" % i) for i in range(3)]
-    alpha.genesis(TOPIC)
-    assert world.run_until(lambda: len(world.queue("beta").queue) == 4, 20)
+    world, beta, old = three_then_an_epoch(tmp_path)
     world.run_for(60.0)  # epoch 0 closed at beta
     assert not beta.relay.is_open(TOPIC, 0)
     assert delivered_twice_after_a_restart(world, "beta", old) == []
@@ -209,12 +215,7 @@ def test_an_epoch_whose_closing_was_interrupted_is_not_delivered_again_after_a_r
     autocommitted statements.  A house that dies between the two (here: the second write fails) restarts
     with the epoch recorded open and its delivered set gone: Relay.rebuild gives it a fresh grace and its
     messages are delivered again."""
-    world = Causal(tmp_path, ("alpha", "beta"), config={"grace": 30.0, "heads_every": None})
-    alpha, beta = world.services["alpha"], world.services["beta"]
-    beta.subscribe(TOPIC, "inbox")
-    old = [alpha.publish(TOPIC, b"epoch 0 #%d" % i) for i in range(3)]
-    alpha.genesis(TOPIC)
-    assert world.run_until(lambda: len(world.queue("beta").queue) == 4, 20)
+    world, beta, old = three_then_an_epoch(tmp_path)
 
     def dies(topic, epoch):  # the process dies right here
         raise OSError("the house died between the two writes")
