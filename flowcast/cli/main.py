@@ -104,12 +104,9 @@ def cmd_run(argv: Sequence[str]) -> int:
         except (OSError, ValueError) as error:  # an unwritable directory, a hostile estate name
             print(f"flowcast run: cannot export to {args.export}: {error}", file=sys.stderr)
             return 2
-        house.skedder.after_tick.append(recorder.poll)
-        from flowcast.routing.events import follow_house
+        from flowcast.export.estatehouse import follow
 
-        house.skedder.after_tick.append(follow_house(house, recorder))  # routed messages, once the flow has a router
-        house.skedder.after_tick.append(recorder.follow_cast(house))  # CAST events, once something gives the house a service
-        house.skedder.after_tick.append(recorder.follow_causal(house))  # causal events, likewise
+        follow(house, recorder)  # segments flushed each tick; routed, CAST and causal events once the house has them
     try:
         house.run(args.until, handle_signals=True)
     finally:

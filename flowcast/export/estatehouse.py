@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 
-__all__ = ["record_house"]
+__all__ = ["follow", "record_house"]
 
 log = logging.getLogger("flowcast.estate")
 
@@ -32,7 +32,6 @@ def record_house(house: Any, directory: str | Path, estate: str, yard: str) -> A
     holds this estate's and yard's journal there).
     """
     from flowcast.export.recorder import Recorder
-    from flowcast.routing.events import follow_house
 
     recorder = Recorder(directory, estate=estate, house=yard, clock=house.stamp, out=lambda line: log.info("%s", line))
     try:
@@ -44,12 +43,23 @@ def record_house(house: Any, directory: str | Path, estate: str, yard: str) -> A
             for stack in stacks:
                 if stack is not None and hasattr(stack, "set_events"):
                     stack.set_events(recorder)
-        after = house.skedder.after_tick
-        after.append(recorder.poll)
-        after.append(follow_house(house, recorder))
-        after.append(recorder.follow_cast(house))
-        after.append(recorder.follow_causal(house))
+        follow(house, recorder)
     except BaseException:
         recorder.close()
         raise
     return recorder
+
+
+def follow(house: Any, recorder: Any) -> None:
+    """After each of ``house``'s ticks: flush and rotate the recorder's segments, and pick up a router,
+    CAST or causal service the house gained since (a flow may wire its own router at any time).
+
+    One place for both ``flowcast run FLOW --export`` and an estate's houses, so the two record alike.
+    """
+    from flowcast.routing.events import follow_house
+
+    after = house.skedder.after_tick
+    after.append(recorder.poll)
+    after.append(follow_house(house, recorder))
+    after.append(recorder.follow_cast(house))
+    after.append(recorder.follow_causal(house))
