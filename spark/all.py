@@ -19,9 +19,10 @@ import latency  # noqa: E402
 import loss  # noqa: E402
 import presence  # noqa: E402
 import routed  # noqa: E402
+import shares  # noqa: E402
 import throughput  # noqa: E402
 
-JOBS = [latency.JOB, throughput.JOB, loss.JOB, causal.JOB, presence.JOB, routed.JOB, cast.JOB]
+JOBS = [shares.JOB, routed.JOB, latency.JOB, throughput.JOB, loss.JOB, causal.JOB, presence.JOB, cast.JOB]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

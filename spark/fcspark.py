@@ -47,7 +47,7 @@ FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 DEFAULT_OUTPUT = Path("out") / "spark"
 DEFAULT_LOCAL_DIR = Path("out") / "spark-local"
 #: Columns the batch jobs use (share names and fields are for other analyses).
-JOB_COLUMNS = ("ts", "estate", "house", "kind", "msg_id", "src", "dst", "size", "latency", "lag", "remote", "detail",
+JOB_COLUMNS = ("ts", "estate", "house", "kind", "share", "fields", "msg_id", "src", "dst", "size", "latency", "lag", "remote", "detail",
                "seq", "upto", "count", "sub", "name", "topic", "publisher")
 
 

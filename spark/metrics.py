@@ -17,12 +17,12 @@ from pyspark.sql import functions as F
 
 from fcspark import ensure_columns
 
-__all__ = ["CAUSAL_COLUMNS", "causal", "delivery_latencies", "latency", "loss", "presence", "routed", "routed_latencies", "throughput"]
+__all__ = ["CAUSAL_COLUMNS", "carried", "causal", "delivery_latencies", "latency", "loss", "presence", "routed", "routed_latencies", "throughput"]
 
 #: percentile_approx accuracy: relative rank error 1/ACCURACY; on small inputs it is exact.
 ACCURACY = 10_000
 BINS_PER_DECADE = 10
-MIN_LATENCY = 1e-6  # seconds; shorter (or negative, clock skew) latencies land in the first bin
+MIN_LATENCY = 1e-6  # seconds; shorter latencies land in the first bin (negative ones are "skewed", untimed)
 #: What routers record, share to share (flowcast.routing.events); the other message kinds are the transport's hops.
 ROUTER_KINDS = ("routed", "landed", "refused")
 
@@ -31,8 +31,44 @@ def _seconds_between(later: str, earlier: str):
     return (F.unix_micros(F.col(later)) - F.unix_micros(F.col(earlier))) / F.lit(1_000_000.0)
 
 
+def _honest(latency):
+    """A latency, or null where it is negative: the two ends' clocks disagree (estates on two hosts
+    whose wall clocks differ), and a negative figure, or one clamped to zero, would be a made-up one."""
+    return F.when(latency >= 0, latency)
+
+
+def _skewed(latency):
+    return (latency < 0).cast("long")
+
+
 def _route():
     return F.concat_ws(" -> ", F.col("src"), F.col("dst")).alias("route")
+
+
+def carried(events: DataFrame) -> DataFrame:
+    """Which share routes each transport stream carries: ``stream`` -> ``carries`` ("a > b, ...").
+
+    A link hop's route names a stream, not shares (the transport knows no
+    shares).  A router sends each share pair on stream crc32("SRC>DST") mod
+    2**16 (flowcast.routing.pair), so the routers' ``routed`` events name
+    every stream's pairs; two pairs that hash alike are both listed.
+    """
+    share = lambda column: F.split(F.col(column), "/").getItem(0)  # noqa: E731
+    pairs = events.filter(_kind("routed")).select(share("src").alias("s"), share("dst").alias("d")).distinct()
+    return (
+        pairs.select(
+            (F.crc32(F.concat_ws(">", "s", "d").cast("binary")) % F.lit(65536)).alias("stream"),
+            F.concat_ws(" > ", "s", "d").alias("pair"),
+        )
+        .groupBy("stream")
+        .agg(F.concat_ws(", ", F.sort_array(F.collect_set("pair"))).alias("carries"))
+    )
+
+
+def _with_carries(table: DataFrame, events: DataFrame) -> DataFrame:
+    """``table`` (one row per link route, ``src`` still a column) with the share routes its stream carries."""
+    stream = F.when(F.col("src").startswith("/"), F.element_at(F.split(F.col("src"), "/"), -1).try_cast("long"))
+    return table.withColumn("stream", stream).join(F.broadcast(carried(events)), "stream", "left").drop("stream")
 
 
 def _kind(name: str):
@@ -66,7 +102,8 @@ def delivery_latencies(events: DataFrame) -> DataFrame:
     per_message = _first_pair(events, "sent", "delivered", "latency").filter(F.col("end_ts").isNotNull())
     return per_message.select(
         "src", "dst", "msg_id", F.col("end_ts").alias("ts"),
-        F.coalesce(F.col("reported"), _seconds_between("end_ts", "start_ts")).alias("latency"),
+        _honest(F.coalesce(F.col("reported"), _seconds_between("end_ts", "start_ts"))).alias("latency"),
+        _skewed(F.coalesce(F.col("reported"), _seconds_between("end_ts", "start_ts"))).alias("skewed"),
     )
 
 
@@ -80,13 +117,14 @@ def latency(events: DataFrame) -> dict[str, DataFrame]:
     stats = lat.groupBy("src", "dst").agg(
         F.count("*").alias("delivered"),
         F.count("latency").alias("timed"),
+        F.coalesce(F.sum("skewed"), F.lit(0)).alias("skewed"),
         F.percentile_approx("latency", [0.5, 0.95, 0.99], ACCURACY).alias("p"),
         F.min("latency").alias("min"),
         F.avg("latency").alias("mean"),
         F.max("latency").alias("max"),
     )
-    stats = stats.select(
-        _route(), "delivered", "timed",
+    stats = _with_carries(stats, events).select(
+        _route(), "carries", "delivered", "timed", "skewed",
         F.col("p")[0].alias("p50"), F.col("p")[1].alias("p95"), F.col("p")[2].alias("p99"),
         "min", "mean", "max",
     )
@@ -112,8 +150,9 @@ def throughput(events: DataFrame) -> dict[str, DataFrame]:
         events.filter(_kind("delivered"))
         .groupBy("src", "dst", F.window("ts", "1 minute"))
         .agg(F.count("*").alias("messages"), F.sum("size").alias("bytes"))
-        .select(_route(), F.col("window.start").alias("minute"), "messages", "bytes")
     )
+    per_minute = _with_carries(per_minute, events).select(
+        _route(), "carries", F.col("window.start").alias("minute"), "messages", "bytes")
     return {"throughput": per_minute}
 
 
@@ -154,7 +193,8 @@ def loss(events: DataFrame) -> dict[str, DataFrame]:
         F.sum("missed").alias("missed"),
         F.sum("denied").alias("denied"),
     )
-    return {"loss": table.select(_route(), "sent", "delivered", "lost", "acknowledged", "resent", "missed", "denied")}
+    table = _with_carries(table, events)
+    return {"loss": table.select(_route(), "carries", "sent", "delivered", "lost", "acknowledged", "resent", "missed", "denied")}
 
 
 def routed_latencies(events: DataFrame) -> DataFrame:
@@ -171,10 +211,19 @@ def routed_latencies(events: DataFrame) -> DataFrame:
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
     since = F.last(F.when(_kind("routed"), F.col("ts")), ignorenulls=True).over(order)
+    # No routed event at or before the landing: the sender's clock is ahead of the lander's (two hosts),
+    # or the routed event was not recorded.  The first is told apart as "skewed": a routed event of the
+    # id right after the landing.
+    after = F.first(F.when(_kind("routed"), F.col("ts")), ignorenulls=True).over(
+        order.rowsBetween(Window.currentRow, Window.unboundedFollowing))
     return (
         ends.withColumn("routed_ts", since)
+        .withColumn("routed_after", after)
         .filter(_kind("landed"))
-        .select("src", "dst", "msg_id", "ts", _seconds_between("ts", "routed_ts").alias("latency"))
+        .select(
+            "src", "dst", "msg_id", "ts", _seconds_between("ts", "routed_ts").alias("latency"),
+            (F.col("routed_ts").isNull() & F.col("routed_after").isNotNull()).cast("long").alias("skewed"),
+        )
     )
 
 
@@ -194,14 +243,16 @@ def routed(events: DataFrame) -> dict[str, DataFrame]:
     counts = mine.groupBy("src", "dst").agg(n("routed"), n("landed"), n("refused"))
     stats = routed_latencies(events).groupBy("src", "dst").agg(
         F.count("latency").alias("timed"),
+        F.sum("skewed").alias("skewed"),
+        F.min("latency").alias("min"),
         F.percentile_approx("latency", [0.5, 0.95, 0.99], ACCURACY).alias("p"),
         F.max("latency").alias("max"),
     )
     table = counts.join(stats, ["src", "dst"], "left").select(
         _route(), "routed", "landed", "refused",
         F.greatest(F.col("routed") - F.col("landed") - F.col("refused"), F.lit(0)).alias("lost"),
-        F.coalesce(F.col("timed"), F.lit(0)).alias("timed"),
-        F.col("p")[0].alias("p50"), F.col("p")[1].alias("p95"), F.col("p")[2].alias("p99"), "max",
+        F.coalesce(F.col("timed"), F.lit(0)).alias("timed"), F.coalesce(F.col("skewed"), F.lit(0)).alias("skewed"),
+        "min", F.col("p")[0].alias("p50"), F.col("p")[1].alias("p95"), F.col("p")[2].alias("p99"), "max",
     )
     refusals = (
         mine.filter(_kind("refused"))

@@ -21,16 +21,18 @@ import pandas as pd  # noqa: E402
 
 from fcspark import read_table  # noqa: E402
 
-__all__ = ["causal_notes", "plot_latency", "plot_presence", "plot_throughput", "write_index"]
+__all__ = ["causal_notes", "plot_latency", "plot_presence", "plot_shares", "plot_throughput", "write_index"]
 
 MAX_ROUTES = 12  # per-route plots; the tables keep every route
+#: The application first (its shares, its share-to-share routes), then the plumbing under it.
 SECTIONS = (
-    ("latency", "Delivery latency per route", "latency-*.png"),
-    ("throughput", "Throughput per route per minute", "throughput.png"),
-    ("loss", "Loss, resends and missed segments", None),
+    ("shares", "Logged shares: updates, updates per second and value over time", "share-*.png"),
+    ("routed", "Routed share to share: latency, loss and refusals per route", None),
+    ("latency", "Link hops (lanes and roads): delivery latency per stream", "latency-*.png"),
+    ("throughput", "Link hops: throughput per stream per minute", "throughput.png"),
+    ("loss", "Link hops: loss, resends and missed segments", None),
     ("causal", "Causal delivery per topic and publisher: buffering lag, evidence and fetches", None),
     ("presence", "Presence of remote estates", "presence.png"),
-    ("routed", "Routed share to share: latency, loss and refusals per route", None),
     ("cast", "CAST per subscription: lag, resyncs and gaps", None),
 )
 
@@ -70,6 +72,44 @@ def plot_latency(output: Path) -> list[str]:
     notes = []
     if len(stats) > MAX_ROUTES:
         notes.append(f"histograms for the {MAX_ROUTES} busiest of {len(stats)} routes")
+    return notes
+
+
+def plot_shares(output: Path) -> list[str]:
+    """One plot per logged share (the busiest :data:`MAX_ROUTES`): each numeric field's mean over
+    time, with its range in each bucket shaded; and the headline of the section."""
+    summary, series = read_table(output, "shares"), read_table(output, "share_series")
+    plots = _plots(output)
+    for old in plots.glob("share-*.png"):
+        old.unlink()
+    if summary is None or summary.empty:
+        return ["no logged share changed (mark shares for logging in the flow: `log SHARE` in FloScript, "
+                "`log:` in YAML)"]
+    busiest = summary.sort_values(["updates", "estate", "house", "share"], ascending=[False, True, True, True])
+    notes = [f"{len(summary)} logged share(s), {int(summary.updates.sum())} update(s)"]
+    drawn = 0
+    for row in busiest.itertuples(index=False):
+        if drawn >= MAX_ROUTES or series is None:
+            break
+        mine = series[(series.estate == row.estate) & (series.house == row.house) & (series.share == row.share)]
+        if mine.empty:
+            continue  # no numeric field: its values are in the table
+        fig, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
+        for field in sorted(mine.field.unique()):
+            points = mine[mine.field == field].sort_values("at")
+            line, = ax.plot(points["at"], points["mean"], marker="o" if len(points) < 40 else None,
+                            markersize=3, label=field)
+            ax.fill_between(points["at"], points["min"], points["max"], alpha=0.2, color=line.get_color())
+        rate = f", {row.per_second:.3g} updates/s" if pd.notna(row.per_second) else ""
+        ax.set_title(f"{row.share} in {row.estate}/{row.house}: {row.updates} updates{rate}", fontsize=9)
+        ax.set_xlabel("time (UTC)")
+        ax.legend(fontsize=8)
+        fig.autofmt_xdate()
+        fig.savefig(plots / f"share-{drawn:02d}-{_slug(f'{row.estate}_{row.house}_{row.share}')}.png", dpi=90)
+        plt.close(fig)
+        drawn += 1
+    if len(summary) > MAX_ROUTES:
+        notes.append(f"plots for the {MAX_ROUTES} busiest of {len(summary)} shares")
     return notes
 
 
@@ -151,7 +191,7 @@ def _table_html(output: Path, name: str, limit: int = 50) -> str:
         return ""
     if table.empty:
         return "<p><em>empty</em></p>"
-    keys = [c for c in ("route", "observer", "relay", "remote", "minute", "since", "subscriber", "topic", "publisher", "sub")
+    keys = [c for c in ("estate", "house", "share", "field", "route", "observer", "relay", "remote", "minute", "since", "subscriber", "topic", "publisher", "sub")
             if c in table.columns]
     if keys:
         table = table.sort_values(keys, kind="stable")
@@ -182,7 +222,7 @@ def write_index(output: Path, summary: dict[str, Any]) -> Path:
         parts.append(f"<h2>{html.escape(title)}</h2>")
         parts += [f"<p><em>{html.escape(n)}</em></p>" for n in job.get("notes", [])]
         for table in job.get("tables", {}):
-            if not table.endswith("_hist"):  # histograms are drawn, not listed
+            if not table.endswith(("_hist", "_series")):  # drawn, not listed
                 parts.append(f"<h3>{html.escape(table)}</h3>{_table_html(output, table)}")
             parts.append(f"<p><a href='tables/{html.escape(table)}'>tables/{html.escape(table)}</a> (Parquet)</p>")
         if pattern:

@@ -83,6 +83,15 @@ ALICE, BOB = "a1" * 32, "b0" * 32  # causal publishers' verify keys, hex
 
 EXPECTED: dict[str, Any] = {
     "share_events": {"counter": 5, "light": 1},
+    # (estate, house, share) -> (updates, seconds, per_second, last fields); counter is 1..5 at t = 0, 0.25, .. 1.0
+    "shares": {
+        ("alpha", "demo", "counter"): (5, 1.0, 4.0, {"value": 5}),
+        ("alpha", "demo", "light"): (1, 0.0, None, {"value": "green"}),
+    },
+    # (estate, house, share, field) -> (samples, min, mean, max, last): numeric fields only
+    "share_fields": {("alpha", "demo", "counter", "value"): (5, 1.0, 3.0, 5.0, 5.0)},
+    # (estate, house, share, field) -> [(seconds from EPOCH, mean)], one point per update here
+    "share_series": {("alpha", "demo", "counter", "value"): [(0.0, 1.0), (0.25, 2.0), (0.5, 3.0), (0.75, 4.0), (1.0, 5.0)]},
     "latency": {  # route -> (delivered, p50, p95, p99)
         FAST_ROUTE: (100, 0.050, 0.095, 0.099),
         SLOW_ROUTE: (19, 0.010, 0.51, 0.51),  # 14 of 10 ms, 5 buffered 0.11..0.51 s
@@ -130,23 +139,36 @@ EXPECTED: dict[str, Any] = {
 }
 
 
-def run_flow(recorder: Recorder) -> None:
-    """Run the demo flow in a virtual house, its logged shares watched by ``recorder``."""
+def run_flow(recorder: Recorder, clock: list[Callable[[], float]] | None = None) -> None:
+    """Run the demo flow in a virtual house, its logged shares watched by ``recorder``.
+
+    A recorder reads its clock when a share changes, so ``clock[0]``, the
+    one the recorder reads through, is the house's virtual clock while the
+    house runs (the share events then fall on its ticks, 0, 0.25, ...).
+    """
     from flowcast.flow.floscript import parse_flo
     from flowcast.house.house import House
 
     house = House(parse_flo(DEMO_FLOW, "demo.flo").house("demo"), virtual=True, period=0.25, out=lambda line: None)
-    recorder.watch_house(house)
-    house.run(until=10.0)
+    before = clock[0] if clock else None
+    if clock:
+        clock[0] = house.clock.now
+    try:
+        recorder.watch_house(house)
+        house.run(until=10.0)
+    finally:
+        if clock:
+            clock[0] = before
 
 
 def write_demo(root: Path | str, **writer: Any) -> dict[str, Any]:
     """Write the demo's events under ``root``; returns :data:`EXPECTED`."""
     now = [0.0]
-    clock = lambda: now[0]  # noqa: E731 - scripted time for the message events
+    source = [lambda: now[0]]  # scripted time for the message events; the house's while it runs
+    clock = lambda: source[0]()  # noqa: E731
     alpha = Recorder(root, estate="alpha", house="demo", clock=clock, epoch=EPOCH, **writer)
     beta = Recorder(root, estate="beta", house="main", clock=clock, epoch=EPOCH, **writer)
-    run_flow(alpha)
+    run_flow(alpha, source)
 
     def at(t: float) -> None:
         now[0] = t

@@ -33,7 +33,7 @@ def record_house(house: Any, directory: str | Path, estate: str, yard: str) -> A
     """
     from flowcast.export.recorder import Recorder
 
-    recorder = Recorder(directory, estate=estate, house=yard, clock=house.stamp, out=lambda line: log.info("%s", line))
+    recorder = Recorder(directory, estate=estate, house=yard, clock=house.clock.now, out=lambda line: log.info("%s", line))
     try:
         recorder.watch_house(house)  # logged shares; house.cast and house.causal as wired already
         router = house.router

@@ -23,9 +23,14 @@ through their watchers (:meth:`Recorder.watch_house`), with no call needed;
 so are a house's CAST and causal services (:meth:`Recorder.watch_cast`,
 :meth:`Recorder.watch_causal`, from ``watch_house``).
 
-Event time is the house clock (``clock()``, the same one that stamps
-shares) plus ``epoch``, the wall time at clock zero, so a virtual-clock run
-exports repeatable timestamps and a real one exports wall time.
+Event time is ``clock()`` read when the event happens, plus ``epoch``, the
+wall time at clock zero.  For a house that clock is its scheduler's
+(:meth:`Recorder.for_house`), not its tick stamp: a message sent by one
+house and landed by another, mid-tick each, must be timed by when it
+happened (about a millisecond apart), not by the 0.125 s ticks it happened
+in, or latencies come out as tick noise and can even be negative.  A share
+change is stamped the same way, when it is written.  A virtual-clock run
+still exports repeatable timestamps; a real one exports wall time.
 """
 
 from __future__ import annotations
@@ -92,13 +97,14 @@ class Recorder:
 
     @classmethod
     def for_house(cls, house: HouseLike, root: Path | str, *, estate: str, **options: Any) -> Recorder:
-        """A recorder on a House's clock, already watching its logged shares.
+        """A recorder on a House's scheduler clock, already watching its logged shares.
 
-        What a house calls at start (``flowcast run --export DIR`` would):
-        the house's flow clock stamps message events exactly as it stamps
-        shares, and with no ``epoch`` given, clock zero is now in wall time.
+        What a house calls at start (``flowcast run --export DIR`` does).
+        The scheduler's clock, real or virtual, is read when each event
+        happens; with no ``epoch`` given, the wall time at its zero is
+        taken now, so two houses of one host map to one wall time.
         """
-        recorder = cls(root, estate=estate, house=house.name, clock=house.stamp, **options)
+        recorder = cls(root, estate=estate, house=house.name, clock=house.clock.now, **options)
         recorder.watch_house(house)
         return recorder
 
@@ -189,10 +195,8 @@ class Recorder:
 
     def _on_share(self, share: Share) -> None:
         history = share.history
-        if history:
-            stamp, fields = history[-1]  # the share already copied its fields here
-        else:
-            stamp, fields = share.stamp, share.fields()
+        fields = history[-1][1] if history else share.fields()  # the share already copied its fields there
+        stamp = self._now()  # when it was written, on the clock message events use
         rows = self._rows
         rows.append((stamp, share.name, fields))  # the short shape: see segments.rows_to_batches
         n = len(rows)

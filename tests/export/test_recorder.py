@@ -50,8 +50,9 @@ def test_names_that_would_escape_a_path_are_refused(tmp_path: Path) -> None:
 
 
 def test_logged_shares_of_a_virtual_house_are_recorded(tmp_path: Path) -> None:
-    rec = Recorder(tmp_path, estate="alpha", house="demo", clock=lambda: 0.0, epoch=EPOCH)
-    run_flow(rec)
+    source = [lambda: 0.0]
+    rec = Recorder(tmp_path, estate="alpha", house="demo", clock=lambda: source[0](), epoch=EPOCH)
+    run_flow(rec, source)
     rec.close()
     rows = _table(tmp_path).to_pylist()
     assert [(r["stamp"], r["share"], json.loads(r["fields"])) for r in rows] == [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -32,6 +33,24 @@ def report(spark, demo: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
 def test_every_event_is_read(report) -> None:
     _, summary = report
     assert (summary["events"], summary["files"], summary["skipped"]) == (EXPECTED["events"], 2, [])
+
+
+def test_each_logged_share_has_its_updates_rate_range_and_values_over_time(report) -> None:
+    output, summary = report
+    got = {(r["estate"], r["house"], r["share"]): (r["updates"], r["seconds"], r["per_second"], json.loads(r["last_fields"]))
+           for r in _rows(output, "shares")}
+    assert got == EXPECTED["shares"]
+    fields = {(r["estate"], r["house"], r["share"], r["field"]): (r["samples"], r["min"], r["mean"], r["max"], r["last"])
+              for r in _rows(output, "share_fields")}
+    assert fields == EXPECTED["share_fields"]  # light's "green" is not a number: in shares, not here
+    series: dict[tuple, list] = {}
+    for r in sorted(_rows(output, "share_series"), key=lambda r: r["at"]):
+        at = r["at"].replace(tzinfo=timezone.utc) if r["at"].tzinfo is None else r["at"]
+        series.setdefault((r["estate"], r["house"], r["share"], r["field"]), []).append(
+            (round(at.timestamp() - EPOCH, 6), r["mean"]))
+    assert series == EXPECTED["share_series"]
+    assert summary["jobs"]["shares"]["notes"][0] == "2 logged share(s), 6 update(s)"
+    assert [p.name for p in (output / "plots").glob("share-*.png")] == ["share-00-alpha_demo_counter.png"]
 
 
 def test_latency_percentiles_per_route(report) -> None:
@@ -144,6 +163,33 @@ def test_report_links_every_plot(report) -> None:
         assert f"plots/{png}" in index
         assert (output / "plots" / png).read_bytes().startswith(b"\x89PNG")
     assert FAST_ROUTE.replace(">", "&gt;") in index
+
+
+def test_a_clock_skew_between_two_hosts_is_counted_never_shown_as_a_negative_latency(spark) -> None:
+    """Two estates on two hosts whose wall clocks disagree by 50 ms: a landing can be stamped before
+    its routing, a delivery before its sending.  Neither becomes a negative (or zero) latency."""
+    from pyspark.sql import Row
+    from pyspark.sql import functions as F
+
+    at = lambda ms: datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)  # noqa: E731
+    rows = [
+        Row(kind="routed", src="a/w/alpha/c", dst="b/w/beta/c", msg_id="1.0:0", ts=at(100), latency=None),
+        Row(kind="landed", src="a/w/alpha/c", dst="b/w/beta/c", msg_id="1.0:0", ts=at(60), latency=None),  # 40 ms "early"
+        Row(kind="routed", src="a/w/alpha/c", dst="b/w/beta/c", msg_id="2.0:0", ts=at(200), latency=None),
+        Row(kind="landed", src="a/w/alpha/c", dst="b/w/beta/c", msg_id="2.0:0", ts=at(203), latency=None),
+        Row(kind="sent", src="/w/alpha/1", dst="/w/beta/1", msg_id="t:1:1", ts=at(300), latency=None),
+        Row(kind="delivered", src="/w/alpha/1", dst="/w/beta/1", msg_id="t:1:1", ts=at(290), latency=None),
+        Row(kind="sent", src="/w/alpha/1", dst="/w/beta/1", msg_id="t:1:2", ts=at(400), latency=None),
+        Row(kind="delivered", src="/w/alpha/1", dst="/w/beta/1", msg_id="t:1:2", ts=at(402), latency=None),
+    ]
+    events = spark.createDataFrame(rows, "kind string, src string, dst string, msg_id string, ts timestamp, latency double")
+    events = events.withColumn("detail", F.lit(None).cast("string"))
+    routed = metrics.routed(events)["routed"].first()
+    assert (routed["landed"], routed["timed"], routed["skewed"]) == (2, 1, 1)
+    assert routed["min"] == pytest.approx(0.003) and routed["max"] == pytest.approx(0.003)
+    hop = metrics.latency(events)["latency"].first()
+    assert (hop["delivered"], hop["timed"], hop["skewed"]) == (2, 1, 1)
+    assert hop["min"] == pytest.approx(0.002) and hop["p50"] == pytest.approx(0.002)
 
 
 def test_jobs_handle_absent_causal_columns(spark) -> None:
