@@ -27,9 +27,10 @@ from flowcast.house.castwire import wire_cast
 from flowcast.house.layoutcausal import wire_causal
 from flowcast.house.handoff import Handoff, not_dumpable
 from flowcast.house.house import House, load_house
+from flowcast.house.joining import JoinTries, keep_joined
 from flowcast.house.layout import EstateLayout, HousePlan, load_layout, plan_houses
 from flowcast.routing.wiring import wire_lane, wire_road, wire_router
-from flowcast.runtime import Scheduler, sleep, wall_now
+from flowcast.runtime import sleep, wall_now
 from flowcast.store import HouseLike
 from flowcast.transport.lanekeys import LaneKeys, new_secret
 
@@ -124,8 +125,9 @@ def _wire(house: House, layout: EstateLayout, plan: list[HousePlan], mine: House
                 raise _bind_error(road.channel, road.host, road.port, error) from error
             log.info("road %s on %s:%d", road.channel, *stack.address[:2])
             for remote in road.remotes:
+                tries = house.joining.setdefault(road.channel, {})[remote.estate] = JoinTries((remote.host, remote.port))
                 house.scheduler.spawn(
-                    _keep_joined(stack, remote.estate, (remote.host, remote.port), house.scheduler), name=f"join:{road.channel}:{remote.estate}"
+                    keep_joined(stack, remote.estate, tries, house.scheduler), name=f"join:{road.channel}:{remote.estate}"
                 )
 
 
@@ -138,37 +140,6 @@ def _bind_error(channel: str, host: str, port: int, error: OSError) -> OSError:
     named = OSError(text)
     named.errno = error.errno
     return named
-
-
-def _keep_joined(road: Any, estate: str, address: tuple[str, int], scheduler: Scheduler):  # type: ignore[no-untyped-def]
-    """A micro-thread: join ``estate`` at ``address``, and again whenever it is not allowed.
-
-    Estates start in any order and restart: one join at start that times
-    out would leave the road unjoined for good.  Tries back off from 1 s to
-    30 s; a refusal (a pinned key that changed, a ``never`` policy) is
-    logged each time, not hidden.  Each try waits for the road to answer
-    it (``JoinAttempt.answered``), never longer than its timeout and a
-    second: a road closed under it leaves no thread waiting for good.
-    """
-    delay = 1.0
-    while not road.closed:
-        if road.is_allowed(estate):
-            delay = 1.0
-            yield sleep(5.0)
-            continue
-        timeout = min(delay * 2, 10.0)
-        attempt = road.join(address, timeout=timeout)
-        guard = scheduler.call_later(timeout + 1.0, attempt.answered.set)
-        try:
-            yield attempt.answered.wait()
-        finally:
-            guard.cancel()
-        if attempt.result in ("refused", "pending"):
-            log.warning("join %s at %s:%d: %s %s", estate, *address, attempt.result, attempt.reason)
-        if not road.is_allowed(estate):
-            log.info("join %s at %s:%d: %s; again in %g s", estate, *address, attempt.result or "waiting", delay)
-            yield sleep(delay)
-            delay = min(delay * 2, 30.0)
 
 
 def _rule(rule: Any) -> dict[str, str]:
@@ -207,6 +178,9 @@ def _status_writer(house: HouseLike, path: Path, yard: str, manor: bool):  # typ
         )
         if router is not None:
             status["ports"] = {ch: list(road.address[:2]) for ch, road in router.roads.items()}
+        joining = getattr(house, "joining", None)
+        if joining:  # the remotes the layout names, each with where it is tried and the last answer
+            status["joining"] = {ch: {estate: tries.as_dict() for estate, tries in remotes.items()} for ch, remotes in joining.items()}
         cast = getattr(house, "cast", None)  # a house-like without the slot (a test's stand-in) has none
         if cast is not None:  # leases held and subscriptions, for 'flowcast cast ls' (the cache itself it reads from disk)
             status["cast"] = cast.status()

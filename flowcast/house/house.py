@@ -59,6 +59,9 @@ class House:
         self.router: Any = None
         self.cast: Any = None
         self.causal: Any = None
+        #: The estate layer's join tries, road channel -> remote estate -> JoinTries (flowcast.house.joining),
+        #: which its status file shows for a remote that has not joined.
+        self.joining: dict[str, dict[str, Any]] = {}
         self._closers: list[Callable[[], None]] = []
         try:
             self.built: BuiltHouse = build_house(

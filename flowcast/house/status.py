@@ -411,7 +411,9 @@ def _yards(houses: list[dict[str, Any]], statuses: dict[str, tuple[dict[str, Any
 def _roads(
     houses: list[dict[str, Any]], statuses: dict[str, tuple[dict[str, Any] | None, str | None]], configured: dict[str, Any]
 ) -> dict[str, dict[str, Any]]:
-    """``{channel: {port, yard, status, remotes: {estate: presence}}}``; the first house (the manor) wins."""
+    """``{channel: {port, yard, status, remotes: {estate: presence}, joining: {estate: tries}}}``; the first
+    house (the manor) wins.  ``joining`` is what the manor tried for each remote the layout names
+    (flowcast.house.joining): shown for a remote that has not joined."""
     roads: dict[str, dict[str, Any]] = {}
     for channel, spec in configured.items():
         roads[channel] = {
@@ -437,6 +439,10 @@ def _roads(
                 road["port"] = [port[0], port[1]]
             for name, presence in _dict(remotes).items():
                 road["remotes"][name] = _str(presence) or "unknown"
+            joining = _dict(_dict(doc.get("joining")).get(channel))
+            road["joining"] = {name: _dict(entry) for name, entry in joining.items() if isinstance(name, str)}
+            for name in road["joining"]:
+                road["remotes"].setdefault(name, None)
             joins = _dict(_dict(doc.get("joins")).get(channel))
             road["joins"] = {_str(k) or "?": n for k, n in joins.items() if _int(n)}
     return roads

@@ -13,6 +13,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from flowcast.house.joining import JoinTries
+
 __all__ = ["render", "RATE_KEYS", "LIVE_STATES", "TOP_ROUTES", "LAST_DENIALS"]
 
 #: Per-second rates shown, in this order.
@@ -137,6 +139,14 @@ def _last_errors(houses: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _presence(presence: str, tries: dict[str, Any] | None, now: float) -> str:
+    """A remote's presence, and for one not joined (never, or not again since it was lost) where the
+    manor tries it and the last answer: what an operator checks first when a remote never joins."""
+    if not tries or tries.get("answer") == "accepted" or presence in ("joined", "allowed", "alive"):
+        return presence
+    return f"{'not joined' if presence in ('no presence yet', 'unknown') else presence}; {JoinTries.describe(tries, now)}"
+
+
 def render(snapshot: dict[str, Any]) -> str:
     """The snapshot as the text ``flowcast status`` prints (ending in a newline)."""
     lines = []
@@ -180,8 +190,10 @@ def render(snapshot: dict[str, Any]) -> str:
             remotes = road["remotes"]
             if remotes:
                 unknown = "not reported" if road["yard"] is None else "no presence yet"
-                rows = [[_clean(name, 64), presence or unknown] for name, presence in remotes.items()]
-                lines += _table([[_clean(c, 64) for c in row] for row in rows], indent="    ")
+                joining = road.get("joining") or {}
+                rows = [[_clean(name, 64), _presence(presence or unknown, joining.get(name), snapshot["taken"])]
+                        for name, presence in remotes.items()]
+                lines += _table([[_clean(name, 64), _clean(cell, 240)] for name, cell in rows], indent="    ")
             else:
                 lines.append("    no remote estates")
             joins = road.get("joins") or {}

@@ -12,7 +12,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from flowcast.house.estate import _keep_joined, _status_writer
+from flowcast.house.estate import _status_writer
+from flowcast.house.joining import JoinTries, keep_joined
 from flowcast.runtime import wall_now
 from tests.routing.kit import World as RoutedWorld
 from tests.transport.roadkit import World
@@ -34,20 +35,37 @@ def test_keep_joined_waits_for_the_answer_not_a_poll() -> None:
     world = World(seed=1)
     alpha = world.estate("alpha")
     directives: list[Any] = []
-    world.scheduler.spawn(counted(_keep_joined(alpha, "beta", "beta", world.scheduler), directives), name="join")
+    tries = JoinTries("beta")
+    world.scheduler.spawn(counted(keep_joined(alpha, "beta", tries, world.scheduler), directives), name="join")
     world.run_for(2.5)  # beta is not there: the first try (2 s) times out unanswered
     assert not alpha.is_allowed("beta")
     # One wait for the answer, one back-off sleep: a 50 ms poll made about 40.
     assert len(directives) <= 3, directives
+    # what `flowcast status` shows for a remote that has not joined: where, how often, what came back
+    assert (tries.tries, tries.answer, tries.retry_in) == (1, "timeout", 1.0)
+    assert JoinTries.describe(tries.as_dict(), wall_now()).startswith("trying beta, 1 try; last: no answer")
     world.estate("beta")
     assert world.run_until(lambda: alpha.is_allowed("beta"), 10)
     assert len(directives) <= 6, directives
+    assert tries.answer == "accepted" and tries.tries == 2
+
+
+def test_keep_joined_keeps_the_last_answer_and_its_reason_for_the_status() -> None:
+    world = World(seed=1)
+    alpha = world.estate("alpha")
+    world.estate("beta", policy="never")  # holds a key it does not know for its operator
+    tries = JoinTries("beta")
+    world.scheduler.spawn(keep_joined(alpha, "beta", tries, world.scheduler), name="join")
+    assert world.run_until(lambda: tries.answer is not None, 10)
+    assert (tries.answer, tries.reason) == ("pending", "new key"), tries.as_dict()
+    line = JoinTries.describe(tries.as_dict(), wall_now())
+    assert line.startswith("trying beta, 1 try; last: pending: the estate holds the join for its operator (new key)"), line
 
 
 def test_keep_joined_stops_when_the_road_closes() -> None:
     world = World(seed=1)
     alpha = world.estate("alpha")
-    thread = world.scheduler.spawn(_keep_joined(alpha, "beta", "beta", world.scheduler), name="join")
+    thread = world.scheduler.spawn(keep_joined(alpha, "beta", JoinTries("beta"), world.scheduler), name="join")
     world.run_for(0.5)
     alpha.close()
     world.run_for(5.0)  # the guard timer ends the wait even if the road never answers

@@ -149,3 +149,31 @@ def test_a_house_pid_that_is_not_the_supervisors_child_is_not_alive(tmp_path):
     assert "gone (running)" in render(collect(run, alive=lambda pid: True, parent=lambda pid: os.getppid()))
     (shown,) = collect(run, alive=lambda pid: True, parent=lambda pid: 4242)["houses"]
     assert shown["alive"] is True
+
+
+def test_a_remote_that_never_joins_is_shown_with_the_address_tried_and_the_last_answer(tmp_path):
+    """Nothing listens at the remote's port: status says where the manor tries and what came back."""
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    idle_flow(flows / "idle.flo", "idle")
+    nobody = free_udp_port()
+    path = tmp_path / "est.yaml"
+    path.write_text(
+        f"estate: est\nroads:\n  main:\n    port: {free_udp_port()}\n    acceptance: always\n"
+        f"    remotes:\n      - {{estate: far, host: 127.0.0.1, port: {nobody}}}\n"
+        "houses:\n  - {name: manor, flow: flows/idle.flo, manor: true}\n"
+    )
+    process = start_estate(path, houses=1)
+    try:
+        def tried():
+            snapshot = collect(tmp_path / "run" / "est")
+            road = snapshot["roads"].get("main") or {}
+            tries = (road.get("joining") or {}).get("far") or {}
+            return snapshot if tries.get("answer") == "timeout" else None
+
+        snapshot = wait_for(tried, timeout=30, what="a join try answered by nothing")
+    finally:
+        code, out = stop_estate(process)
+    assert code == 0, out
+    line = next(line for line in render(snapshot).splitlines() if line.strip().startswith("far "))
+    assert f"not joined; trying 127.0.0.1:{nobody}, " in line and "last: no answer (nothing there" in line, line

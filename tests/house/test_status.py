@@ -519,3 +519,19 @@ def test_errors_that_came_back_are_shown_at_the_sender(tmp_path: Path) -> None:
     assert "errors back 4 (denied 3, no_share 1)" in render(s)
     quiet = snap(estate_run(tmp_path / "quiet"))
     assert quiet["errors_back"]["count"] == 0 and "errors back" not in render(quiet)
+
+
+def test_a_remote_that_never_joins_shows_the_address_tried_and_the_last_answer(tmp_path: Path) -> None:
+    """Issue 14, item 4: "no presence yet" alone left the operator to read the manor's log."""
+    joining = {"main": {
+        "gamma": {"address": "10.0.0.9:7531", "tries": 7, "answer": "timeout", "reason": "", "at": NOW - 4, "retry_in": 30.0},
+        "delta": {"address": "10.0.0.8:7531", "tries": 1, "answer": "refused", "reason": "key changed", "at": NOW - 2},
+        "beta": {"address": "127.0.0.1:7531", "tries": 1, "answer": "accepted", "reason": "", "at": NOW - 3000},
+        "epsilon": "junk",
+    }}
+    run = make_run(tmp_path, supervisor_doc(), manor=manor_doc(joining=joining), worker1=worker_doc())
+    text = render(snap(run))
+    assert "gamma    dead; trying 10.0.0.9:7531, 7 tries; last: no answer (nothing there, a firewall, or the estate is down), 4 s ago" in text
+    assert "delta    not joined; trying 10.0.0.8:7531, 1 try; last: refused (key changed), 2 s ago" in text
+    assert "    beta     alive\n" in text  # joined: its presence alone
+    assert "    epsilon  no presence yet\n" in text  # a garbled entry is left out, never a crash
