@@ -34,5 +34,11 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     Here, at the bottom, so every layer words a near miss the same way: the
     behaviour registry (below the flow layer) as much as flows and layouts.
     """
+    close = closest(name, candidates)
+    return f"did you mean {close!r}?" if close is not None else ""
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate nearest ``name``, if any is near enough to be what was meant."""
     close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}?" if close else ""
+    return close[0] if close else None

@@ -224,7 +224,9 @@ def land(router: Any, pair: Any, tag: str, stamp: float, parcel: Any, offset: in
     except ValueError:
         share = None
     if share is None:
-        raise Refused(f"no share {dst.share!r} in yard {router.yard!r} of {router.estate!r}", "no_share")
+        told, hint = router.near_miss.suggest(router, dst.share, src, tag)
+        reason = f"no share {dst.share!r} in yard {router.yard!r} of {router.estate!r}"
+        raise Refused(f"{reason}; {told}" if told else reason, "no_share", "" if told else hint)
     if data is UNSET:
         try:
             data = open_data(parcel, offset)

@@ -56,6 +56,7 @@ from flowcast.routing.replies import MAX_ERROR_PARCEL, REPLY_WINDOW, ReplyBook  
 from flowcast.routing.policy import Policy
 from flowcast.routing.policyshare import POLICY_PROBLEM_SHARE, POLICY_SHARE, follow_policy_share
 from flowcast.routing.route import Route
+from flowcast.routing.nearmiss import NearMiss
 from flowcast.runtime.clock import RealClock
 from flowcast.transport.hooks import Hooks
 from flowcast.transport.road import BACKLOG_FULL
@@ -137,6 +138,7 @@ class Router:
         # router with no scheduler (no simulated run has none) keeps a real one.
         self._clock = scheduler.clock.now if scheduler is not None else RealClock().now
         self.denials = Denials(self._clock, self.counts, log)
+        self.near_miss = NearMiss(self._clock)  # did you mean, for a message to a share not here
         self._held = Hold()
         self._replies = ReplyBook(self._clock, self.manor, self.counts, _PAIRS)
         self._hold_timer: Any = None
