@@ -36,14 +36,7 @@ def record_house(house: Any, directory: str | Path, estate: str, yard: str) -> A
     recorder = Recorder(directory, estate=estate, house=yard, clock=house.clock.now, out=lambda line: log.info("%s", line))
     try:
         recorder.watch_house(house)  # logged shares; house.cast and house.causal as wired already
-        router = house.router
-        if router is not None:
-            router.set_events(recorder)
-            stacks = [router.lane, *router.roads.values()]
-            for stack in stacks:
-                if stack is not None and hasattr(stack, "set_events"):
-                    stack.set_events(recorder)
-        follow(house, recorder)
+        follow(house, recorder)  # the router, lane and roads wired already, and any the flow wires later
     except BaseException:
         recorder.close()
         raise
@@ -52,14 +45,13 @@ def record_house(house: Any, directory: str | Path, estate: str, yard: str) -> A
 
 def follow(house: Any, recorder: Any) -> None:
     """After each of ``house``'s ticks: flush and rotate the recorder's segments, and pick up a router,
-    CAST or causal service the house gained since (a flow may wire its own router at any time).
+    lane, road, CAST or causal service the house gained since (a flow may wire its own at any time).
 
     One place for both ``flowcast run FLOW --export`` and an estate's houses, so the two record alike.
     """
     from flowcast.routing.events import follow_house
 
-    after = house.skedder.after_tick
-    after.append(recorder.poll)
-    after.append(follow_house(house, recorder))
-    after.append(recorder.follow_cast(house))
-    after.append(recorder.follow_causal(house))
+    chores = [follow_house(house, recorder), recorder.follow_cast(house), recorder.follow_causal(house)]
+    for chore in chores:
+        chore()  # what is wired already is recorded from the start, not from the end of the first tick
+    house.skedder.after_tick.extend([recorder.poll, *chores])

@@ -164,18 +164,27 @@ def record_routes(router: Any, sink: Any) -> RouteRecorder | None:
 
 
 def follow_house(house: HouseLike, sink: Any) -> Callable[[], None]:
-    """A chore for the house's ticks that records its router into ``sink`` once it has one.
+    """A chore for the house's ticks that records its router, and the lane and roads it has, into ``sink``.
 
-    A flow makes its router when it runs (``router setup ... at enter``),
-    after the recorder exists, so ``flowcast run --export`` cannot hand the
-    sink over at start; one identity check a tick is the cost.
+    A flow makes its router and stacks when it runs (``router setup``,
+    ``lane setup``, ``road setup ... at enter``), after the recorder
+    exists, so ``flowcast run --export`` cannot hand the sink over at
+    start; an identity check a tick (and one per stack) is the cost.  Call
+    it once before the house runs to record what is wired already.
     """
     recorded: list[Any] = [None]
+    stacks: list[Any] = []  # the stacks given the sink: each once (giving it again would restart its records)
 
     def chore() -> None:
         router = house.router
-        if router is not recorded[0] and router is not None:
+        if router is None:
+            return
+        if router is not recorded[0]:
             router.set_events(sink)
             recorded[0] = router
+        for stack in (router.lane, *router.roads.values()):
+            if stack is not None and not any(stack is seen for seen in stacks) and hasattr(stack, "set_events"):
+                stack.set_events(sink)
+                stacks.append(stack)
 
     return chore
