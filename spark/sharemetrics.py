@@ -6,7 +6,8 @@ logged ``temperature`` and ``alarm`` wants to see those first.  Per share
 second, and its last fields (``shares``); per numeric field, its range and
 last value (``share_fields``); and its value over time, cut into at most
 :data:`SERIES_POINTS` buckets per share (``share_series``), so the plot is
-drawn from a table of kilobytes however long the run.
+drawn from a bounded table however long the run and however many shares
+(:data:`SERIES_SHARES` shares, :data:`SERIES_FIELDS` fields each).
 
 Fields travel as JSON text (flowcast.export.schema); they are read as a map
 of field to text and a field counts as numeric where that text is a number.
@@ -16,15 +17,18 @@ in the last fields.  Pure Spark SQL, like metrics.py.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from fcspark import ensure_columns
 
-__all__ = ["SERIES_POINTS", "SHARE_COLUMNS", "shares"]
+__all__ = ["SERIES_FIELDS", "SERIES_POINTS", "SERIES_SHARES", "SHARE_COLUMNS", "shares"]
 
 #: Buckets per share in the value-over-time table (and so points per plotted line).
 SERIES_POINTS = 200
+#: Shares (the busiest) and numeric fields per share (the most sampled) the value-over-time table holds.
+SERIES_SHARES = 100
+SERIES_FIELDS = 12
 #: What this job reads; tables made by hand may lack them.
 SHARE_COLUMNS = {"estate": "string", "house": "string", "share": "string", "fields": "string"}
 KEY = ("estate", "house", "share")
@@ -63,11 +67,17 @@ def shares(events: DataFrame) -> dict[str, DataFrame]:
         F.max("value").alias("max"),
         F.max_by("value", "ts").alias("last"),
     )
-    # Bucket width per share: its span over SERIES_POINTS (a share updated once has one bucket).
-    spans = summary.select(*KEY, "first", F.greatest(F.col("seconds") / SERIES_POINTS, F.lit(1e-6)).alias("width"))
+    # The series is bounded whatever the data: the SERIES_SHARES busiest shares with a numeric field, SERIES_FIELDS fields each
+    # (the most sampled), SERIES_POINTS buckets of each share's span (a share updated once has one bucket).
+    plotted = summary.join(fields.select(*KEY).distinct(), list(KEY), "left_semi")  # shares with a number
+    busiest = plotted.orderBy(F.desc("updates"), *KEY).limit(SERIES_SHARES)
+    spans = busiest.select(*KEY, "first", F.greatest(F.col("seconds") / SERIES_POINTS, F.lit(1e-6)).alias("width"))
+    ranked = fields.select(*KEY, "field", F.row_number().over(
+        Window.partitionBy(*KEY).orderBy(F.desc("samples"), "field")).alias("rank"))
+    chosen = ranked.filter(F.col("rank") <= SERIES_FIELDS).drop("rank").join(spans, list(KEY))
     bucket = F.floor(_seconds(F.col("ts"), F.col("first")) / F.col("width")).cast("long")
     series = (
-        numeric.join(F.broadcast(spans), list(KEY))
+        numeric.join(F.broadcast(chosen), [*KEY, "field"])
         .groupBy(*KEY, "field", bucket.alias("bucket"))
         .agg(
             F.min("ts").alias("at"),

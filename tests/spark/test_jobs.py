@@ -53,6 +53,30 @@ def test_each_logged_share_has_its_updates_rate_range_and_values_over_time(repor
     assert [p.name for p in (output / "plots").glob("share-*.png")] == ["share-00-alpha_demo_counter.png"]
 
 
+def test_the_shares_job_is_bounded_and_takes_any_fields(spark, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shares nobody on the team wrote: 15 numeric fields, text, nested values, a bare number, junk; the
+    value-over-time table keeps the busiest shares and the most sampled fields, never everything."""
+    import sharemetrics
+
+    monkeypatch.setattr(sharemetrics, "SERIES_SHARES", 2)
+    at = lambda s: datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=s)  # noqa: E731
+    wide = {f"f{i:02d}": i for i in range(15)} | {"label": "x", "nested": {"a": 1}, "flag": True}
+    rows = [("wide", at(t), json.dumps(wide)) for t in range(3)]
+    rows += [("plain", at(t), json.dumps({"value": t})) for t in range(4)]
+    rows += [("odd", at(0), "7"), ("odd", at(1), "not json"), ("odd", at(2), json.dumps([1, 2]))]
+    events = spark.createDataFrame(rows, "share string, ts timestamp, fields string")
+    events = events.selectExpr("'e' as estate", "'h' as house", "'share' as kind", "*")
+    tables = sharemetrics.shares(events)
+    summary = {r["share"]: r["updates"] for r in tables["shares"].collect()}
+    assert summary == {"wide": 3, "plain": 4, "odd": 3}  # every share counted, whatever its fields
+    fields = {(r["share"], r["field"]) for r in tables["share_fields"].collect()}
+    assert ("wide", "f14") in fields and ("wide", "label") not in fields and ("wide", "flag") not in fields
+    assert not any(share == "odd" for share, _ in fields)
+    series = {(r["share"], r["field"]) for r in tables["share_series"].collect()}
+    assert {share for share, _ in series} == {"wide", "plain"}  # the 2 busiest with numbers ("odd" has none)
+    assert len([f for share, f in series if share == "wide"]) == sharemetrics.SERIES_FIELDS == 12
+
+
 def test_latency_percentiles_per_route(report) -> None:
     output, _ = report
     got = {r["route"]: (r["delivered"], r["p50"], r["p95"], r["p99"]) for r in _rows(output, "latency")}
