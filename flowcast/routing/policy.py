@@ -117,6 +117,7 @@ class Policy:
         self._compiled: list[tuple[bool, str, tuple[Any, ...]]] = []
         self._cache: dict[tuple, Decision] = {}
         self.replace(rules)
+        del self.counts["replaced"]  # the first rules replace nothing: 'replaced' counts run-time changes
 
     def replace(self, rules: Iterable[Rule | Mapping[str, Any]]) -> None:
         """Swap in new rules atomically: all of them read, or PolicyError and the old ones stay."""
