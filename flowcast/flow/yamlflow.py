@@ -26,7 +26,7 @@ from flowcast.flow.floneeds import needs as parse_needs
 from flowcast.flow.flolex import Statement, Token, chunk
 from flowcast.flow.flonames import check_names
 from flowcast.flow.verbs import FIXED, NATIVE, VERBS, each, make_act
-from flowcast.flow.yamlnodes import NodeReader, Pairs, node_kind
+from flowcast.flow.yamlnodes import BOOL, NodeReader, Pairs, node_kind, show
 from flowcast.flow.yamlwrite import dump_yaml, go_human
 from flowcast.flow.spec import (
     CONTEXTS,
@@ -84,7 +84,16 @@ class _Reader(NodeReader):
     # node helpers: each raises at a problem (the reader does not collect)
 
     def value(self, node: yaml.Node, what: str) -> Any:
-        """A scalar's Python value (int, float, bool, None or str)."""
+        """A scalar's Python value (int, float, bool, None or str).
+
+        YAML 1.1 reads a bare ``on``, ``off``, ``yes``, ``no`` (any case) as
+        a boolean: ``put: on`` would put True where the author meant the text
+        "on", and a flow comparing with "on" would never match -- silently.
+        Refused with the fix; ``true`` and ``false`` stay booleans.
+        """
+        if isinstance(node, yaml.ScalarNode) and node.tag == BOOL and node.value.lower() not in ("true", "false"):
+            raise self.error(f"{what} {show(node.value)} reads as a YAML boolean", node,
+                             f"write \"{node.value}\" in quotes for the text, or true or false for a boolean")
         return self.scalar(node, what)
 
     def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...],  # type: ignore[override]

@@ -404,3 +404,18 @@ def test_generated_flows_round_trip(lines: list[str]) -> None:
             "\nframe b\nframer g be slave\nframe q\nframer x be aux\nframe r\n")
     spec = parse_flo(text, "gen.flo")
     assert parse_yaml(dump_yaml(spec), "gen.yaml").houses == spec.houses
+
+
+@pytest.mark.parametrize("word", ["on", "off", "yes", "No", "ON"])
+def test_a_bare_yaml_1_1_boolean_word_is_refused_with_the_fix(word: str) -> None:
+    """``put: on`` read as True: a thermostat comparing with "on" never matched, with no error."""
+    text = f"house: h\nframers:\n- framer: f\n  frames:\n  - frame: a\n    acts:\n    - {{put: {word}, into: .fan}}\n"
+    with pytest.raises(FlowError) as caught:
+        parse_yaml(text, "t.yaml")
+    said = str(caught.value)
+    assert f"t.yaml:7:13: error: put data {word!r} reads as a YAML boolean" in said
+    assert f'write "{word}" in quotes for the text, or true or false for a boolean' in said
+    quoted = parse_yaml(text.replace(f"put: {word}", f'put: "{word}"'), "t.yaml")
+    assert quoted.houses[0].framers[0].frames[0].acts[0].data == {"value": word}  # the text, as meant
+    true = parse_yaml(text.replace(f"put: {word}", "put: true"), "t.yaml")
+    assert true.houses[0].framers[0].frames[0].acts[0].data == {"value": True}
