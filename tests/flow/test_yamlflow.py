@@ -416,6 +416,6 @@ def test_a_bare_yaml_1_1_boolean_word_is_refused_with_the_fix(word: str) -> None
     assert f"t.yaml:7:13: error: put data {word!r} reads as a YAML boolean" in said
     assert f'write "{word}" in quotes for the text, or true or false for a boolean' in said
     quoted = parse_yaml(text.replace(f"put: {word}", f'put: "{word}"'), "t.yaml")
-    assert quoted.houses[0].framers[0].frames[0].acts[0].data == {"value": word}  # the text, as meant
+    assert quoted.houses[0].framers[0].frames[0].acts[0].args["data"] == {"value": word}  # the text, as meant
     true = parse_yaml(text.replace(f"put: {word}", "put: true"), "t.yaml")
-    assert true.houses[0].framers[0].frames[0].acts[0].data == {"value": True}
+    assert true.houses[0].framers[0].frames[0].acts[0].args["data"] == {"value": True}
