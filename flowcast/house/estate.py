@@ -371,7 +371,7 @@ def _supervise(layout: EstateLayout, text: bytes, plan: list[HousePlan], total: 
     ]
     del secret
     out(
-        f"estate {layout.estate}: {len(plan)} houses ({', '.join(p.yard for p in plan)}); "
+        f"estate {layout.estate}: {len(plan)} house{'' if len(plan) == 1 else 's'} ({', '.join(p.yard for p in plan)}); "
         f"logs in {logs}, status with 'flowcast status {layout.path}'"
         + (f"; events recorded under {events}" if events is not None else "")
     )

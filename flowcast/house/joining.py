@@ -107,7 +107,10 @@ def keep_joined(road: Any, estate: str, tries: JoinTries, scheduler: Scheduler):
         if attempt.result in ("refused", "pending"):
             log.warning("join %s at %s: %s %s", estate, where, attempt.result, attempt.reason)
         if not road.is_allowed(estate):
-            log.info("join %s at %s: %s; again in %g s", estate, where, attempt.result or "waiting", delay)
+            if attempt.result == "accepted":  # joined; the allow handshake that follows is what is waited for
+                log.info("join %s at %s: accepted; allowing (checked again in %g s)", estate, where, delay)
+            else:
+                log.info("join %s at %s: %s; again in %g s", estate, where, attempt.result or "waiting", delay)
             tries.retry_in = delay
             yield sleep(delay)
             delay = min(delay * 2, 30.0)
