@@ -54,13 +54,16 @@ MAX_ERRORS = 100
 TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses", "cast", "causal", "export", "period")
 #: Seconds between a house's ticks (its skedder's period), when the layout gives one: a millisecond to a minute.
 PERIOD = (0.001, 60.0)
-#: A road's bounds on what it holds for peers (whole numbers: bytes, seconds, messages), with their ranges.
+#: A road's whole-number options (bytes, seconds, messages), with their ranges: mostly bounds on what it holds for peers.
 LIMIT_KEYS = {
     "hold_budget": (1 << 20, 1 << 40),  # bytes held for order or reassembly, all sessions together
     "incomplete_after": (1, 86_400),  # seconds an incomplete message waits for its next piece
     "idle_after": (10, 7 * 86_400),  # seconds of silence before a session is reaped
     "backlog_messages": (1, 10_000_000),  # messages waiting for one remote that is down
     "backlog_bytes": (1 << 16, 1 << 40),  # and their bytes
+    # Not a hold: the UDP payload of each datagram, for every remote of the road.  Not given: per remote,
+    # what the port carries on loopback and 1,232 bytes to another host (transport/roadmtu.py).
+    "datagram_size": (512, 65527),
 }
 ROAD_KEYS = ("host", "port", "acceptance", "remotes", *LIMIT_KEYS)
 REMOTE_KEYS = ("estate", "host", "port")

@@ -45,6 +45,7 @@ from flowcast.transport.hooks import Replaced
 from flowcast.transport.roadallow import Allows
 from flowcast.transport.roaddue import Deadlines
 from flowcast.transport.roadjoin import Joins
+from flowcast.transport.roadmtu import MIN_DATAGRAM, datagram_for
 from flowcast.transport.roadpath import PathCheck
 from flowcast.transport.roadrate import HandshakeRate
 from flowcast.transport.roadremote import JoinAttempt, Remote
@@ -71,9 +72,9 @@ class RoadStack(Stack):
     """One estate's UDP stack.
 
     ``keep`` must hold local keys (``keep.ensure_local(name)``).  ``policy``
-    decides joins from unknown keys.  ``datagram_size`` caps datagrams
-    (default: what the port carries -- right for loopback; use 1232 for
-    internet paths).  With ``scheduler`` the stack runs as a micro-thread.
+    decides joins from unknown keys.  ``datagram_size`` sets the datagram
+    size for every remote (default: per remote, what the port carries on
+    loopback and 1,232 bytes to another host: roadmtu.py).  With ``scheduler`` the stack runs as a micro-thread.
     ``hold_budget`` bounds what all sessions hold for order or reassembly,
     ``incomplete_after`` and ``idle_after`` when incomplete messages and
     silent sessions go, ``backlog_messages``/``backlog_bytes`` what waits for
@@ -128,10 +129,11 @@ class RoadStack(Stack):
         self.keys = local.keys
         self._pubkey = self.keys.pubkey
         self.policy = Acceptance(policy)
-        size = min(datagram_size or port.max_datagram, port.max_datagram)
-        if size < 512:
-            raise ValueError("datagram_size must be at least 512")
-        self.datagram_size = size
+        if datagram_size is not None and datagram_size < MIN_DATAGRAM:
+            raise ValueError(f"datagram_size must be at least {MIN_DATAGRAM}")
+        #: What the road was told (None: per remote, roadmtu.datagram_for), and the largest it may send.
+        self.configured_datagram = datagram_size
+        self.datagram_size = min(datagram_size or port.max_datagram, port.max_datagram)
         self.alive_interval = alive_interval
         self.dead_after = dead_after
         self.allow_timeout = allow_timeout
@@ -329,7 +331,7 @@ class RoadStack(Stack):
                 self._deliver_to_inbox(name, stream, flags, payload)
 
         link = Link(
-            self.datagram_size - _OVERHEAD,
+            datagram_for(remote.address, self.configured_datagram, self.port.max_datagram) - _OVERHEAD,
             deliver,
             self._completed,
             held=self._held,
