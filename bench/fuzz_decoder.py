@@ -55,12 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     figures = Figures("bench/fuzz_decoder.py", inputs=inputs, seed=args.seed, quick=args.quick)
     # Hostile input is counted by the stacks and reported below; their
     # rate-limited warnings would only interleave with the figures.
-    logging.getLogger("flowcast").setLevel(logging.CRITICAL)
-
-    frozen = fuzzkit.Fuzzer(fuzzkit.build_world(), seed=args.seed, advance=0.0, sources=1, memory=False).run(inputs)
-    world = fuzzkit.build_world()
-    report = fuzzkit.Fuzzer(world, seed=args.seed).run(inputs)
-    alive = fuzzkit.still_works(world)
+    # Restored after: a test runs this main in its own process, where later tests read those warnings.
+    logger = logging.getLogger("flowcast")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        frozen = fuzzkit.Fuzzer(fuzzkit.build_world(), seed=args.seed, advance=0.0, sources=1, memory=False).run(inputs)
+        world = fuzzkit.build_world()
+        report = fuzzkit.Fuzzer(world, seed=args.seed).run(inputs)
+        alive = fuzzkit.still_works(world)
+    finally:
+        logger.setLevel(level)
 
     total = sum(report.inputs.values())
     figures.add("inputs", total, "inputs", note=f"{report.seconds:.1f} s, {report.virtual_seconds:.0f} s virtual")
