@@ -59,7 +59,8 @@ def _make(kind: str, name: str, peer: str, options: dict[str, Any], rundir: str 
 
         keep = Keep(None)
         keep.ensure_local(name)
-        return RoadStack(UdpPort("127.0.0.1", 0), keep, policy="always", **options)
+        gro = options.pop("_gro", False)  # an estate's road bound to loopback has none (routing.wiring)
+        return RoadStack(UdpPort("127.0.0.1", 0, gro=gro), keep, policy="always", **options)
     from flowcast.transport.lane import LaneStack
     from flowcast.transport.lanekeys import LaneKeys
     from flowcast.transport.ports import UxdPort

@@ -92,6 +92,7 @@ def wire_road(
     from flowcast.transport.keepwriter import KeepWriter
     from flowcast.transport.ports import UdpPort
     from flowcast.transport.road import RoadStack
+    from flowcast.transport.roadmtu import is_loopback
 
     router = _router(house)
     where = Path(keep).resolve()
@@ -102,7 +103,10 @@ def wire_road(
         store = router.keeps[where] = Keep(where, writer=writer)
         house.on_close(writer.close)
         store.ensure_local(router.estate, role=role)
-    udp = UdpPort(host, port, scheduler=house.scheduler)
+    # GRO (the kernel joins a run of arriving datagrams into one read) pays where runs arrive: from other
+    # hosts, in 1,232-byte datagrams (transport/roadmtu.py).  A road bound to loopback gets 64 KiB datagrams
+    # and sparse round trips, where the extra ancillary data per read only costs.
+    udp = UdpPort(host, port, scheduler=house.scheduler, gro=not is_loopback((host, port)))
     try:
         road = RoadStack(udp, store, policy=acceptance, scheduler=house.scheduler, **dict(options or {}))
         router.attach_road(channel, road)

@@ -64,6 +64,7 @@ _ALLOW_ACK_KIND = ChunkKind.ALLOW_ACK
 _SEALED = PacketKind.SEALED
 _unpack_header = HEADER.unpack_from
 _OVERHEAD = HEADER_SIZE + 16  # header + MAC
+_BATCH = 64  # datagrams of one remote handed to the port at once: GSO's most per call
 _ALIVE = Presence.ALIVE
 _DEAD = Presence.DEAD
 
@@ -429,6 +430,7 @@ class RoadStack(Stack):
                 link.path_answers.clear()
                 link.ack_owed = True
             address = remote.address
+            batch: list[bytes] = []  # this remote's datagrams, handed over together (GSO) at the end or at 64
             while link.ack_owed or link.ping_owed or ((link.resend or link.fresh) and link.can_send()):
                 built = link.build(extra)
                 if built is None:
@@ -437,14 +439,24 @@ class RoadStack(Stack):
                 counter, datagram = session.seal(body)
                 link.sent(counter, len(body), chunks, now)
                 remote.last_sent = now
-                if outq or not send(datagram, address):  # (Stack._emit, inlined)
-                    outq.append((datagram, address, None))
+                batch.append(datagram)
+                if len(batch) == _BATCH:
+                    full = not self._emit_batch(batch, address)  # what the port did not take is queued
+                    batch = []
+                    if full:
+                        break
+            if len(batch) == 1 and not outq:  # the common small case: Stack._emit, inlined
+                if not send(batch[0], address):
+                    outq.append((batch[0], address, None))
                     self._arm_writable()
-                    if link.advertised < link.receive_window >> 2:
-                        self._starved[remote] = None
-                    for rest in todo[position:]:  # their turn comes when the port is writable
-                        flushq[rest] = None
-                    return
+            elif batch:
+                self._emit_batch(batch, address)
+            if outq:
+                if link.advertised < link.receive_window >> 2:
+                    self._starved[remote] = None
+                for rest in todo[position:]:  # their turn comes when the port is writable
+                    flushq[rest] = None
+                return
             if link.advertised < link.receive_window >> 2:
                 self._starved[remote] = None
 

@@ -320,6 +320,41 @@ class Stack:
         self._arm_writable()
         return False
 
+    def _emit_batch(self, datagrams: list[bytes], address: Any) -> bool:
+        """Send ``datagrams`` (one remote's, in order) in as few system calls as the port allows, or
+        keep what it did not take queued, in order; False then (the caller stops sending for now).
+
+        A run of equal-sized datagrams, the last of it no larger, goes to the
+        port's ``send_segments`` (UDP: GSO, one call for up to 64): a 64 KiB
+        message in 1,232-byte datagrams is 54 ``sendto`` calls otherwise.
+        """
+        outq = self._outq
+        if outq:
+            outq.extend((d, address, None) for d in datagrams)
+            return False
+        send_segments = getattr(self.port, "send_segments", None)
+        send = self.port.send
+        i, n = 0, len(datagrams)
+        while i < n:
+            first = datagrams[i]
+            size = len(first)
+            j = i + 1
+            while j < n and len(datagrams[j]) == size:
+                j += 1
+            if j < n and len(datagrams[j]) < size:
+                j += 1  # a shorter last datagram ends the run
+            run = j - i
+            if run == 1 or send_segments is None:
+                taken = 1 if send(first, address) else 0
+            else:
+                taken = send_segments(b"".join(datagrams[i:j]), size, address)
+            i += taken
+            if taken < run:  # the port is full: the rest waits, in order, for it to be writable
+                outq.extend((d, address, None) for d in datagrams[i:])
+                self._arm_writable()
+                return False
+        return True
+
     def _drain_outq(self) -> bool:
         outq = self._outq
         send = self.port.send
