@@ -51,6 +51,7 @@ REORDER_THRESHOLD = 3  # packets acknowledged after one before it is called lost
 _MSG_KIND, _SEG_KIND, _SKIP_KIND = ChunkKind.MSG, ChunkKind.SEG, ChunkKind.SKIP
 _MSG_SIZE = MSG.size
 _SEG_SIZE = SEG.size
+_seg_pack = SEG.pack
 _msg_pack = MSG.pack
 _PING_CHUNK = PING.pack(ChunkKind.PING, 0)
 _ACK_MAX_SIZE = ACK.size + MAX_ACK_RANGES * ACK_RANGE.size + MAX_ACK_STREAMS * ACK_STREAM.size
@@ -177,11 +178,11 @@ class Sender:
         item is None when nothing in the body needs acknowledging.
         """
         fresh = self.fresh
-        if len(fresh) == 1 and not extra and not self.resend and not self.ping_owed and self.acks and self.evicted_owed is None:
+        if fresh and not extra and not self.resend and not self.ping_owed and self.acks and self.evicted_owed is None:
             # The latency path (one small reliable message, perhaps an ACK
             # to carry): the general loop below, unrolled.
             msg = fresh[0]
-            if msg.nseg == 1 and msg._state == QUEUED and not msg.flags & F_UNRELIABLE and not msg.skip:
+            if msg.nseg == 1 and len(fresh) == 1 and msg._state == QUEUED and not msg.flags & F_UNRELIABLE and not msg.skip:
                 chunk = msg.chunk
                 if len(chunk) <= self.max_body - _ACK_MAX_SIZE and self.can_send():
                     fresh.popleft()
@@ -190,6 +191,13 @@ class Sender:
                     if self.ack_owed or self.ack_pending:
                         return self._ack_chunk() + chunk, [msg, 0]  # type: ignore[operator]
                     return chunk, [msg, 0]  # type: ignore[return-value]
+            elif msg.nseg != 1 and msg.next_seg + 1 < msg.nseg and not self.ack_owed and not self.ack_pending:
+                # The bulk path (a large reliable message, nothing else owed): a body is one of its
+                # segments -- segsize leaves room for nothing but an ACK -- so it is made directly.
+                # Not its last segment, which is shorter: the general loop may fit more beside it.
+                built = self._next_segment(msg)
+                if built is not None:
+                    return built
         parts: list[bytes] = []
         size = self._control_into(parts, extra) if extra or self.ack_owed or self.ack_pending else 0
         eliciting = self.ping_owed
@@ -241,6 +249,22 @@ class Sender:
             return body, chunks
         return body, ([] if eliciting else None)
 
+
+    def _next_segment(self, msg: Outgoing) -> tuple[bytes, list] | None:
+        """``msg``'s next segment as a whole body, with its chunks; None where the general path must
+        decide (a SKIP, an unreliable or stopped message, its burst or the window full)."""
+        burst = msg.burst
+        if msg._state != QUEUED or msg.skip or msg.flags & F_UNRELIABLE or (burst and msg.inflight >= burst) or not self.can_send():
+            return None
+        sn = msg.next_seg
+        segsize = msg.segsize
+        start = sn * segsize
+        piece = msg.chunk[start : start + segsize]  # type: ignore[index]  # a memoryview: no copy
+        nseg = msg.nseg
+        msg.next_seg = sn + 1
+        msg.marks[sn] = 1
+        msg.inflight += 1
+        return _seg_pack(_SEG_KIND, msg.flags, msg.stream, msg.seq, sn, nseg, len(piece)) + piece, [msg, sn]
 
     def _control_into(self, parts: list[bytes], extra: bytes) -> int:
         """Put the stack's control chunks and an owed ACK (with EVICTED notices) first; their size."""
