@@ -480,24 +480,6 @@ class RoadStack(Stack):
             if body is None:
                 self.counts["unauthentic"] += 1
                 return
-            if remote.address == address and session.confirmed and remote.presence is _ALIVE and body and body[0] != _ALLOW_ACK_KIND:
-                # An established session heard from where it is (nearly every datagram): what
-                # _authentic does for it, inline -- this runs per datagram, 59 for a 64 KiB
-                # message between hosts.
-                remote.last_heard = now
-                self._dirty[remote] = None
-                self._flushq[remote] = None
-                link = session.link
-                self._source = (remote, address)
-                try:
-                    link.handle(body, now)
-                except WireError:
-                    self.counts["bad_chunks"] += 1
-                    return
-                finally:
-                    self._source = None
-                link.received(counter)
-                return
             self._authentic(remote, session, body, counter, address, now)
             return
         # Handshakes can make something due at once (see Deadlines.maybe_due).
