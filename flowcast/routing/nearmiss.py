@@ -9,12 +9,13 @@ refusal should name the share that was meant.  Two costs are kept in hand:
   those by writing to them, so naming them tells it nothing new, and it
   never learns of a share it may not touch.  This estate's operator (log,
   ``flowcast status``) always gets the near name.
-* **CPU.**  Matching names costs about a microsecond per share, and a
-  hostile estate can send misaddressed messages as fast as the road
-  carries them.  So a router makes at most :data:`RATE` suggestions a
-  second (a token bucket on the router's clock) and looks at most
-  :data:`MAX_NAMES` shares; past either, the refusal says what it always
-  said, with no suggestion.
+* **CPU.**  Matching names costs about 2.4 us per share (difflib; measured
+  here: 1.5 ms over 512 names, 9.8 ms over 4,096), and a hostile estate
+  can send misaddressed messages as fast as the road carries them.  So a
+  router makes at most :data:`RATE` suggestions a second (a token bucket on
+  the router's clock) and looks at most :data:`MAX_NAMES` shares: at worst
+  about 15 ms of CPU a second, 1.5% of a core.  Past either limit the
+  refusal says what it always said, with no suggestion.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from flowcast.errors import closest
 
 __all__ = ["MAX_NAMES", "RATE", "NearMiss"]
 
-#: Suggestions a router makes per second at most (and in a burst).
-RATE = 20.0
+#: Suggestions a router makes per second at most (and in a burst): a hint for a person, not a service.
+RATE = 5.0
 #: Shares a suggestion looks at, at most: a house with more gets none (matching would cost too much).
-MAX_NAMES = 4096
+MAX_NAMES = 1024
 
 
 class NearMiss:

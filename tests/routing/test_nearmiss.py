@@ -3,7 +3,7 @@ lets it write, to the operator always; and never at more than RATE suggestions a
 
 from __future__ import annotations
 
-from flowcast.routing.nearmiss import RATE
+from flowcast.routing.nearmiss import MAX_NAMES, RATE
 from tests.routing.kit import World
 from tests.routing.test_router import errors_of
 
@@ -64,3 +64,16 @@ def test_suggestions_are_budgeted_so_a_flood_of_misaddressed_messages_costs_litt
     world.run_for(1.0)  # a second later the bucket is full again
     alpha["manor"].send("temprature", 1, src="out")
     assert _reasons(out)[-1].endswith("did you mean 'temperature'?")
+
+
+def test_a_house_with_more_shares_than_the_matching_budget_gets_no_suggestion() -> None:
+    world = World(seed=6)
+    alpha = world.routed_estate("alpha", ["manor"])
+    store = alpha.store("manor")
+    store.queue("temperature")
+    for i in range(MAX_NAMES):
+        store.share(f"filler.s{i}")
+    out = errors_of(alpha, "manor")
+    alpha["manor"].send("temprature", 1, src="out")
+    assert _reasons(out) == ["no share 'temprature' in yard 'manor' of 'alpha'"]
+    assert alpha["manor"].near_miss.skipped == 1
