@@ -11,8 +11,10 @@ fragmented or lost on the way.  A layout (or ``RoadStack(datagram_size=)``)
 may set one size for every remote of a road instead: larger on a network
 known to carry jumbo frames, smaller under a tunnel that says so.
 
-Decided once per session, when its link is made: a remote that moves from
-loopback to another host starts a new session anyway.
+Decided once per session, when its link is made.  A session that roams
+(path validation, roadpath.py) keeps its size: a remote on loopback is on
+this host and does not move off it, and one that moves between two other
+hosts keeps the path-safe size.
 """
 
 from __future__ import annotations
