@@ -9,7 +9,7 @@ for UDP), so it crosses any path, tunnels included -- and keeps the large
 datagrams the port carries for a remote on loopback, where nothing is
 fragmented or lost on the way.  A layout (or ``RoadStack(datagram_size=)``)
 may set one size for every remote of a road instead: larger on a network
-known to carry jumbo frames, smaller under a tunnel that says so.
+known to carry 9,000-byte packets end to end, smaller under a tunnel.
 
 Decided once per session, when its link is made.  A session that roams
 (path validation, roadpath.py) keeps its size: a remote on loopback is on
