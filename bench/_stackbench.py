@@ -26,6 +26,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from flowcast.runtime.spin import Spin  # noqa: E402
+
 GRACE = 10.0
 ECHO_WARMUP = 100  # echo round trips made before the measured ones
 
@@ -70,13 +72,24 @@ def _make(kind: str, name: str, peer: str, options: dict[str, Any], rundir: str 
     return LaneStack(UxdPort(rundir, name), name, {peer: os.path.join(rundir, peer)}, keys=keys, **options)
 
 
+#: This process's waiting policy: the scheduler's (flowcast.runtime.spin), so a figure is a house's.
+_SPIN = Spin()
+
+
 def _wait(stack: Any, timeout: float) -> None:
-    """Block until the port is readable (or writable, if output is queued) or a timer is due."""
+    """Block until the port is readable (or writable, if output is queued) or a timer is due,
+    spinning first while traffic is dense, as a house's scheduler does."""
     deadline = stack.next_deadline()
     if deadline is not None:
         timeout = min(timeout, max(0.0, deadline - stack.clock.now()))
+    readers = [stack.port.fileno()]
     writers = [stack.port.writable_fileno()] if stack._outq else []
-    select.select([stack.port.fileno()], writers, [], timeout)
+
+    def poll(wait: float | None) -> bool:
+        ready = select.select(readers, writers, [], wait)
+        return bool(ready[0] or ready[1])
+
+    _SPIN.wait(poll, timeout)
 
 
 def _child(conn: Any, kind: str, mode: str, count: int, budget: float, options: dict[str, Any], rundir: str | None) -> None:

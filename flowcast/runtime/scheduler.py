@@ -31,6 +31,7 @@ from typing import Any
 from flowcast.errors import Error
 from flowcast.runtime.callback import CallbackError
 from flowcast.runtime.clock import Clock, RealClock
+from flowcast.runtime.spin import Spin
 
 __all__ = [
     "CallbackError",
@@ -266,6 +267,8 @@ class Scheduler:
         self._cancelled_timers = 0  # cancelled timers still in the heap
         self._seq = itertools.count()
         self._selector = selectors.DefaultSelector()
+        #: Polls briefly before blocking while traffic is dense (spin.py); ``spin.budget = 0`` turns it off.
+        self.spin = Spin()
         self._readers = 0  # registered reader and writer callbacks: work that may come
         self._stopping = False
         self._failure: MicroThreadError | None = None
@@ -526,7 +529,7 @@ class Scheduler:
         else:
             timeout = 0.0 if busy else (None if deadline is None else max(0.0, deadline - now))
             if waiting:
-                self._dispatch(self._selector.select(timeout))
+                self._dispatch(self.spin.wait(self._selector.select, timeout))
             elif timeout:
                 time.sleep(timeout)
         self._fire_due(clock.now())
