@@ -219,7 +219,8 @@ def _measure(kind: str, mode: str, size: int, count: int, budget: float, options
                 return {"value": None, "note": "no round trip completed"}
             return {
                 "value": statistics.median(times) * 1e6,
-                "note": f"{len(times)} round trips; p90 {sorted(times)[int(len(times) * 0.9)] * 1e6:.0f} us",
+                "note": f"{len(times)} round trips; p90 {sorted(times)[int(len(times) * 0.9)] * 1e6:.0f} us, "
+                f"p99 {sorted(times)[int(len(times) * 0.99)] * 1e6:.0f} us",
             }
         outs = []  # every 256th message and the last: a stream completes in order
         high_water = max(64, (16 << 20) // (size + 32))
