@@ -124,11 +124,13 @@ def _house_main(conn: Any, spec: dict[str, Any]) -> None:
 
 def _house(conn: Any, spec: dict[str, Any]) -> None:
     from flowcast.runtime import Event, RealClock, Scheduler, sleep
+    from flowcast.runtime.spin import budget_for
     from flowcast.routing.wiring import join_remote, wire_lane, wire_road, wire_router
     from flowcast.store import Store
 
     estate, yard = spec["estate"], spec["yard"]
     scheduler = Scheduler(RealClock())
+    scheduler.spin.budget = budget_for(4)  # as an estate's house would: four houses share this host
     store = Store(scheduler.clock.now, name=yard)
     house = BenchHouse(store, scheduler)
     router = wire_router(house, estate=estate, yard=yard, manor="manor", policy=spec["policy"])

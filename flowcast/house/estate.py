@@ -31,6 +31,7 @@ from flowcast.house.joining import JoinTries, keep_joined
 from flowcast.house.layout import EstateLayout, HousePlan, load_layout, plan_houses
 from flowcast.routing.wiring import wire_lane, wire_road, wire_router
 from flowcast.runtime import sleep, wall_now
+from flowcast.runtime.spin import budget_for
 from flowcast.store import HouseLike
 from flowcast.transport.lanekeys import LaneKeys, new_secret
 
@@ -87,6 +88,7 @@ def open_house(
     if keys is None:
         keys = LaneKeys.derive(new_secret(), yard, [p.yard for p in plan])
     house = load_house(mine.entry.flow, mine.entry.house, freeze=freeze, period=period)
+    house.scheduler.spin.budget = budget_for(len(plan))  # off where more houses than cores share the host
     try:
         _wire(house, layout, plan, mine, keys)
     except BaseException:

@@ -194,3 +194,20 @@ def test_a_process_holding_lane_keys_makes_itself_not_dumpable():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60, text=True)
     assert out.stdout.split() == ["1", "True", "0"], out.stderr
+
+
+def test_a_house_spins_only_while_each_house_of_its_estate_has_a_core(tmp_path, monkeypatch):
+    """flowcast/runtime/spin.py: four houses on two cores must not hold a core each while spinning."""
+    import flowcast.runtime.spin as spin_module
+
+    monkeypatch.setattr(spin_module.os, "sched_getaffinity", lambda pid: {0, 1})
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    idle_flow(flows / "idle.flo", "idle")
+    for name, workers, budget in (("one", "", spin_module.SPIN), ("four", "  - {name: w, flow: flows/idle.flo, count: 3}\n", 0.0)):
+        (tmp_path / f"{name}.yaml").write_text(f"estate: {name}\nhouses:\n  - {{name: manor, flow: flows/idle.flo, manor: true}}\n{workers}")
+        house = open_house(load_layout(tmp_path / f"{name}.yaml"), "manor")
+        try:
+            assert house.scheduler.spin.budget == budget, name
+        finally:
+            house.close()

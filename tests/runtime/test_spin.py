@@ -100,3 +100,12 @@ def test_an_idle_house_never_spins() -> None:
     finally:
         left.close()
         right.close()
+
+
+def test_the_spin_is_off_where_more_houses_than_cores_share_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    import flowcast.runtime.spin as spin_module
+
+    monkeypatch.setattr(spin_module.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert spin_module.usable_cores() == 2
+    assert spin_module.budget_for(1) == spin_module.budget_for(2) == SPIN
+    assert spin_module.budget_for(3) == 0.0  # a spinning house would hold a core another one needs
