@@ -1,7 +1,8 @@
 """Two estates on two "hosts": Linux network namespaces joined by a veth pair.
 
 Each test gets a fresh pair of namespaces ``fc-a-<pid>`` / ``fc-b-<pid>``
-joined by veths ``fca<pid>`` (10.X.Y.1/24) and ``fcb<pid>`` (10.X.Y.2/24),
+joined by veths ``fca<pid>`` (10.X.Y.1/24) and ``fcb<pid>`` (10.X.Y.2/24)
+with an MTU of 1,280 (the IPv6 minimum, the smallest path there is),
 writes the ping-pong layouts (houses/pingpong-*.yaml) into tmp_path with
 each road bound to its namespace's veth address, and runs each estate as
 ``ip netns exec NS python -m flowcast.cli.main run LAYOUT``: the road
@@ -42,6 +43,9 @@ REPO = Path(__file__).resolve().parents[2]
 FLOWS = REPO / "flows"
 NAME = re.compile(r"^fc-[ab]-(\d+)$")
 ALPHA_PORT, BETA_PORT = 7530, 7531
+#: The veths' MTU: the IPv6 minimum, the smallest a path between two hosts may have.  A road must not
+#: depend on anything larger (roads between hosts send 1,232-byte datagrams: transport/roadmtu.py).
+MTU = 1280
 POLL = 0.1
 WAIT = 30.0  # upper bound of every wait; the whole file normally takes well under 15 s
 STOP_WAIT = 15.0  # the supervisor's own stop_timeout is 5 s
@@ -200,7 +204,7 @@ def hosts(request: pytest.FixtureRequest) -> Iterator[Hosts]:
     for ns, dev, addr in ((a, dev_a, addr_a), (b, dev_b, addr_b)):
         _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
         _ip("-n", ns, "link", "set", "lo", "up")
-        _ip("-n", ns, "link", "set", dev, "up")
+        _ip("-n", ns, "link", "set", dev, "mtu", str(MTU), "up")
     # Both ends up and carrying: the kernel reports the veth LOWER_UP.
     for ns, dev in ((a, dev_a), (b, dev_b)):
         _wait_for(

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.house.test_netns import REPO, Hosts, _ip, hosts  # noqa: F401 - the fixture
+from tests.house.test_netns import MTU, REPO, Hosts, _ip, hosts  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="network namespaces are Linux-only")
 
-MTU = 1280
 MESSAGES = 5
 SIZE = 65536
 
@@ -92,8 +91,9 @@ def _run(hosts: Hosts, datagram_size: int | None, port: int) -> tuple[dict, dict
 
 @pytest.fixture
 def narrow(hosts: Hosts) -> Hosts:  # noqa: F811 - the imported fixture
+    """The namespaces, their veths at the IPv6 minimum MTU (the fixture sets it; checked here)."""
     for ns, dev in ((hosts.a, hosts.dev_a), (hosts.b, hosts.dev_b)):
-        _ip("-n", ns, "link", "set", "dev", dev, "mtu", str(MTU))
+        assert f"mtu {MTU} " in _ip("-n", ns, "link", "show", "dev", dev).stdout
     return hosts
 
 
