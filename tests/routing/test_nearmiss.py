@@ -77,3 +77,37 @@ def test_a_house_with_more_shares_than_the_matching_budget_gets_no_suggestion() 
     alpha["manor"].send("temprature", 1, src="out")
     assert _reasons(out) == ["no share 'temprature' in yard 'manor' of 'alpha'"]
     assert alpha["manor"].near_miss.skipped == 1
+
+
+def test_one_suggestion_stops_looking_at_its_time_budget() -> None:
+    """Long names of repeated letters make difflib slow (about 0.35 ms a pair here, 90 ms for these 256):
+    looking stops once BUDGET has passed, on a scripted clock where each look costs a millisecond."""
+    from flowcast.routing.nearmiss import BUDGET, nearest
+
+    names = ["b" * 60 + f"{i:04d}" for i in range(256)]
+    now = [0.0]
+    looked = []
+
+    def clock() -> float:
+        looked.append(now[0])
+        now[0] += 0.001
+        return now[0]
+
+    found = nearest("b" * 63 + "x", names, clock=clock)
+    assert found == names[0]  # the nearest of those it had time for
+    assert len(looked) == 1 + round(BUDGET / 0.001) + 1  # the start, one look a name within budget, the stop
+    assert nearest("temprature", ["pressure", "temperature", "tempo"]) == "temperature"
+    assert nearest("zzz", ["temperature"]) is None
+
+
+def test_a_name_longer_than_a_person_types_gets_no_suggestion() -> None:
+    from flowcast.routing.nearmiss import MAX_LENGTH
+
+    world = World(seed=8)
+    alpha = world.routed_estate("alpha", ["manor"])
+    long = "t" * (MAX_LENGTH + 1)
+    alpha.store("manor").queue(long[:-1])
+    out = errors_of(alpha, "manor")
+    alpha["manor"].send(long, 1, src="out")
+    assert _reasons(out) == [f"no share {long!r} in yard 'manor' of 'alpha'"]
+    assert alpha["manor"].near_miss.skipped == 1
