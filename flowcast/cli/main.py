@@ -59,7 +59,7 @@ def _load(path: Path):
 
 
 def cmd_run(argv: Sequence[str]) -> int:
-    from flowcast.house.house import load_house
+    from flowcast.house.house import DEFAULT_PERIOD, load_house
 
     args = _run_parser().parse_args(argv)
     if args.period is not None and not 0 < args.period <= 60:
@@ -88,7 +88,7 @@ def cmd_run(argv: Sequence[str]) -> int:
         args.flow,
         args.house,
         freeze=True,  # this process is the house: its structure lives as long as it does
-        period=args.period if args.period is not None else 0.125,
+        period=args.period if args.period is not None else DEFAULT_PERIOD,
         virtual=args.virtual,
         on_transition=(lambda t: print(t, flush=True)) if args.trace else None,
         out=lambda line: print(line, flush=True),

@@ -26,7 +26,7 @@ from flowcast.cast import CacheError
 from flowcast.house.castwire import wire_cast
 from flowcast.house.layoutcausal import wire_causal
 from flowcast.house.handoff import Handoff, not_dumpable
-from flowcast.house.house import House, load_house
+from flowcast.house.house import DEFAULT_PERIOD, House, load_house
 from flowcast.house.joining import JoinTries, keep_joined
 from flowcast.house.layout import EstateLayout, HousePlan, load_layout, plan_houses
 from flowcast.routing.wiring import wire_lane, wire_road, wire_router
@@ -39,8 +39,6 @@ __all__ = ["launch", "open_house", "run_house", "status_dir", "lane_dir", "STATU
 
 log = logging.getLogger("flowcast.estate")
 STATUS_PERIOD = 1.0
-#: Seconds between a house's ticks when neither ``--period`` nor the layout's ``period:`` says.
-DEFAULT_PERIOD = 0.125
 
 
 def lane_dir(layout: EstateLayout) -> Path:
@@ -72,7 +70,7 @@ def open_house(
     yard: str,
     *,
     houses: int | None = None,
-    period: float = 0.125,
+    period: float = DEFAULT_PERIOD,
     freeze: bool = False,
     keys: LaneKeys | None = None,
 ) -> House:
@@ -345,7 +343,7 @@ def launch(layout_path: str | Path, *, houses: int | None = None, export: str | 
 
 
 def _supervise(layout: EstateLayout, text: bytes, plan: list[HousePlan], total: int, out: Any, events: Path | None = None,
-               period: float = 0.125) -> int:
+               period: float = DEFAULT_PERIOD) -> int:
     from flowcast.house.supervisor import ChildSpec, Supervisor
 
     yards = tuple(p.yard for p in plan)

@@ -27,7 +27,10 @@ from flowcast.store import Store
 
 log = logging.getLogger("flowcast.house")
 
-__all__ = ["House", "load_house"]
+__all__ = ["DEFAULT_PERIOD", "House", "load_house"]
+
+#: Seconds between a house's ticks when nothing else says: ``--period``, a layout's ``period:``.
+DEFAULT_PERIOD = 0.125
 
 
 class House:
@@ -40,7 +43,7 @@ class House:
         self,
         spec: HouseSpec,
         *,
-        period: float = 0.125,
+        period: float = DEFAULT_PERIOD,
         virtual: bool = False,
         base: Path | None = None,
         registry: Registry | None = None,
