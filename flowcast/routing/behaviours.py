@@ -72,7 +72,8 @@ class RouteSend:
     """Send the input share to ``to`` whenever it changed since the last send.
 
     A value share goes as its fields (landing as a field update at the
-    other end); a queue share is drained, one routed message per item.
+    other end); a queue share is drained, one routed message per item
+    (sent together as batch parcels: flowcast.routing.batch).
     Errors come back to the queue share ``SOURCE.error``.
     """
 
@@ -93,8 +94,10 @@ class RouteSend:
             raise ValueError("this house has no router")
         queue = getattr(share, "queue", None)
         if queue is not None:
-            while queue:
-                router.send(self.to, queue.popleft(), src=share.name, tag=self.tag)
+            if queue:  # every message goes, as its own, but on the way as few parcels (Router.send_many)
+                values = list(queue)
+                queue.clear()
+                router.send_many(self.to, values, src=share.name, tag=self.tag)
             return
         if share.version == self.sent_version:  # not the stamp: two updates in one tick share it
             return

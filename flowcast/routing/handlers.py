@@ -64,6 +64,11 @@ class Refused(Error):
     with an ``error`` report, as for any refusal.
     """
 
+    #: Messages refused (more than one for a batch: flowcast.routing.batch).
+    count = 1
+    #: Already told to the router's ``refused`` hook, message by message (a batch's landing).
+    heard = False
+
     def __init__(self, reason: str, kind: str, hint: str = "") -> None:
         super().__init__(reason)
         self.reason = reason
@@ -212,11 +217,15 @@ def builtin_handlers() -> dict[str, Handler]:
 # -- landing ----------------------------------------------------------------------
 
 
-def land(router: Any, pair: Any, tag: str, stamp: float, parcel: Any, offset: int, data: Any, reliable: bool) -> None:
+def land(
+    router: Any, pair: Any, tag: str, stamp: float, parcel: Any, offset: int, data: Any, reliable: bool, size: int | None = None
+) -> None:
     """A message at the house it was addressed to: to its tag's handler, or into its share.
 
     ``data`` is UNSET when it is still in ``parcel`` (from ``offset``): it is
-    decoded here, in the one house that needs it.  Refused says why not.
+    decoded here, in the one house that needs it.  ``size`` is what the
+    message cost to carry, when not the parcel's length (one of a batch).
+    Refused says why not.
     """
     src, dst = pair.src, pair.dst
     try:
@@ -244,7 +253,8 @@ def land(router: Any, pair: Any, tag: str, stamp: float, parcel: Any, offset: in
         return
     if isinstance(share, QueueShare):
         # Made in this house: passed by reference, never packed, so estimated (flowcast.store.sizes).
-        size = len(parcel) if parcel is not None else (estimate(data) if share.budget else 0)
+        if size is None:
+            size = len(parcel) if parcel is not None else (estimate(data) if share.budget else 0)
         try:
             pushed = share.push(envelope(src, dst, tag, stamp, data), size)
         except Exception as error:  # noqa: BLE001 - a watcher is user code

@@ -2,18 +2,25 @@
 
 Split from the router so that what waits, and the bounds on it, are kept in
 one place: the queues per (channel, estate) in arrival order, the count and
-bytes of everything waiting, and the earliest deadline.  The router decides
-what to hold, what a release sends and how a refusal is answered; this only
-keeps the books, so a message leaving the hold by any path gives back its
-count and its bytes.
+bytes of everything waiting, and the earliest deadline (:class:`Hold`, the
+books, so a message leaving the hold by any path gives back its count and
+its bytes); and the router's three steps around it -- :func:`hold` a parcel,
+:func:`release` an estate's parcels when it joins, :func:`expire_held` those
+that waited too long -- which answer refusals through the router's usual
+path.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from functools import partial
 from typing import Any
 
-__all__ = ["Hold", "Held"]
+from flowcast.errors import ClosedError
+from flowcast.routing.batch import parcel_count
+from flowcast.routing.handlers import Refused
+
+__all__ = ["Hold", "Held", "hold", "release", "expire_held"]
 
 #: One waiting message: (deadline, pair, tag, parcel, reliable).
 Held = tuple[float, Any, str, bytes, bool]
@@ -70,3 +77,79 @@ class Hold:
 
     def sizes(self) -> dict[tuple[str, str], int]:
         return {key: len(queue) for key, queue in self._queues.items()}
+
+
+def hold(router: Any, pair: Any, tag: str, parcel: bytes, reliable: bool) -> None:
+    """Keep ``parcel`` until its estate joins (or its deadline); Refused if the hold will not take it."""
+    dst = pair.dst
+    size = len(parcel)
+    limit = getattr(router.roads.get(dst.channel), "max_message", None)
+    if limit is not None and size > limit:  # would wait only to fail at the join
+        raise Refused(f"cannot send: message of {size} bytes exceeds the {limit}-byte limit", "too_large")
+    held = router._held
+    if router.hold_timeout <= 0 or held.count >= router.hold_limit or held.bytes + size > router.hold_bytes:
+        why = "" if router.hold_timeout <= 0 else (
+            f" (and {held.count} messages, {held.bytes} bytes, already wait for estates to join)"
+        )
+        if router.hold_timeout > 0:
+            router.counts["hold_full"] += 1
+        raise Refused(f"estate {dst.estate!r} is not known on channel {dst.channel!r}{why}", "no_remote")
+    deadline = router.scheduler.clock.now() + router.hold_timeout
+    held.add((dst.channel, dst.estate), (deadline, pair, tag, parcel, reliable))
+    router.counts["held"] += 1
+    if router._hold_timer is None:
+        router._hold_timer = router.scheduler.call_at(deadline, partial(expire_held, router))
+
+
+def release(router: Any, channel: str, estate: str) -> None:
+    """The estate joined: send what waited for it, in order.
+
+    Each message on its own: one the road will not take is refused (and
+    its sender told) while the rest go on, and every message leaving the
+    hold gives its count and bytes back.
+    """
+    road = router.roads.get(channel)
+    key = (channel, estate)
+    held = router._held.take(key)
+    if not held:
+        return
+    if road is None:  # no road to send them on: they wait, and expire as usual
+        router._held.put_back(key, held)
+        return
+    while held:
+        entry = held[0]
+        _deadline, pair, tag, parcel, reliable = entry
+        try:
+            road.send_bytes(parcel, estate, stream=pair.stream, reliable=reliable)
+            failed = None
+        except KeyError:  # not known yet after all (a presence change of another kind)
+            router._held.put_back(key, held)
+            return
+        except Exception as error:  # noqa: BLE001 - too large (ValueError) or refused by the road: this message only
+            failed = error
+        held.popleft()
+        router._held.left(entry)
+        if failed is not None:
+            counter = "too_large" if isinstance(failed, ValueError) else "undelivered"
+            if isinstance(failed, ClosedError):
+                counter = "closed"
+            refused = Refused(f"cannot send: {failed}", counter)
+            refused.count = parcel_count(parcel)
+            router._refuse(pair, tag, refused)
+            continue
+        pair.count += parcel_count(parcel)
+        router.counts["to_road"] += 1
+        router.counts["released"] += 1
+
+
+def expire_held(router: Any) -> None:
+    """The hold's timer: refuse what waited too long, and wait for the next deadline."""
+    router._hold_timer = None
+    expired, first = router._held.due(router.scheduler.clock.now())
+    for _deadline, pair, tag, parcel, _reliable in expired:
+        dst = pair.dst
+        refused = Refused(f"estate {dst.estate!r} did not join channel {dst.channel!r} within {router.hold_timeout:g} s", "no_remote")
+        refused.count = parcel_count(parcel)
+        router._refuse(pair, tag, refused)
+    if first is not None:
+        router._hold_timer = router.scheduler.call_at(first, partial(expire_held, router))

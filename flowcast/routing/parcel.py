@@ -30,7 +30,7 @@ from flowcast.errors import Error
 
 __all__ = [
     "ParcelError", "MAX_HEADER", "MAX_EXT", "encode", "open_header", "open_data", "open_ext",
-    "pack_ext", "pack_message", "route_bytes",
+    "pack_ext", "pack_message", "route_bytes", "split_ext", "split_ext_map",
 ]
 
 #: A header is two routes (at most ~700 bytes of names), a tag, a stamp and the extensions.
@@ -104,6 +104,12 @@ def split_ext(head: Any) -> tuple[tuple, bytes]:
     Bytes, not the decoded map: a manor that rewrites a header (the source
     channel of a road arrival) must pass the extensions on untouched.
     """
+    first, ext, _map = split_ext_map(head)
+    return first, ext
+
+
+def split_ext_map(head: Any) -> tuple[tuple, bytes, dict[str, Any]]:
+    """As :func:`split_ext`, and the extension map decoded (and checked) besides."""
     unpacker = msgpack.Unpacker(raw=False, use_list=False, max_buffer_size=MAX_HEADER)
     unpacker.feed(head)
     try:
@@ -126,12 +132,12 @@ def split_ext(head: Any) -> tuple[tuple, bytes]:
             # Decoders disagree on which of two equal keys counts (Python keeps the
             # last): a signature over the map would not say what a reader sees.
             raise ParcelError("header extensions repeat a key")
-        check_ext(dict(pairs))
+        decoded = check_ext(dict(pairs))
     except ParcelError:
         raise
     except Exception as error:  # noqa: BLE001
         raise ParcelError(f"header extensions do not decode ({type(error).__name__})") from None
-    return first, ext
+    return first, ext, decoded
 
 
 def open_ext(parcel: Any) -> dict[str, Any]:
@@ -141,8 +147,7 @@ def open_ext(parcel: Any) -> dict[str, Any]:
     n = int.from_bytes(parcel[:4], "big")
     if n > MAX_HEADER or 4 + n > len(parcel):
         raise ParcelError("parcel header length out of range")
-    ext = split_ext(memoryview(parcel)[4 : 4 + n])[1]
-    return msgpack.unpackb(ext, raw=False, use_list=False)
+    return split_ext_map(memoryview(parcel)[4 : 4 + n])[2]
 
 
 def open_header(parcel: Any) -> tuple[Any, Any, Any, Any, int]:

@@ -37,19 +37,20 @@ from __future__ import annotations
 import logging
 import struct
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgpack
 
 from flowcast.errors import ClosedError
-from flowcast.routing.parcel import MAX_HEADER, ParcelError, encode, open_header, pack_ext, split_ext
+from flowcast.routing.parcel import MAX_HEADER, ParcelError, encode, open_header, pack_ext, split_ext, split_ext_map
+from flowcast.routing.batch import BATCH_KEY, batch_count, land_batch, parcel_count, send_batch
 from flowcast.routing.handlers import ERROR_QUEUE_BOUND, envelope  # noqa: F401 - re-exported
 from flowcast.routing.handlers import UNSET as _UNSET
 from flowcast.routing.handlers import ACCESS_REPLY, Handler, Landing, Refused, builtin_handlers, check_access, check_tag, land
 from flowcast.routing.admit import admit
 from flowcast.routing.denials import Denials
-from flowcast.routing.hold import Hold
+from flowcast.routing.hold import Hold, hold, release
 from flowcast.routing.pair import Pair as _Pair
 from flowcast.routing.snapshot import snapshot
 from flowcast.routing.replies import MAX_ERROR_PARCEL, REPLY_WINDOW, ReplyBook  # noqa: F401 - re-exported
@@ -172,7 +173,7 @@ class Router:
             # and their bugs must not keep a joined estate's messages waiting.
             try:
                 if (channel, name) in self._held:
-                    self._release(channel, name)
+                    release(self, channel, name)
                 presence.update({name: getattr(new, "value", str(new))})
             except Exception:  # noqa: BLE001 - see _broke
                 self._broke("presence", name)
@@ -274,11 +275,33 @@ class Router:
             return self._dispatch(pair, tag, self.now(), None, 0, data, reliable)
         return self._send_pair(pair, tag, data, reliable, ext)
 
+    def send_many(self, dst: Route | str, values: Sequence[Any], *, src: str = "", tag: str = "", reliable: bool = True) -> int:
+        """Route each of ``values`` from share ``src`` to ``dst``, in order: many messages, sent as few.
+
+        What a flow draining a queue calls: each value is a message of its
+        own where it lands (a queue share gets every one), but on the way
+        they travel as batch parcels, so the houses in between pay per batch
+        (flowcast.routing.batch).  Returns how many are on their way; the
+        rest were refused at once, counted and reported to ``src.error``
+        with their ``count``.  Bad arguments raise, as for :meth:`send`.
+        """
+        pair = self._sends.get((dst, src))
+        if pair is None:
+            pair = self._resolve(dst, src)
+        if tag.__class__ is not str or len(tag) > 64:
+            raise ValueError("tag must be a string of at most 64 characters")
+        if not values:
+            return 0
+        self.counts["sent"] += len(values)
+        return send_batch(self, pair, tag, values, reliable)
+
     def _send_pair(self, pair: _Pair, tag: str, data: Any, reliable: bool, ext: Mapping[str, Any] | None) -> bool:
         """Every message made in this house starts here (a send, an answer, an error report)."""
         stamp = self.now()
         parcel, offset, payload = None, 0, data
         if ext:  # extensions travel in the parcel, even to a share of this house: one place to read them
+            if BATCH_KEY in ext:
+                raise ValueError(f"header extension {BATCH_KEY!r} is the router's own: send many messages with send_many")
             parcel = encode(self._pack, pair.packed, tag, stamp, self._pack(data), pack_ext(ext))
             offset, payload = 4 + _u32(parcel, 0)[0], _UNSET
         routed = self.hooks.routed
@@ -309,8 +332,9 @@ class Router:
 
     # -- arrivals ----------------------------------------------------------------
 
-    def _open(self, parcel: Any) -> tuple[_Pair, str, float, int]:
-        """The pair, tag, stamp and data offset of a parcel from the wire; _Refused if malformed.
+    def _open(self, parcel: Any) -> tuple[_Pair, str, float, int, int]:
+        """The pair, tag, stamp, data offset and message count (more than 1: a batch) of a parcel
+        from the wire; _Refused if malformed.
 
         parcel.open_header inlined: this runs for every message in every
         house it passes, and a cached pair makes the rest one dict lookup.
@@ -319,8 +343,11 @@ class Router:
             n = _u32(parcel, 0)[0]
             if n > MAX_HEADER:
                 raise ParcelError("parcel header length out of range")
+            count = 1
             if parcel[4] == 0x95:  # with header extensions: checked, and forwarded as they came
-                (src, dst, tag, stamp), _ext = split_ext(memoryview(parcel)[4 : 4 + n])
+                (src, dst, tag, stamp), _ext, ext = split_ext_map(memoryview(parcel)[4 : 4 + n])
+                if BATCH_KEY in ext:
+                    count = batch_count(ext)
             else:
                 src, dst, tag, stamp = _unpackb(parcel[4 : 4 + n], use_list=False, raw=False)
             key = (src, dst)
@@ -333,12 +360,12 @@ class Router:
             raise _Refused("malformed message (tag or stamp)", "malformed")
         if not pair.dst.share:
             raise _Refused("no destination share", "malformed")
-        return pair, tag, stamp, 4 + n
+        return pair, tag, stamp, 4 + n, count
 
     def _from_lane(self, message: Any) -> None:
         parcel = message.data
         try:
-            pair, tag, stamp, offset = self._open(parcel)
+            pair, tag, stamp, offset, count = self._open(parcel)
             src, dst = pair.src, pair.dst
             if src.estate == self.estate and src.yard != message.remote:
                 raise _Refused(f"yard {message.remote!r} sent as {src.yard!r}", "spoofed")
@@ -353,14 +380,14 @@ class Router:
             return
         self.counts["from_lane"] += 1
         try:
-            self._dispatch(pair, tag, stamp, parcel, offset, _UNSET, message.reliable)
+            self._dispatch(pair, tag, stamp, parcel, offset, _UNSET, message.reliable, count)
         except Exception:  # noqa: BLE001 - see _broke
             self._broke("lane", message.remote)
 
     def _from_road(self, channel: str, road: Any, message: Any) -> None:
         parcel = message.data
         try:
-            pair, tag, stamp, offset = self._open(parcel)
+            pair, tag, stamp, offset, count = self._open(parcel)
             src, dst = pair.src, pair.dst
             remote = message.remote
             if src.estate != remote:
@@ -383,17 +410,24 @@ class Router:
             return
         self.counts["from_road"] += 1
         try:
-            self._dispatch(pair, tag, stamp, parcel, offset, _UNSET, message.reliable)
+            self._dispatch(pair, tag, stamp, parcel, offset, _UNSET, message.reliable, count)
         except Exception:  # noqa: BLE001 - see _broke
             self._broke("road", message.remote)
 
     # -- the one path every message takes --------------------------------------
 
-    def _dispatch(self, pair: _Pair, tag: str, stamp: float, parcel: Any, offset: int, data: Any, reliable: bool) -> bool:
+    def _dispatch(
+        self, pair: _Pair, tag: str, stamp: float, parcel: Any, offset: int, data: Any, reliable: bool, count: int = 1
+    ) -> bool:
+        """Land, or pass on, one parcel standing for ``count`` messages (more than one: a batch)."""
         dst = pair.dst
         try:
             if dst.estate == self.estate:
                 if dst.yard == self.yard or (not dst.yard and self.is_manor):
+                    if count > 1:
+                        self.counts["delivered"] += land_batch(self, pair, tag, stamp, parcel, offset, count, reliable)
+                        pair.count += count
+                        return True
                     landing = self.hooks.landing
                     if landing is not None:
                         landing(pair, tag, stamp, parcel, offset, data)
@@ -415,14 +449,14 @@ class Router:
                 if self._held and (dst.channel, dst.estate) in self._held:
                     # Earlier messages still wait for this estate: they go first,
                     # or this one waits behind them (order per stream).
-                    self._release(dst.channel, dst.estate)
+                    release(self, dst.channel, dst.estate)
                     if (dst.channel, dst.estate) in self._held:
-                        self._hold(pair, tag, parcel, reliable)
+                        hold(self, pair, tag, parcel, reliable)
                         return True
                 try:
                     road.send_bytes(parcel, dst.estate, stream=pair.stream, reliable=reliable)
                 except KeyError:
-                    self._hold(pair, tag, parcel, reliable)
+                    hold(self, pair, tag, parcel, reliable)
                     return True
                 except ClosedError as error:  # the house is shutting down
                     raise _Refused(f"cannot send: {error}", "closed") from None
@@ -432,9 +466,11 @@ class Router:
             else:
                 self._lane_send(pair, tag, stamp, parcel, offset, data, self.manor, reliable)
         except _Refused as refused:
+            if refused.count == 1 and refused.counter != "malformed":  # a malformed batch is one bad parcel
+                refused.count = count
             self._refuse(pair, tag, refused)
             return False
-        pair.count += 1
+        pair.count += count
         return True
 
     def _lane_send(self, pair: _Pair, tag: str, stamp: float, parcel: Any, offset: int, data: Any, yard: str, reliable: bool) -> None:
@@ -452,81 +488,12 @@ class Router:
             raise _Refused(f"cannot send: {error}", "too_large") from None
         self.counts["to_lane"] += 1
 
-    # -- holding messages for estates that have not joined yet ---------------
-
-    def _hold(self, pair: _Pair, tag: str, parcel: bytes, reliable: bool) -> None:
-        dst = pair.dst
-        size = len(parcel)
-        limit = getattr(self.roads.get(dst.channel), "max_message", None)
-        if limit is not None and size > limit:  # would wait only to fail at the join
-            raise _Refused(f"cannot send: message of {size} bytes exceeds the {limit}-byte limit", "too_large")
-        held = self._held
-        if self.hold_timeout <= 0 or held.count >= self.hold_limit or held.bytes + size > self.hold_bytes:
-            why = "" if self.hold_timeout <= 0 else (
-                f" (and {held.count} messages, {held.bytes} bytes, already wait for estates to join)"
-            )
-            if self.hold_timeout > 0:
-                self.counts["hold_full"] += 1
-            raise _Refused(f"estate {dst.estate!r} is not known on channel {dst.channel!r}{why}", "no_remote")
-        deadline = self.scheduler.clock.now() + self.hold_timeout
-        held.add((dst.channel, dst.estate), (deadline, pair, tag, parcel, reliable))
-        self.counts["held"] += 1
-        if self._hold_timer is None:
-            self._hold_timer = self.scheduler.call_at(deadline, self._expire_held)
-
-    def _release(self, channel: str, estate: str) -> None:
-        """The estate joined: send what waited for it, in order.
-
-        Each message on its own: one the road will not take is refused (and
-        its sender told) while the rest go on, and every message leaving the
-        hold gives its count and bytes back.
-        """
-        road = self.roads.get(channel)
-        key = (channel, estate)
-        held = self._held.take(key)
-        if not held:
-            return
-        if road is None:  # no road to send them on: they wait, and expire as usual
-            self._held.put_back(key, held)
-            return
-        while held:
-            entry = held[0]
-            _deadline, pair, tag, parcel, reliable = entry
-            try:
-                road.send_bytes(parcel, estate, stream=pair.stream, reliable=reliable)
-                failed = None
-            except KeyError:  # not known yet after all (a presence change of another kind)
-                self._held.put_back(key, held)
-                return
-            except Exception as error:  # noqa: BLE001 - too large (ValueError) or refused by the road: this message only
-                failed = error
-            held.popleft()
-            self._held.left(entry)
-            if failed is not None:
-                counter = "too_large" if isinstance(failed, ValueError) else "undelivered"
-                if isinstance(failed, ClosedError):
-                    counter = "closed"
-                self._refuse(pair, tag, _Refused(f"cannot send: {failed}", counter))
-                continue
-            pair.count += 1
-            self.counts["to_road"] += 1
-            self.counts["released"] += 1
-
-    def _expire_held(self) -> None:
-        self._hold_timer = None
-        expired, first = self._held.due(self.scheduler.clock.now())
-        for _deadline, pair, tag, _parcel, _reliable in expired:
-            dst = pair.dst
-            self._refuse(pair, tag, _Refused(
-                f"estate {dst.estate!r} did not join channel {dst.channel!r} within {self.hold_timeout:g} s", "no_remote"
-            ))
-        if first is not None:
-            self._hold_timer = self.scheduler.call_at(first, self._expire_held)
-
     # -- refusals and errors ---------------------------------------------------
 
     def _refuse_raw(self, parcel: Any, refused: _Refused, channel: str = "") -> None:
         """A refusal of a message as it arrived: answer only if its source can be read."""
+        if refused.counter != "malformed":
+            refused.count = parcel_count(parcel)
         try:
             src, dst, tag, _stamp, _offset = open_header(parcel)
             pair = _Pair(Route.from_wire(src), Route.from_wire(dst))
@@ -542,15 +509,17 @@ class Router:
     def _refuse(self, pair: _Pair, tag: str, refused: _Refused) -> None:
         src, dst = pair.src, pair.dst
         heard = self.hooks.refused
-        if heard is not None:
+        if heard is not None and not refused.heard:
             heard(pair, tag, refused)
-        self.counts[refused.counter] += 1
+        self.counts[refused.counter] += refused.count
         self.denials.note(refused.counter, f"{refused.reason}; {refused.hint}" if refused.hint else refused.reason, src, dst, tag)
         if tag == "error" or not src.share or refused.counter in _SILENT:
             self.counts["errors_dropped"] += 1
             return
         here = Route(dst.share, self.yard, self.estate, src.channel)
         report = {"reason": refused.reason, "tag": tag, "dst": str(dst), "kind": refused.counter}
+        if refused.count > 1:  # a batch, or part of one (flowcast.routing.batch)
+            report["count"] = refused.count
         self.counts["errors_sent"] += 1
         self._send_pair(self._pair(here, src), "error", report, True, None)
 
