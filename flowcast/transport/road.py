@@ -53,12 +53,11 @@ from flowcast.transport.roadtable import REMOTE_FORGOTTEN, RemoteTable
 from flowcast.transport.session import Session
 from flowcast.transport.linkevents import LinkEvents, EventSink
 from flowcast.transport.stack import Stack
+from flowcast.transport.roadsend import BACKLOG_FULL, RoadSending
 from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PATH, ChunkKind, PacketKind, WireError
 
 __all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL", "REMOTE_FORGOTTEN"]
 
-#: The reason of a message refused because its remote's backlog is full.
-BACKLOG_FULL = "backlog full"
 
 _ALLOW_ACK_KIND = ChunkKind.ALLOW_ACK
 _SEALED = PacketKind.SEALED
@@ -69,7 +68,7 @@ _ALIVE = Presence.ALIVE
 _DEAD = Presence.DEAD
 
 
-class RoadStack(Stack):
+class RoadStack(RoadSending, Stack):
     """One estate's UDP stack.
 
     ``keep`` must hold local keys (``keep.ensure_local(name)``).  ``policy``
@@ -287,36 +286,7 @@ class RoadStack(Stack):
         if self._event is not None:
             self._event.set()
 
-    # -- sending -------------------------------------------------------------------
-
-    def _submit(self, msg: Outgoing, to: str) -> None:
-        remote = self.remotes.get(to) or self._by_name.get(to) or self._find(to)
-        now = self.clock.now()
-        self._dirty[remote] = None
-        self._flushq[remote] = None
-        if msg.timeout is not None and not msg.flags & 0x01:
-            msg.deadline = now + msg.timeout
-            if msg.timeout <= 0:
-                self._urgent = True
-        session = remote.session
-        if session is not None and session.remote_index is not None and remote.presence is not _DEAD:
-            session.link.submit(msg, now)
-        else:
-            # No session, or the remote is down: the message waits in the
-            # backlog, which is bounded (a dead remote's link would not be).
-            size = len(msg.data)
-            if size > self.max_message:
-                raise ValueError(f"message of {size} bytes exceeds the {self.max_message}-byte limit")
-            if len(remote.backlog) >= self.backlog_messages or (remote.backlog and remote.backlog_bytes + size > self.backlog_bytes):
-                # The remote is down and enough waits for it already: this one
-                # fails now, so its sender hears (the router routes an error back).
-                self.counts["backlog_full"] += 1
-                self._fail(msg, BACKLOG_FULL)
-                return
-            remote.backlog.append(msg)
-            remote.backlog_bytes += size
-            if remote.allowing is None:
-                self._allows.start(remote, now)
+    # -- sending: roadsend.py (send_bytes, _submit) ------------------------------------
 
     def _new_link(self, remote: Remote) -> Link:
         name = remote.record.name

@@ -103,6 +103,44 @@ class Sender:
         self._early: list[tuple[float, int, int, Outgoing]] = []  # (deadline, stream, seq, msg): no two alike, so no address decides
         self.ping_owed = False
 
+    def submit_small(self, data: bytes, stream: int, flags: int, timeout: float | None, to: Any, now: float) -> Outgoing | None:
+        """A new reliable message that goes whole, made and queued in one step; None if ``data`` is too big.
+
+        What ``Outgoing(...)`` and :meth:`submit` do for it, without what
+        cannot apply to a message made here (it is new, reliable and one
+        chunk): every small message a road sends takes this path, and each
+        call and check left out was ~5% of a 100-byte message's cost.
+        """
+        size = len(data)
+        if size > self._small or size > self.max_message:  # segmented, or refused: the general path's
+            return None
+        msg = Outgoing(data, stream, flags, timeout, None, 0, to)
+        next_seq = self.next_seq
+        seq = next_seq.get(stream, 0)
+        next_seq[stream] = seq + 1
+        queue = self.unfinished.get(stream)
+        if queue is None:
+            queue = self.unfinished[stream] = deque()
+        queue.append(msg)
+        self.pending_count += 1
+        if timeout is None:
+            deadline = _INF
+        else:
+            deadline = msg.deadline = now + timeout
+        latest = self._latest_deadline
+        if deadline < latest.get(stream, -_INF):
+            heapq.heappush(self._early, (deadline, stream, seq, msg))
+        else:
+            latest[stream] = deadline
+        msg.seq = seq
+        msg.marks = bytearray(1)
+        msg.chunk = _msg_pack(_MSG_KIND, flags, stream, seq, size) + data
+        fresh = self.fresh
+        if fresh is _NO_QUEUE:
+            fresh = self.fresh = deque()
+        fresh.append(msg)
+        return msg
+
     def submit(self, msg: Outgoing, now: float) -> Outgoing:
         if msg._state != QUEUED:
             raise OutgoingStateError(f"cannot send {msg!r} again: it is already {msg.state}")

@@ -1,0 +1,51 @@
+"""The small-message send path (Sender.submit_small) keeps every promise of the general one."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.transport.roadkit import World
+
+
+def test_small_and_segmented_messages_of_one_stream_keep_their_order_and_numbers():
+    world = World(seed=3)
+    alpha, beta = world.pair()
+    sizes = [10, 200_000, 20, 30, 150_000, 1]
+    outs = [alpha.send_bytes(bytes([i]) * n, "beta", stream=7) for i, n in enumerate(sizes)]
+    assert [o.seq for o in outs] == list(range(len(sizes)))
+    assert world.run_until(lambda: all(o.state == "delivered" for o in outs), 20)
+    got = beta.receive_many()
+    assert [(m.stream, len(m.data), m.data[:1]) for m in got] == [(7, n, bytes([i])) for i, n in enumerate(sizes)]
+
+
+def test_a_small_message_gets_its_deadline():
+    world = World(seed=4)
+    alpha, beta = world.pair()
+    out = alpha.send_bytes(b"x", "beta", timeout=0.5)
+    assert out.deadline == pytest.approx(world.scheduler.clock.now() + 0.5)
+    no_deadline = alpha.send_bytes(b"y", "beta", timeout=None)
+    assert no_deadline.deadline is None
+
+
+def test_a_listener_hears_small_messages_and_limits_still_hold():
+    world = World(seed=5)
+    alpha, beta = world.pair()
+    heard = []
+    alpha.hooks.add("submitted", lambda msg, to: heard.append((msg.data, to)))
+    alpha.send_bytes(b"a", "beta")
+    assert heard == [(b"a", "beta")]
+    with pytest.raises(KeyError):
+        alpha.send_bytes(b"a", "nobody")
+    with pytest.raises(ValueError, match="stream"):
+        alpha.send_bytes(b"a", "beta", stream=70_000)
+    alpha.close()
+    with pytest.raises(Exception, match="closed"):
+        alpha.send_bytes(b"a", "beta")
+
+
+def test_a_message_over_the_stacks_limit_is_refused_though_it_would_go_whole():
+    world = World(seed=6)
+    alpha, beta = world.pair(max_message=100)
+    with pytest.raises(ValueError, match="exceeds the 100-byte limit"):
+        alpha.send_bytes(b"z" * 101, "beta")
+    assert alpha.send_bytes(b"z" * 100, "beta").seq == 0
