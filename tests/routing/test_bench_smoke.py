@@ -32,6 +32,7 @@ def test_routes_bench_quick_json():
     expected = [
         "routed_100B",
         "road_100B",
+        "routed_100B_single",
         "hub_bytes_alone",
         "hub_bytes_per_remote_3",
         "hub_bytes_per_remote_6",
