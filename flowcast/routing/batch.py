@@ -127,7 +127,10 @@ def land_batch(router: Any, pair: Any, tag: str, stamp: float, parcel: Any, offs
     why the first of them did not.
     """
     values = open_batch(parcel, offset, count)
-    size = (len(parcel) - offset) // count + 1  # each message's share of the bytes that carried them
+    # Each is charged as if it had come alone (its header and its share of the data), so a
+    # queue's byte budget holds as many messages batched as single: a batch of tiny values
+    # must not slip 4,096 envelopes past a budget that counts ~70 bytes a message.
+    size = offset + (len(parcel) - offset) // count
     hooks = router.hooks
     landing, landed, heard = hooks.landing, hooks.landed, hooks.refused
     done = 0

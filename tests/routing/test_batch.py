@@ -229,3 +229,15 @@ def test_route_send_drains_a_queue_as_a_batch(world, pair):
     assert world.run_until(lambda: len(inbox.queue) == 50, 10)
     assert [m["data"] for m in inbox.queue] == list(range(50))
     assert alpha["w1"].counts["to_lane"] == 1
+
+
+def test_a_batch_of_tiny_values_is_charged_to_a_byte_budget_as_if_each_came_alone(world, pair):
+    alpha, beta = pair
+    single = beta.store("w1").queue("single", budget=100_000)
+    batched = beta.store("w1").queue("batched", budget=100_000)
+    alpha["w1"].send("single@w1.beta", None, src="out")
+    alpha["w1"].send_many("batched@w1.beta", [None] * 100, src="out")
+    assert world.run_until(lambda: len(single.queue) == 1 and len(batched.queue) == 100, 10)
+    one = single.held_bytes
+    assert one > 40  # the header: two routes, a tag and a stamp
+    assert 100 * one <= batched.held_bytes <= 100 * (one + 16)  # its header also says "batch"
