@@ -1,21 +1,8 @@
-"""bench/causal.py's fetch figure, in estate processes of its own.
+"""bench/causal.py's ``causal_fetch_ms`` figure (what it measures and how: that file's docstring).
 
-* ``causal_fetch_ms``  one missing dependency fetched over a real road:
-  two estate processes (alpha, beta), each one manor with its own
-  ``Scheduler(RealClock())``, a road on loopback UDP (``wire_road``,
-  acceptance always), a CAST cache and a CausalService (``follow`` off, so
-  only fetches carry messages).  Alpha holds a chain m0, m1, ...; for each
-  round beta is handed m(2i+1), whose dep m(2i) only alpha holds; figure =
-  median ms from ``relay.accept`` at beta until m(2i+1) is in beta's queue
-  share, over ``--rounds`` rounds (20) after one warm-up.  That includes
-  three fsyncs (storing the dependent message, storing the fetched dep,
-  the ledger commit) and the fetch round trip.  Ratio ``x road rtt``:
-  figure / the median of a plain routed round trip over the same road in
-  the same run: beta sends a fetch-shaped request to alpha's ``causal``
-  share under the same permission, alpha's handler answers with a
-  have-sized reply, nothing stored or verified (50 round trips after one
-  warm-up, sequential, 5 ms apart).  The median commit time
-  of beta's cache (one publish to its durable ticket) is given alongside.
+Two estate processes, alpha and beta, each a manor with a road on loopback,
+a CAST cache and a CausalService; beta fetches the dependencies only alpha
+holds, and a plain routed round trip on the same road is timed beside it.
 """
 
 from __future__ import annotations

@@ -401,7 +401,8 @@ class Router:
                 offset = len(parcel) - (len(message.data) - offset)
             handler = self._handlers.get(tag)
             access = "write" if handler is None else handler.access
-            if access == ACCESS_REPLY and self._replies.is_reply(remote, channel, dst, tag, len(parcel)):
+            # An answer is one message: a batch would land many on one read's credit, so it needs a rule.
+            if access == ACCESS_REPLY and count == 1 and self._replies.is_reply(remote, channel, dst, tag, len(parcel)):
                 self.counts["replies"] += 1
             else:
                 admit(self.policy, road, remote, dst.share, tag, access, channel)

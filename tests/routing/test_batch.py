@@ -241,3 +241,25 @@ def test_a_batch_of_tiny_values_is_charged_to_a_byte_budget_as_if_each_came_alon
     one = single.held_bytes
     assert one > 40  # the header: two routes, a tag and a stamp
     assert 100 * one <= batched.held_bytes <= 100 * (one + 16)  # its header also says "batch"
+
+
+def test_a_batch_of_answers_gets_no_pass_as_a_reply(world):
+    # alpha reads beta's share: one 'value' may come back without a rule, not 50 of them on that credit.
+    alpha = world.routed_estate("alpha", ["manor"], policy=[])  # lets nothing in but answers
+    beta = world.routed_estate("beta", ["manor"], policy=[{"allow": "read", "estate": "alpha"}])
+    world.connect(alpha, beta)
+    beta.store("manor").share("state").update(n=1)
+    mine = alpha.store("manor").share("mine")
+    got = []
+    mine.watchers.append(lambda share: got.append(share.get("n")))
+    assert alpha["manor"].send("state@.beta", None, src="mine", tag="read")
+    assert world.run_until(lambda: got == [1], 5)
+    got.clear()
+    alpha["manor"].send("state@.beta", None, src="mine", tag="read")  # a read credit beta could spend on a batch
+    src = ["state", "manor", "beta", "main"]
+    dst = ["mine", "manor", "alpha", "main"]
+    forged = forge(None, None, header=msgpack.packb([src, dst, "value", 0.0, {"batch": 50}]), data=[{"n": i} for i in range(50)])
+    beta.roads["main"].send_bytes(forged, "alpha")
+    assert world.run_until(lambda: alpha["manor"].counts["denied"] == 50, 5)
+    world.run_for(1)
+    assert len(got) <= 1  # the real answer to the second read, at most; none of the batch
