@@ -64,8 +64,9 @@ class Refused(Error):
     with an ``error`` report, as for any refusal.
     """
 
-    #: Messages refused (more than one for a batch: flowcast.routing.batch).
-    count = 1
+    #: Messages refused, when it is not just the one (a batch: flowcast.routing.batch); None: the
+    #: router counts the parcel the refusal is of.
+    count: int | None = None
     #: Already told to the router's ``refused`` hook, message by message (a batch's landing).
     heard = False
 

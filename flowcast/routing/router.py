@@ -467,7 +467,7 @@ class Router:
             else:
                 self._lane_send(pair, tag, stamp, parcel, offset, data, self.manor, reliable)
         except _Refused as refused:
-            if refused.count == 1 and refused.counter != "malformed":  # a malformed batch is one bad parcel
+            if refused.count is None and refused.counter != "malformed":  # a malformed batch is one bad parcel
                 refused.count = count
             self._refuse(pair, tag, refused)
             return False
@@ -493,7 +493,7 @@ class Router:
 
     def _refuse_raw(self, parcel: Any, refused: _Refused, channel: str = "") -> None:
         """A refusal of a message as it arrived: answer only if its source can be read."""
-        if refused.counter != "malformed":
+        if refused.count is None and refused.counter != "malformed":
             refused.count = parcel_count(parcel)
         try:
             src, dst, tag, _stamp, _offset = open_header(parcel)
@@ -512,15 +512,16 @@ class Router:
         heard = self.hooks.refused
         if heard is not None and not refused.heard:
             heard(pair, tag, refused)
-        self.counts[refused.counter] += refused.count
+        count = refused.count or 1
+        self.counts[refused.counter] += count
         self.denials.note(refused.counter, f"{refused.reason}; {refused.hint}" if refused.hint else refused.reason, src, dst, tag)
         if tag == "error" or not src.share or refused.counter in _SILENT:
             self.counts["errors_dropped"] += 1
             return
         here = Route(dst.share, self.yard, self.estate, src.channel)
         report = {"reason": refused.reason, "tag": tag, "dst": str(dst), "kind": refused.counter}
-        if refused.count > 1:  # a batch, or part of one (flowcast.routing.batch)
-            report["count"] = refused.count
+        if count > 1:  # a batch, or part of one (flowcast.routing.batch)
+            report["count"] = count
         self.counts["errors_sent"] += 1
         self._send_pair(self._pair(here, src), "error", report, True, None)
 

@@ -263,3 +263,21 @@ def test_a_batch_of_answers_gets_no_pass_as_a_reply(world):
     assert world.run_until(lambda: alpha["manor"].counts["denied"] == 50, 5)
     world.run_for(1)
     assert len(got) <= 1  # the real answer to the second read, at most; none of the batch
+
+
+def test_a_watcher_that_raises_on_one_message_of_a_batch_costs_only_that_one(world, pair):
+    alpha, beta = pair
+    inbox = beta.store("w1").queue("inbox")
+    out = errors_of(alpha, "w1")
+
+    def picky(share):
+        if share.queue[-1]["data"] == 3:
+            raise RuntimeError("no threes")
+
+    inbox.watchers.append(picky)
+    alpha["w1"].send_many("inbox@w1.beta", list(range(6)), src="out")
+    assert world.run_until(lambda: len(out.queue) == 1, 10)
+    # As alone: the message is in the queue (pushed, then its watcher raised), and its sender hears.
+    assert [m["data"] for m in inbox.queue] == list(range(6))
+    report = out.queue[0]["data"]
+    assert report["kind"] == "update_failed" and "no threes" in report["reason"] and "count" not in report
