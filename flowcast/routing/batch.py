@@ -21,20 +21,28 @@ What a refusal says: a batch refused on the way (no road, the estate never
 joined, the transport gave up) is refused whole, and the one ``error``
 report back carries ``count``, the messages it stood for.  At the landing,
 each message that does not land (a full queue, a watcher that raised) is
-counted on its own; the source hears one report for the batch, with the
-first reason and ``count``, not one report per message.
+counted as its own kind; the source hears one report for the batch, with
+the first reason and ``count``, not one report per message.
+
+What is never batched (send_batch): messages that land in the sending
+house, tags with a handler, and anything while a recorder listens.  A
+batch says how many messages it is, so every count that trusts it is
+checked first: against the array's header on the way (check_array), in
+full where it lands (open_batch).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
 from typing import Any
+
+import msgpack
 
 from flowcast.routing.handlers import UNSET, Refused, envelope, land
 from flowcast.routing.parcel import ParcelError, encode, open_data, open_ext, pack_ext
 from flowcast.store.share import QueueShare
 
-__all__ = ["BATCH_KEY", "MAX_BATCH", "BATCH_BYTES", "batch_count", "parcel_count", "send_batch", "land_batch"]
+__all__ = ["BATCH_KEY", "MAX_BATCH", "BATCH_BYTES", "batch_count", "check_array", "open_batch", "parcel_count", "send_batch", "land_batch"]
 
 #: The header extension that makes a parcel a batch.
 BATCH_KEY = "batch"
@@ -62,42 +70,62 @@ def parcel_count(parcel: Any) -> int:
         return 1
 
 
-def _parcels(pack: Any, values: Sequence[Any]) -> list[tuple[int, bytes]]:
-    """``values`` packed as (count, msgpack array) pieces within MAX_BATCH and BATCH_BYTES.
+def _parcels(pack: Any, values: list[Any]) -> tuple[list[tuple[list[Any], bytes]], list[tuple[Any, Exception]]]:
+    """``values`` packed as (values, msgpack array) pieces within MAX_BATCH and BATCH_BYTES, in order,
+    and the values that cannot be packed (with why).
 
-    Packed in one call per piece (a C loop, not a Python one); a piece over
-    the byte bound is halved until it fits or is one value.
+    Packed in one call per piece (a C loop, not a Python one).  A piece over
+    the byte bound, or one that does not pack, is halved until it fits or is
+    one value: a value msgpack refuses costs log2(n) tries, not the batch.
     """
-    out: list[tuple[int, bytes]] = []
+    out: list[tuple[list[Any], bytes]] = []
+    bad: list[tuple[Any, Exception]] = []
     todo = [values[i : i + MAX_BATCH] for i in range(0, len(values), MAX_BATCH)]
     todo.reverse()
     while todo:
         piece = todo.pop()
-        packed = pack(piece if type(piece) is list else list(piece))
-        if len(packed) > BATCH_BYTES and len(piece) > 1:
+        try:
+            packed = pack(piece)
+        except Exception as error:  # noqa: BLE001 - TypeError, OverflowError, ValueError, RecursionError...
+            if len(piece) == 1:
+                bad.append((piece[0], error))
+                continue
+            packed = b""
+        if (not packed or len(packed) > BATCH_BYTES) and len(piece) > 1:
             half = len(piece) // 2
             todo.append(piece[half:])
             todo.append(piece[:half])
             continue
-        out.append((len(piece), packed))
-    return out
+        out.append((piece, packed))
+    return out, bad
 
 
-def send_batch(router: Any, pair: Any, tag: str, values: Sequence[Any], reliable: bool) -> int:
-    """Route ``values`` along ``pair`` as batch parcels; how many are on their way (see Router.send_many)."""
+def send_batch(router: Any, pair: Any, tag: str, values: list[Any], reliable: bool) -> int:
+    """Route ``values`` along ``pair``, as batch parcels where it may; how many are on their way
+    (see Router.send_many).
+
+    One by one instead: within this house (by reference, as ``send``), for a
+    tag with a handler (a batch of them is refused where it lands: a read
+    or a subscription answered per message would let one small parcel ask
+    for thousands of answers), and while a recorder listens (each message
+    keeps its own id, routed to refused).  A value msgpack cannot pack is
+    refused on its own (``unpackable``, reported to ``SRC.error``) and the
+    rest go: raising would lose the queue a ``route send`` just drained.
+    """
     dst = pair.dst
     if dst.estate == router.estate and (dst.yard == router.yard or (not dst.yard and router.is_manor)):
-        # Lands in this house: by reference, one by one, as send() would.
         return sum(router._send_pair(pair, tag, value, reliable, None) for value in values)
+    pieces, bad = _parcels(router._pack, values)
+    for value, error in bad:
+        refused = Refused(f"data cannot be packed ({type(error).__name__}: {str(error)[:120]})", "unpackable")
+        router._refuse(pair, tag, refused)
+    handler = router._handlers.get(tag)
+    if (handler is not None and handler.handler is not None) or router.hooks.routed is not None:
+        return sum(router._send_pair(pair, tag, value, reliable, None) for piece, _ in pieces for value in piece)
     sent = 0
-    routed, settled = router.hooks.routed, router.hooks.settled
     stamp = router.now()
-    if routed is not None:  # recorded one by one: each message keeps its own id (flowcast.routing.events)
-        for value in values:
-            routed(pair, tag, stamp, value)
-            if settled is not None:
-                settled(pair)
-    for count, packed in _parcels(router._pack, values):
+    for piece, packed in pieces:
+        count = len(piece)
         if count == 1:  # a single value goes as a plain parcel
             parcel = encode(router._pack, pair.packed, tag, stamp, packed[1:])
         else:
@@ -108,80 +136,119 @@ def send_batch(router: Any, pair: Any, tag: str, values: Sequence[Any], reliable
     return sent
 
 
-def open_batch(parcel: Any, offset: int, count: int) -> list[Any]:
-    """The values of a batch parcel said to hold ``count``; Refused (malformed) if it does not."""
-    try:
-        values = open_data(parcel, offset)
-    except ParcelError as error:
-        raise Refused(f"malformed message ({error})", "malformed") from None
-    if values.__class__ is not list or len(values) != count:
-        raise Refused(f"malformed message (a batch of {count} that is not an array of {count} values)", "malformed")
-    return values
+def check_array(parcel: Any, offset: int, count: int) -> None:
+    """ParcelError unless the data of a batch parcel starts as an array of ``count`` values and has a
+    byte for each: read where a batch is counted or refused on the way, without decoding its data,
+    so a small parcel cannot claim thousands of messages to inflate a router's counts."""
+    size = len(parcel)
+    first = parcel[offset] if offset < size else -1
+    if first & 0xF0 == 0x90:
+        n, start = first & 0x0F, offset + 1
+    elif first == 0xDC and offset + 3 <= size:
+        n, start = int.from_bytes(parcel[offset + 1 : offset + 3], "big"), offset + 3
+    elif first == 0xDD and offset + 5 <= size:
+        n, start = int.from_bytes(parcel[offset + 1 : offset + 5], "big"), offset + 5
+    else:
+        raise ParcelError("a batch's data is not an array")
+    if n != count or size - start < count:
+        raise ParcelError(f"a batch of {count} whose data is not an array of {count} values")
 
 
-def _plain_queue(router: Any, pair: Any, tag: str) -> Any:
-    """The queue share a batch of ``tag`` lands in as data (no handler), or None: land() decides."""
-    handler = router._handlers.get(tag)
-    if handler is not None and handler.handler is not None:
-        return None
+def open_batch(parcel: Any, offset: int, count: int, sized: bool) -> tuple[list[Any], list[int] | None]:
+    """The values of a batch parcel said to hold ``count``, and when ``sized`` each one's packed
+    size (a queue with a byte budget charges it); Refused (malformed) if it is not such a batch."""
+    if not sized:
+        try:
+            values = open_data(parcel, offset)
+        except ParcelError as error:
+            raise Refused(f"malformed message ({error})", "malformed") from None
+        if values.__class__ is not list or len(values) != count:
+            raise Refused(f"malformed message (a batch of {count} that is not an array of {count} values)", "malformed")
+        return values, None
+    data = memoryview(parcel)[offset:]
+    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1))
+    unpacker.feed(data)
+    values, sizes = [], []
     try:
-        share = router.store.get(pair.dst.share)
-    except ValueError:
-        return None
-    return share if isinstance(share, QueueShare) else None
+        if unpacker.read_array_header() != count:
+            raise ValueError("not an array of its count")
+        last = unpacker.tell()
+        for _ in range(count):
+            values.append(unpacker.unpack())
+            at = unpacker.tell()
+            sizes.append(at - last)
+            last = at
+        if last != len(data):
+            raise ValueError("bytes after its values")
+    except Exception as error:  # noqa: BLE001 - whatever the data does, the batch is malformed
+        raise Refused(f"malformed message (a batch of {count}: {type(error).__name__})", "malformed") from None
+    return values, sizes
 
 
 def land_batch(router: Any, pair: Any, tag: str, stamp: float, parcel: Any, offset: int, count: int, reliable: bool) -> int:
     """Land each message of a batch in order; how many landed.
 
-    Each message is landed as it would be alone (its tag's handler, or its
-    share), with the router's landing hooks around each, so a recorder sees
-    every one.  Refused, after the rest landed, says how many did not and
-    why the first of them did not.
+    Each message is landed as it would be alone (into its share), with the
+    router's landing hooks around each, so a recorder sees every one, and
+    charged to a queue's byte budget what it would cost alone (the header
+    and its own packed data).  Refused, after the rest landed, says how
+    many did not and why the first did not; refusals of other kinds are
+    counted as themselves.  A tag with a handler here is never batched:
+    the whole batch is refused (``unbatchable``), see send_batch.
     """
-    values = open_batch(parcel, offset, count)
-    # Each is charged as if it had come alone (its header and its share of the data), so a
-    # queue's byte budget holds as many messages batched as single: a batch of tiny values
-    # must not slip 4,096 envelopes past a budget that counts ~70 bytes a message.
-    size = offset + (len(parcel) - offset) // count
+    handler = router._handlers.get(tag)
+    if handler is not None and handler.handler is not None:
+        raise Refused(f"a batch of tag {tag!r}, which has a handler here: such messages come one by one", "unbatchable")
+    try:
+        share = router.store.get(pair.dst.share)
+    except ValueError:
+        share = None
+    queue = share if isinstance(share, QueueShare) else None
+    values, sizes = open_batch(parcel, offset, count, queue is not None and bool(queue.budget))
     hooks = router.hooks
     landing, landed, heard = hooks.landing, hooks.landed, hooks.refused
-    done = 0
-    first: Refused | None = None
-    queue = _plain_queue(router, pair, tag) if landing is None and landed is None and heard is None else None
-    if queue is not None:  # land()'s queue branch, with what is the same for every message done once
+    failed: Counter[str] = Counter()
+    firsts: dict[str, Refused] = {}
+    if queue is not None and landing is None and landed is None and heard is None:
+        # land()'s queue branch, with what is the same for every message done once
         src, dst = pair.src, pair.dst
         push = queue.push
-        for value in values:
+        for i, value in enumerate(values):
+            size = offset if sizes is None else offset + sizes[i]
             try:
                 if push(envelope(src, dst, tag, stamp, value), size):
-                    done += 1
                     continue
                 refused = Refused(queue.full(size), "queue_full")
             except Exception as error:  # noqa: BLE001 - a watcher is user code
                 refused = Refused(f"share {dst.share!r} refused the message: {error!r}", "update_failed")
-            if first is None:
-                first = refused
-        values = ()
-    for value in values:
-        if landing is not None:
-            landing(pair, tag, stamp, None, 0, value)
-        try:
-            land(router, pair, tag, stamp, parcel, offset, value, reliable, size)
-        except Refused as refused:
-            if heard is not None:
-                heard(pair, tag, refused)
-            if first is None:
-                first = refused
-            continue
-        if landed is not None:
-            landed(pair, tag)
-        done += 1
-    if first is not None:
-        failed = count - done
-        refused = Refused(f"{first.reason} ({failed} of a batch of {count} messages)", first.counter, first.hint)
-        refused.count = failed
-        refused.heard = True
-        router.counts["delivered"] += done
-        raise refused
-    return done
+            failed[refused.counter] += 1
+            firsts.setdefault(refused.counter, refused)
+    else:
+        for i, value in enumerate(values):
+            if landing is not None:
+                landing(pair, tag, stamp, None, 0, value)
+            try:
+                land(router, pair, tag, stamp, parcel, offset, value, reliable, offset if sizes is None else offset + sizes[i])
+            except Refused as refused:
+                if heard is not None:
+                    heard(pair, tag, refused)
+                failed[refused.counter] += 1
+                firsts.setdefault(refused.counter, refused)
+                continue
+            if landed is not None:
+                landed(pair, tag)
+    done = count - sum(failed.values())
+    if not failed:
+        return done
+    router.counts["delivered"] += done
+    pair.count += done
+    kinds = list(firsts)
+    for kind in kinds[1:]:  # counted as themselves; the source hears of the first kind
+        router.counts[kind] += failed[kind]
+        router.denials.note(kind, firsts[kind].reason, pair.src, pair.dst, tag)
+    first = firsts[kinds[0]]
+    also = f"; {sum(failed[k] for k in kinds[1:])} more: " + ", ".join(kinds[1:]) if len(kinds) > 1 else ""
+    refused = Refused(f"{first.reason} ({failed[first.counter]} of a batch of {count} messages{also})", first.counter, first.hint)
+    refused.count = failed[first.counter]
+    refused.heard = True
+    raise refused

@@ -22,8 +22,8 @@ from flowcast.routing.handlers import Refused
 
 __all__ = ["Hold", "Held", "hold", "release", "expire_held"]
 
-#: One waiting message: (deadline, pair, tag, parcel, reliable).
-Held = tuple[float, Any, str, bytes, bool]
+#: One waiting parcel: (deadline, pair, tag, parcel, reliable, messages it stands for: more than 1 for a batch).
+Held = tuple[float, Any, str, bytes, bool, int]
 
 
 class Hold:
@@ -42,7 +42,7 @@ class Hold:
 
     def add(self, key: tuple[str, str], entry: Held) -> None:
         self._queues.setdefault(key, deque()).append(entry)
-        self.count += 1
+        self.count += entry[5]
         self.bytes += len(entry[3])
 
     def take(self, key: tuple[str, str]) -> deque[Held] | None:
@@ -56,7 +56,7 @@ class Hold:
 
     def left(self, entry: Held) -> None:
         """``entry`` left the hold (sent, refused or expired): its count and bytes come back."""
-        self.count -= 1
+        self.count -= entry[5]
         self.bytes -= len(entry[3])
 
     def due(self, now: float) -> tuple[list[Held], float | None]:
@@ -87,16 +87,17 @@ def hold(router: Any, pair: Any, tag: str, parcel: bytes, reliable: bool) -> Non
     if limit is not None and size > limit:  # would wait only to fail at the join
         raise Refused(f"cannot send: message of {size} bytes exceeds the {limit}-byte limit", "too_large")
     held = router._held
-    if router.hold_timeout <= 0 or held.count >= router.hold_limit or held.bytes + size > router.hold_bytes:
+    count = parcel_count(parcel)
+    if router.hold_timeout <= 0 or held.count + count > router.hold_limit or held.bytes + size > router.hold_bytes:
         why = "" if router.hold_timeout <= 0 else (
             f" (and {held.count} messages, {held.bytes} bytes, already wait for estates to join)"
         )
         if router.hold_timeout > 0:
-            router.counts["hold_full"] += 1
+            router.counts["hold_full"] += count
         raise Refused(f"estate {dst.estate!r} is not known on channel {dst.channel!r}{why}", "no_remote")
     deadline = router.scheduler.clock.now() + router.hold_timeout
-    held.add((dst.channel, dst.estate), (deadline, pair, tag, parcel, reliable))
-    router.counts["held"] += 1
+    held.add((dst.channel, dst.estate), (deadline, pair, tag, parcel, reliable, count))
+    router.counts["held"] += count
     if router._hold_timer is None:
         router._hold_timer = router.scheduler.call_at(deadline, partial(expire_held, router))
 
@@ -118,7 +119,7 @@ def release(router: Any, channel: str, estate: str) -> None:
         return
     while held:
         entry = held[0]
-        _deadline, pair, tag, parcel, reliable = entry
+        _deadline, pair, tag, parcel, reliable, count = entry
         try:
             road.send_bytes(parcel, estate, stream=pair.stream, reliable=reliable)
             failed = None
@@ -134,22 +135,22 @@ def release(router: Any, channel: str, estate: str) -> None:
             if isinstance(failed, ClosedError):
                 counter = "closed"
             refused = Refused(f"cannot send: {failed}", counter)
-            refused.count = parcel_count(parcel)
+            refused.count = count
             router._refuse(pair, tag, refused)
             continue
-        pair.count += parcel_count(parcel)
+        pair.count += count
         router.counts["to_road"] += 1
-        router.counts["released"] += 1
+        router.counts["released"] += count
 
 
 def expire_held(router: Any) -> None:
     """The hold's timer: refuse what waited too long, and wait for the next deadline."""
     router._hold_timer = None
     expired, first = router._held.due(router.scheduler.clock.now())
-    for _deadline, pair, tag, parcel, _reliable in expired:
+    for _deadline, pair, tag, _parcel, _reliable, count in expired:
         dst = pair.dst
         refused = Refused(f"estate {dst.estate!r} did not join channel {dst.channel!r} within {router.hold_timeout:g} s", "no_remote")
-        refused.count = parcel_count(parcel)
+        refused.count = count
         router._refuse(pair, tag, refused)
     if first is not None:
         router._hold_timer = router.scheduler.call_at(first, partial(expire_held, router))

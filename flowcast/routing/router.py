@@ -37,14 +37,14 @@ from __future__ import annotations
 import logging
 import struct
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import msgpack
 
 from flowcast.errors import ClosedError
 from flowcast.routing.parcel import MAX_HEADER, ParcelError, encode, open_header, pack_ext, split_ext, split_ext_map
-from flowcast.routing.batch import BATCH_KEY, batch_count, land_batch, parcel_count, send_batch
+from flowcast.routing.batch import BATCH_KEY, batch_count, check_array, land_batch, parcel_count, send_batch
 from flowcast.routing.handlers import ERROR_QUEUE_BOUND, envelope  # noqa: F401 - re-exported
 from flowcast.routing.handlers import UNSET as _UNSET
 from flowcast.routing.handlers import ACCESS_REPLY, Handler, Landing, Refused, builtin_handlers, check_access, check_tag, land
@@ -275,21 +275,26 @@ class Router:
             return self._dispatch(pair, tag, self.now(), None, 0, data, reliable)
         return self._send_pair(pair, tag, data, reliable, ext)
 
-    def send_many(self, dst: Route | str, values: Sequence[Any], *, src: str = "", tag: str = "", reliable: bool = True) -> int:
+    def send_many(self, dst: Route | str, values: Iterable[Any], *, src: str = "", tag: str = "", reliable: bool = True) -> int:
         """Route each of ``values`` from share ``src`` to ``dst``, in order: many messages, sent as few.
 
         What a flow draining a queue calls: each value is a message of its
         own where it lands (a queue share gets every one), but on the way
         they travel as batch parcels, so the houses in between pay per batch
-        (flowcast.routing.batch).  Returns how many are on their way; the
-        rest were refused at once, counted and reported to ``src.error``
-        with their ``count``.  Bad arguments raise, as for :meth:`send`.
+        (flowcast.routing.batch says what is sent one by one instead).
+        Returns how many are on their way; the rest were refused at once,
+        counted and reported to ``src.error`` with their ``count`` -- a value
+        that cannot be packed too (``unpackable``), where :meth:`send`
+        raises: a drained queue must not be lost to one bad item.  Bad
+        arguments raise, as for :meth:`send`.
         """
         pair = self._sends.get((dst, src))
         if pair is None:
             pair = self._resolve(dst, src)
         if tag.__class__ is not str or len(tag) > 64:
             raise ValueError("tag must be a string of at most 64 characters")
+        if type(values) is not list:
+            values = list(values)  # a queue share's deque, a tuple, a generator
         if not values:
             return 0
         self.counts["sent"] += len(values)
@@ -348,6 +353,7 @@ class Router:
                 (src, dst, tag, stamp), _ext, ext = split_ext_map(memoryview(parcel)[4 : 4 + n])
                 if BATCH_KEY in ext:
                     count = batch_count(ext)
+                    check_array(parcel, 4 + n, count)
             else:
                 src, dst, tag, stamp = _unpackb(parcel[4 : 4 + n], use_list=False, raw=False)
             key = (src, dst)
@@ -510,9 +516,10 @@ class Router:
     def _refuse(self, pair: _Pair, tag: str, refused: _Refused) -> None:
         src, dst = pair.src, pair.dst
         heard = self.hooks.refused
-        if heard is not None and not refused.heard:
-            heard(pair, tag, refused)
         count = refused.count or 1
+        if heard is not None and not refused.heard:
+            for _ in range(count):  # each message of a batch, as each would be alone
+                heard(pair, tag, refused)
         self.counts[refused.counter] += count
         self.denials.note(refused.counter, f"{refused.reason}; {refused.hint}" if refused.hint else refused.reason, src, dst, tag)
         if tag == "error" or not src.share or refused.counter in _SILENT:
