@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_peers:
         import peers as peer_bench
 
-        peers = peer_bench.all_peers(quick=quick, only=["udp", "zmq", "zmq_curve", "zmq_reqrep", "raet_road"])
+        # Best of --repeats on both sides: the same treatment for flowcast and its peers.
+        peers = peer_bench.all_peers(quick=quick, only=["udp", "zmq", "zmq_curve", "zmq_reqrep", "raet_road"], repeats=args.repeats)
     figures = Figures("road", quick=quick, repeats=args.repeats)
 
     small = best(args.repeats, lambda: measure("road", "stream", 100, 20_000 if quick else 2_000_000, budget), "msgs")
