@@ -199,32 +199,36 @@ def test_a_well_formed_batch_from_a_peer_lands_like_ours(world, pair):
     assert [m["data"] for m in inbox.queue] == ["p", "q"]
 
 
-def test_route_send_drains_a_queue_as_a_batch(world, pair):
-    from flowcast.routing.behaviours import RouteSend
+def route_send(alpha, dst):
+    """A 'route send' behaviour of alpha's w1 draining the queue share ``outq``: (outq, the behaviour,
+    a function that puts back what was patched to give it its house)."""
+    import flowcast.routing.behaviours as behaviours
 
-    alpha, beta = pair
-    inbox = beta.store("w1").queue("inbox")
     outq = alpha.store("w1").queue("outq")
 
     class Io:
         input = outq
-
-    class House:
-        router = alpha["w1"]
-
-    io = Io()
-    io.house = House()
-    import flowcast.routing.behaviours as behaviours
+        house = type("House", (), {"router": alpha["w1"]})()
 
     original = behaviours._house
     behaviours._house = lambda io: io.house
     try:
-        send = RouteSend(io, "inbox@w1.beta")
+        return outq, behaviours.RouteSend(Io(), dst), lambda: setattr(behaviours, "_house", original)
+    except Exception:
+        behaviours._house = original
+        raise
+
+
+def test_route_send_drains_a_queue_as_a_batch(world, pair):
+    alpha, beta = pair
+    inbox = beta.store("w1").queue("inbox")
+    outq, send, restore = route_send(alpha, "inbox@w1.beta")
+    try:
         for i in range(50):
             outq.push(i)
         send()
     finally:
-        behaviours._house = original
+        restore()
     assert not outq.queue
     assert world.run_until(lambda: len(inbox.queue) == 50, 10)
     assert [m["data"] for m in inbox.queue] == list(range(50))

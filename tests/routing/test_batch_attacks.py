@@ -8,6 +8,7 @@ import pytest
 from flowcast.routing.batch import MAX_BATCH
 from flowcast.routing.events import record_routes
 from tests.routing.kit import World
+from tests.routing.test_batch import route_send
 from tests.routing.test_router import ALLOW_ALPHA, ALLOW_BETA, errors_of, forge
 
 
@@ -158,34 +159,11 @@ def test_held_and_released_count_messages(world):
 # 6. 'route send' draining a queue: one bad value costs only itself ----------------------------------
 
 
-def _route_send(alpha, dst):
-    from flowcast.routing.behaviours import RouteSend
-    import flowcast.routing.behaviours as behaviours
-
-    outq = alpha.store("w1").queue("outq")
-
-    class Io:
-        input = outq
-
-    class House:
-        router = alpha["w1"]
-
-    io = Io()
-    io.house = House()
-    original = behaviours._house
-    behaviours._house = lambda io: io.house
-    try:
-        return outq, RouteSend(io, dst), lambda: behaviours.__setattr__("_house", original)
-    except Exception:
-        behaviours._house = original
-        raise
-
-
 def test_route_send_with_one_unpackable_item_sends_the_rest_and_reports_it(world, pair):
     alpha, beta = pair
     inbox = beta.store("w1").queue("inbox")
     errors = alpha.store("w1").queue("outq.error")
-    outq, send, restore = _route_send(alpha, "inbox@w1.beta")
+    outq, send, restore = route_send(alpha, "inbox@w1.beta")
     try:
         for item in (1, 2, {3}, 4):  # a set does not pack
             outq.push(item)
