@@ -115,18 +115,18 @@ class Sender:
         if size > self._small or size > self.max_message:  # segmented, or refused: the general path's
             return None
         msg = Outgoing(data, stream, flags, timeout, None, 0, to)
-        next_seq = self.next_seq
-        seq = next_seq.get(stream, 0)
-        next_seq[stream] = seq + 1
+        seq = self.next_seq.get(stream, 0)
+        # First what can raise (a payload that is not bytes, a timeout that is no number), before any books.
+        msg.chunk = _msg_pack(_MSG_KIND, flags, stream, seq, size) + data
+        deadline = _INF if timeout is None else now + timeout
+        self.next_seq[stream] = seq + 1
         queue = self.unfinished.get(stream)
         if queue is None:
             queue = self.unfinished[stream] = deque()
         queue.append(msg)
         self.pending_count += 1
-        if timeout is None:
-            deadline = _INF
-        else:
-            deadline = msg.deadline = now + timeout
+        if timeout is not None:
+            msg.deadline = deadline
         latest = self._latest_deadline
         if deadline < latest.get(stream, -_INF):
             heapq.heappush(self._early, (deadline, stream, seq, msg))
@@ -134,7 +134,6 @@ class Sender:
             latest[stream] = deadline
         msg.seq = seq
         msg.marks = bytearray(1)
-        msg.chunk = _msg_pack(_MSG_KIND, flags, stream, seq, size) + data
         fresh = self.fresh
         if fresh is _NO_QUEUE:
             fresh = self.fresh = deque()

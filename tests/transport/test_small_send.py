@@ -49,3 +49,18 @@ def test_a_message_over_the_stacks_limit_is_refused_though_it_would_go_whole():
     with pytest.raises(ValueError, match="exceeds the 100-byte limit"):
         alpha.send_bytes(b"z" * 101, "beta")
     assert alpha.send_bytes(b"z" * 100, "beta").seq == 0
+
+
+def test_a_payload_or_timeout_that_cannot_be_sent_leaves_the_books_as_they_were():
+    world = World(seed=7)
+    alpha, beta = world.pair()
+    with pytest.raises(TypeError):
+        alpha.send_bytes("not bytes", "beta")
+    with pytest.raises(TypeError):
+        alpha.send_bytes(b"x", "beta", timeout="soon")
+    link = alpha.remote("beta").session.link
+    assert link.pending_count == 0 and not link.next_seq.get(0)
+    out = alpha.send_bytes(b"ok", "beta")
+    assert out.seq == 0
+    assert world.run_until(lambda: out.state == "delivered", 10)
+    assert [m.data for m in beta.receive_many()] == [b"ok"]
