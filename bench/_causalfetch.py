@@ -1,8 +1,11 @@
-"""bench/causal.py's ``causal_fetch_ms`` figure (what it measures and how: that file's docstring).
+"""bench/causal.py's ``causal_fetch_ms`` figure, and what its figures share (what it measures and how: that file's docstring).
 
 Two estate processes, alpha and beta, each a manor with a road on loopback,
 a CAST cache and a CausalService; beta fetches the dependencies only alpha
 holds, and a plain routed round trip on the same road is timed beside it.
+
+Run alone: ``./dev bench bench/_causalfetch.py [--json] [--quick] [--rounds N]``;
+bench/causal.py prints it with the rest.
 """
 
 from __future__ import annotations
@@ -10,13 +13,65 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
+import statistics
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import BenchHouse, ChildHouse, next_command, run_reported
-from _causalkit import TOPIC, peer_rules, signed_chains, signing_key, topic_config
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import BenchHouse, ChildHouse, Figures, next_command, parser, run_reported  # noqa: E402
+
+from flowcast.causal.message import TopicMsg, make  # noqa: E402
+
+# -- what causal.py's figures and this one share: the topic, keys, policy and messages ------
+
+TOPIC = "log"
+CONTENT = 100
+PUBLISHERS = 8
+
+
+def signing_key(name: str) -> Any:
+    """A fixed signing key per name, so runs repeat."""
+    from nacl.signing import SigningKey
+
+    return SigningKey(name.encode().ljust(32, b"k")[:32])
+
+
+def peer_rules(peers: tuple[str, ...]) -> list[dict[str, str]]:
+    """The policy of tests/causal/kit.py: peers may fetch (``causal``) and use CAST."""
+    out = []
+    for peer in peers:
+        out += [{"allow": "write", "estate": peer, "share": "cast.*"},
+                {"allow": "subscribe", "estate": peer, "share": "cast"},
+                {"allow": "causal", "estate": peer, "share": "causal"}]
+    return out
+
+
+def topic_config(owner: bytes, publishers: list[bytes]) -> Any:
+    from flowcast.causal.config import TopicConfig
+
+    return TopicConfig.of(TOPIC, owner, publishers)
+
+
+def signed_chains(count: int, keys: list[Any], *, first_deps: Callable[[int], list[Any]] = lambda p: []) -> list[TopicMsg]:
+    """``count`` messages, round robin over ``keys``, each naming its publisher's previous one
+    (a publisher's first names ``first_deps(publisher index)``): one chain per key."""
+    out: list[TopicMsg] = []
+    tips: dict[int, Any] = {}
+    content = bytes(range(CONTENT))
+    for i in range(count):
+        p = i % len(keys)
+        deps = [tips[p]] if p in tips else first_deps(p)
+        out.append(make(keys[p], TOPIC, content, deps=deps))
+        tips[p] = out[-1].id
+    return out
+
+
+# -- the fetch: two estate processes -----------------------------------------------------------
 
 def _house_main(conn: Any, spec: dict[str, Any]) -> None:
     """One estate's manor: serve commands from the parent on ``conn`` until told to stop."""
@@ -222,3 +277,32 @@ def fetch_run(rounds: int, pings: int) -> dict[str, Any]:
     return out
 
 
+def add_fetch_figure(figures: Figures, rounds: int, pings: int) -> None:
+    """Measure ``causal_fetch_ms`` (``rounds`` fetches, ``pings`` plain round trips) into ``figures``."""
+    run = fetch_run(rounds, pings)
+    if "note" in run:
+        figures.add("causal_fetch_ms", None, "ms", note=run["note"])
+        return
+    fetch = statistics.median(run["fetch"]) * 1e3
+    rtt = statistics.median(run["rtt"]) * 1e3
+    commit = statistics.median(run["commit"]) * 1e3
+    figures.add("causal_fetch_ms", fetch, "ms", ratios={"x road rtt": fetch / rtt},
+                extra={"road_rtt_ms": rtt, "cache_commit_ms": commit, "fetch_ms": [round(t * 1e3, 3) for t in run["fetch"]]},
+                note=f"median of {rounds} rounds, accept at beta to delivery, dep fetched from alpha over loopback UDP; "
+                     f"plain routed round trip {rtt:.3f} ms, one cache commit {commit:.3f} ms")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The fetch figure alone: ``bench/_causalfetch.py [--json] [--quick] [--rounds N]``."""
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=None, help="fetch rounds over the road (default 20; --quick 3)")
+    args = p.parse_args(argv)
+    rounds = args.rounds or (3 if args.quick else 20)
+    figures = Figures("causal_fetch", quick=args.quick, rounds=rounds)
+    add_fetch_figure(figures, rounds, 5 if args.quick else 50)
+    figures.emit(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

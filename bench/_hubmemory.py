@@ -1,5 +1,8 @@
 """A hub estate's memory per idle remote estate and per route, and its idle CPU (bench/routes.py's memory figures).
 
+Run alone: ``./dev bench bench/_hubmemory.py [--json] [--quick] [--remotes 100,300,1000] [--routes N] [--check 50,150]``;
+bench/routes.py prints them with its throughput figures.
+
 How the memory figures are taken, and why this way.  The hub and its
 remotes share one process -- the simulated network (``SimNetwork`` on a
 ``VirtualClock``, as ``tests/routing/kit.py``) runs in one, and 1,000
@@ -39,6 +42,7 @@ does not depend on the number of remotes): the hub's growth across R routes
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import enum
 import gc
@@ -49,6 +53,7 @@ import tracemalloc
 import types
 from typing import Any
 
+GOAL_BYTES = 10 * 1024  # the goal for a hub's memory per idle remote estate
 PAYLOAD = 100  # bytes of each message routed in the per-route figures, as routes.py's
 
 # -- memory: a hub and its remotes on the simulated network ------------------------------
@@ -344,3 +349,101 @@ def cross_check(sizes: list[int], idle: float) -> dict[int, dict[str, float]]:
 # -- the script ----------------------------------------------------------------------------
 
 
+# -- the figures, for routes.py and for a run of this module alone --------------------------------
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    """The memory figures' options (routes.py has them too)."""
+    p.add_argument("--remotes", default=None, help="comma-separated remote counts (default 100,300,1000; quick 5,10)")
+    p.add_argument("--routes", type=int, default=None, help="distinct routes for the per-route figures (default 1000)")
+    p.add_argument("--idle", type=float, default=1.0, help="idle virtual seconds before each memory reading (default 1: one heartbeat)")
+    p.add_argument("--check", default=None, help="remote counts for the tracemalloc cross-check (default 50,150; quick 5,10; 0 skips)")
+
+
+def settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The memory figures' sizes from the parsed options."""
+    quick = args.quick
+    return {
+        "sizes": [int(x) for x in (args.remotes or ("5,10" if quick else "100,300,1000")).split(",")],
+        "routes": args.routes or (20 if quick else 1000),
+        "check_sizes": [int(x) for x in (args.check or ("5,10" if quick else "50,150")).split(",") if int(x) > 0],
+        "idle": args.idle,
+        "route_remotes": 5 if quick else 20,
+    }
+
+
+def add_figures(figures: Any, sizes: list[int], routes: int, check_sizes: list[int], idle: float, route_remotes: int) -> None:
+    """Measure the hub's memory, setup and idle CPU figures into ``figures``."""
+    try:
+        mem = memory(sizes, idle)
+        route = per_route(route_remotes, routes, idle)
+        check = cross_check(check_sizes, idle) if check_sizes else {}
+    except Exception as error:  # noqa: BLE001 - a failed run is a figure of n/a
+        note = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+        for n in sizes:
+            figures.add(f"hub_bytes_per_remote_{n}", None, "B", note=note)
+        mem = None
+    if mem is not None:
+        figures.add("hub_bytes_alone", mem["alone"]["hub"], "B", note="the hub's Router + RoadStack with no remote")
+        previous = 0
+        for n, m in mem["sizes"].items():
+            value = m["hub_per_remote"]
+            figures.add(
+                f"hub_bytes_per_remote_{n}",
+                value,
+                "B",
+                ratios={"x goal": value / GOAL_BYTES},
+                note=(
+                    f"remotes {previous + 1}..{n}; {m['native_per_remote']:.0f} B of it malloc'd by cffi; "
+                    f"hub total {m['hub_total'] / 1024:.0f} KiB; each remote's own side {m['remote_per_remote']:.0f} B"
+                ),
+            )
+            figures.add(f"hub_setup_{n}", m["setup"], "s", note=f"wall time to join and allow remotes {previous + 1}..{n} (simulated network, one process)")
+            figures.add(
+                f"hub_idle_cpu_{n}",
+                m["idle_cpu"],
+                "cores",
+                note=(
+                    f"hub stack CPU s per virtual s, {n} idle remotes: {m['idle_wakes']:.0f} wakes/s x "
+                    f"{m['idle_cpu'] / max(m['idle_wakes'], 1) * 1e6:.0f} us; an empty wake (service + next_deadline) {m['idle_service_us']:.0f} us"
+                ),
+            )
+            previous = n
+        for way in ("in", "out"):
+            r = route[way]
+            where = "from remotes into a hub share" if way == "in" else "from hub shares to remote shares"
+            figures.add(
+                f"hub_bytes_per_route_{way}",
+                r["per_route"],
+                "B",
+                note=f"{routes} distinct routes {where}, over {route_remotes} remotes; router tracks {r['tracked']} routes",
+            )
+        previous = 0
+        for n, c in check.items():
+            world = c["world_per_remote"]
+            figures.add(
+                f"world_bytes_per_remote_{n}",
+                world,
+                "B",
+                ratios={"walk/traced": c["walk_per_remote"] / world} if world else {},
+                note=f"tracemalloc growth of the process per remote added ({previous + 1}..{n}); by walk: hub {c['hub_per_remote']:.0f} B + remote side {c['walk_per_remote'] - c['hub_per_remote']:.0f} B",
+            )
+            previous = n
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The memory figures alone: ``bench/_hubmemory.py [--json] [--quick] [--remotes ...] [--routes N] [--check ...]``."""
+    from _common import Figures, parser
+
+    p = parser(__doc__.splitlines()[0])
+    add_options(p)
+    args = p.parse_args(argv)
+    chosen = settings(args)
+    figures = Figures("hub_memory", quick=args.quick, remotes=chosen["sizes"], routes=chosen["routes"])
+    add_figures(figures, **chosen)
+    figures.emit(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -90,7 +90,6 @@ import gc
 import os
 import random
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -102,8 +101,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import BenchHouse, Figures, best_of, parser, timed  # noqa: E402
-from _causalfetch import fetch_run  # noqa: E402
-from _causalkit import CONTENT, PUBLISHERS, TOPIC, peer_rules, signed_chains, signing_key, topic_config  # noqa: E402
+from _causalfetch import CONTENT, PUBLISHERS, TOPIC, add_fetch_figure, peer_rules, signed_chains, signing_key, topic_config  # noqa: E402
 
 from flowcast.causal.mailbox import Mailbox  # noqa: E402
 from flowcast.causal.message import SIG_PREFIX, TopicMsg, make  # noqa: E402
@@ -425,17 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
 
     # 5: a missing dep fetched over a real road, against a plain routed round trip.
-    run = fetch_run(rounds, 5 if args.quick else 50)
-    if "note" in run:
-        figures.add("causal_fetch_ms", None, "ms", note=run["note"])
-    else:
-        fetch = statistics.median(run["fetch"]) * 1e3
-        rtt = statistics.median(run["rtt"]) * 1e3
-        commit = statistics.median(run["commit"]) * 1e3
-        figures.add("causal_fetch_ms", fetch, "ms", ratios={"x road rtt": fetch / rtt},
-                    extra={"road_rtt_ms": rtt, "cache_commit_ms": commit, "fetch_ms": [round(t * 1e3, 3) for t in run["fetch"]]},
-                    note=f"median of {rounds} rounds, accept at beta to delivery, dep fetched from alpha over loopback UDP; "
-                         f"plain routed round trip {rtt:.3f} ms, one cache commit {commit:.3f} ms")
+    add_fetch_figure(figures, rounds, 5 if args.quick else 50)
     figures.settings["load_average_after"] = round(os.getloadavg()[0], 2)
     figures.emit(args.json)
     return 0

@@ -77,10 +77,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from _common import BenchHouse, ChildHouse, Figures, next_command, parser, run_reported  # noqa: E402
-from _hubmemory import cross_check, memory, per_route  # noqa: E402
+from _hubmemory import add_figures as add_memory_figures, add_options as add_memory_options, settings as memory_settings  # noqa: E402
 
 TARGET_MSGS = 150_000
-GOAL_BYTES = 10 * 1024
 PAYLOAD = 100
 
 
@@ -318,22 +317,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--window", type=int, default=8192, help="messages the sender may be ahead of the last credit")
     p.add_argument("--credit-every", type=int, default=1024, help="the receiver routes a credit back every this many")
     p.add_argument("--burst", type=int, default=256, help="sends per micro-thread step")
-    p.add_argument("--remotes", default=None, help="comma-separated remote counts (default 100,300,1000; quick 5,10)")
-    p.add_argument("--routes", type=int, default=None, help="distinct routes for the per-route figures (default 1000)")
-    p.add_argument("--idle", type=float, default=1.0, help="idle virtual seconds before each memory reading (default 1: one heartbeat)")
-    p.add_argument("--check", default=None, help="remote counts for the tracemalloc cross-check (default 50,150; quick 5,10; 0 skips)")
+    add_memory_options(p)
     p.add_argument("--only", choices=("throughput", "memory"), default=None)
     p.add_argument("--profile", default=None, metavar="DIR", help="cProfile each house of the routed run into DIR/<estate>.<yard>.prof")
     args = p.parse_args(argv)
     quick = args.quick
     count = args.count or (3_000 if quick else 1_000_000)
     budget = 2.0 if quick else 20.0
-    sizes = [int(x) for x in (args.remotes or ("5,10" if quick else "100,300,1000")).split(",")]
-    routes = args.routes or (20 if quick else 1000)
-    check_sizes = [int(x) for x in (args.check or ("5,10" if quick else "50,150")).split(",") if int(x) > 0]
-    idle = args.idle
-    route_remotes = 5 if quick else 20
-    figures = Figures("routes", commit=_commit(), quick=quick, repeats=args.repeats, count=count, window=args.window, credit_every=args.credit_every, remotes=sizes, routes=routes)
+    memory = memory_settings(args)
+    figures = Figures("routes", commit=_commit(), quick=quick, repeats=args.repeats, count=count, window=args.window, credit_every=args.credit_every, remotes=memory["sizes"], routes=memory["routes"])
 
     if args.only != "memory":
         from _stackbench import best, measure
@@ -356,61 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                     note=single.get("note", ""), extra={k: single[k] for k in ("cpu_us_per_msg", "cpu_bound") if k in single})
 
     if args.only != "throughput":
-        try:
-            mem = memory(sizes, idle)
-            route = per_route(route_remotes, routes, idle)
-            check = cross_check(check_sizes, idle) if check_sizes else {}
-        except Exception as error:  # noqa: BLE001 - a failed run is a figure of n/a
-            note = f"{type(error).__name__}: {str(error).splitlines()[0]}"
-            for n in sizes:
-                figures.add(f"hub_bytes_per_remote_{n}", None, "B", note=note)
-            mem = None
-        if mem is not None:
-            figures.add("hub_bytes_alone", mem["alone"]["hub"], "B", note="the hub's Router + RoadStack with no remote")
-            previous = 0
-            for n, m in mem["sizes"].items():
-                value = m["hub_per_remote"]
-                figures.add(
-                    f"hub_bytes_per_remote_{n}",
-                    value,
-                    "B",
-                    ratios={"x goal": value / GOAL_BYTES},
-                    note=(
-                        f"remotes {previous + 1}..{n}; {m['native_per_remote']:.0f} B of it malloc'd by cffi; "
-                        f"hub total {m['hub_total'] / 1024:.0f} KiB; each remote's own side {m['remote_per_remote']:.0f} B"
-                    ),
-                )
-                figures.add(f"hub_setup_{n}", m["setup"], "s", note=f"wall time to join and allow remotes {previous + 1}..{n} (simulated network, one process)")
-                figures.add(
-                    f"hub_idle_cpu_{n}",
-                    m["idle_cpu"],
-                    "cores",
-                    note=(
-                        f"hub stack CPU s per virtual s, {n} idle remotes: {m['idle_wakes']:.0f} wakes/s x "
-                        f"{m['idle_cpu'] / max(m['idle_wakes'], 1) * 1e6:.0f} us; an empty wake (service + next_deadline) {m['idle_service_us']:.0f} us"
-                    ),
-                )
-                previous = n
-            for way in ("in", "out"):
-                r = route[way]
-                where = "from remotes into a hub share" if way == "in" else "from hub shares to remote shares"
-                figures.add(
-                    f"hub_bytes_per_route_{way}",
-                    r["per_route"],
-                    "B",
-                    note=f"{routes} distinct routes {where}, over {route_remotes} remotes; router tracks {r['tracked']} routes",
-                )
-            previous = 0
-            for n, c in check.items():
-                world = c["world_per_remote"]
-                figures.add(
-                    f"world_bytes_per_remote_{n}",
-                    world,
-                    "B",
-                    ratios={"walk/traced": c["walk_per_remote"] / world} if world else {},
-                    note=f"tracemalloc growth of the process per remote added ({previous + 1}..{n}); by walk: hub {c['hub_per_remote']:.0f} B + remote side {c['walk_per_remote'] - c['hub_per_remote']:.0f} B",
-                )
-                previous = n
+        add_memory_figures(figures, **memory)
     figures.emit(args.json)
     return 0
 
