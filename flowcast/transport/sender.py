@@ -51,7 +51,6 @@ REORDER_THRESHOLD = 3  # packets acknowledged after one before it is called lost
 _MSG_KIND, _SEG_KIND, _SKIP_KIND = ChunkKind.MSG, ChunkKind.SEG, ChunkKind.SKIP
 _MSG_SIZE = MSG.size
 _SEG_SIZE = SEG.size
-_seg_pack = SEG.pack
 _msg_pack = MSG.pack
 _PING_CHUNK = PING.pack(ChunkKind.PING, 0)
 _ACK_MAX_SIZE = ACK.size + MAX_ACK_RANGES * ACK_RANGE.size + MAX_ACK_STREAMS * ACK_STREAM.size
@@ -294,14 +293,10 @@ class Sender:
         if msg._state != QUEUED or msg.skip or msg.flags & F_UNRELIABLE or (burst and msg.inflight >= burst) or not self.can_send():
             return None
         sn = msg.next_seg
-        segsize = msg.segsize
-        start = sn * segsize
-        piece = msg.chunk[start : start + segsize]  # type: ignore[index]  # a memoryview: no copy
-        nseg = msg.nseg
         msg.next_seg = sn + 1
         msg.marks[sn] = 1
         msg.inflight += 1
-        return _seg_pack(_SEG_KIND, msg.flags, msg.stream, msg.seq, sn, nseg, len(piece)) + piece, [msg, sn]
+        return self._segment(msg, sn), [msg, sn]
 
     def _control_into(self, parts: list[bytes], extra: bytes) -> int:
         """Put the stack's control chunks and an owed ACK (with EVICTED notices) first; their size."""

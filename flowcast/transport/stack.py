@@ -198,11 +198,6 @@ class Stack:
             to,
         )
         self._submit(msg, to)
-        self._submitted(msg, to)
-        return msg
-
-    def _submitted(self, msg: Outgoing, to: str) -> None:
-        """``msg`` is queued: tell the listener, and wake the stack's micro-thread."""
         submitted = self.hooks.submitted
         if submitted is not None:
             try:
@@ -212,6 +207,7 @@ class Stack:
         event = self._event
         if event is not None and not event._flag:
             event.set()
+        return msg
 
     def receive(self) -> Message | None:
         """The oldest delivered message, or None."""
