@@ -17,7 +17,6 @@ from functools import partial
 from typing import Any
 
 from flowcast.errors import ClosedError
-from flowcast.routing.batch import parcel_count
 from flowcast.routing.handlers import Refused
 
 __all__ = ["Hold", "Held", "hold", "release", "expire_held"]
@@ -79,15 +78,15 @@ class Hold:
         return {key: len(queue) for key, queue in self._queues.items()}
 
 
-def hold(router: Any, pair: Any, tag: str, parcel: bytes, reliable: bool) -> None:
-    """Keep ``parcel`` until its estate joins (or its deadline); Refused if the hold will not take it."""
+def hold(router: Any, pair: Any, tag: str, parcel: bytes, reliable: bool, count: int) -> None:
+    """Keep ``parcel`` (``count`` messages: more than 1 for a batch) until its estate joins (or its
+    deadline); Refused if the hold will not take it."""
     dst = pair.dst
     size = len(parcel)
     limit = getattr(router.roads.get(dst.channel), "max_message", None)
     if limit is not None and size > limit:  # would wait only to fail at the join
         raise Refused(f"cannot send: message of {size} bytes exceeds the {limit}-byte limit", "too_large")
     held = router._held
-    count = parcel_count(parcel)
     if router.hold_timeout <= 0 or held.count + count > router.hold_limit or held.bytes + size > router.hold_bytes:
         why = "" if router.hold_timeout <= 0 else (
             f" (and {held.count} messages, {held.bytes} bytes, already wait for estates to join)"

@@ -458,12 +458,12 @@ class Router:
                     # or this one waits behind them (order per stream).
                     release(self, dst.channel, dst.estate)
                     if (dst.channel, dst.estate) in self._held:
-                        hold(self, pair, tag, parcel, reliable)
+                        hold(self, pair, tag, parcel, reliable, count)
                         return True
                 try:
                     road.send_bytes(parcel, dst.estate, stream=pair.stream, reliable=reliable)
                 except KeyError:
-                    hold(self, pair, tag, parcel, reliable)
+                    hold(self, pair, tag, parcel, reliable, count)
                     return True
                 except ClosedError as error:  # the house is shutting down
                     raise _Refused(f"cannot send: {error}", "closed") from None
