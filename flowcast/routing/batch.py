@@ -38,7 +38,7 @@ from typing import Any
 
 import msgpack
 
-from flowcast.routing.handlers import UNSET, Refused, envelope, land
+from flowcast.routing.handlers import UNSET, Refused, envelope, land, push_into
 from flowcast.routing.parcel import ParcelError, encode, open_data, open_ext, pack_ext
 from flowcast.store.share import QueueShare
 
@@ -212,17 +212,12 @@ def land_batch(router: Any, pair: Any, tag: str, stamp: float, parcel: Any, offs
     if queue is not None and landing is None and landed is None and heard is None:
         # land()'s queue branch, with what is the same for every message done once
         src, dst = pair.src, pair.dst
-        push = queue.push
         for i, value in enumerate(values):
-            size = offset if sizes is None else offset + sizes[i]
             try:
-                if push(envelope(src, dst, tag, stamp, value), size):
-                    continue
-                refused = Refused(queue.full(size), "queue_full")
-            except Exception as error:  # noqa: BLE001 - a watcher is user code
-                refused = Refused(f"share {dst.share!r} refused the message: {error!r}", "update_failed")
-            failed[refused.counter] += 1
-            firsts.setdefault(refused.counter, refused)
+                push_into(queue, envelope(src, dst, tag, stamp, value), offset if sizes is None else offset + sizes[i], dst.share)
+            except Refused as refused:
+                failed[refused.counter] += 1
+                firsts.setdefault(refused.counter, refused)
     else:
         for i, value in enumerate(values):
             if landing is not None:

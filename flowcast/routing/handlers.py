@@ -38,7 +38,7 @@ from flowcast.store.sizes import estimate
 
 __all__ = [
     "Handler", "Landing", "Refused", "ACCESS_REPLY", "ERROR_QUEUE_BOUND", "UNSET",
-    "builtin_handlers", "check_tag", "check_access", "envelope", "land",
+    "builtin_handlers", "check_tag", "check_access", "envelope", "land", "push_into",
 ]
 
 #: The access of tags that answer a message (``error``, ``value``).
@@ -218,6 +218,17 @@ def builtin_handlers() -> dict[str, Handler]:
 # -- landing ----------------------------------------------------------------------
 
 
+def push_into(queue: QueueShare, message: dict[str, Any], size: int, name: str) -> None:
+    """Push a landed message into ``queue`` (``name`` as the route said it), charged ``size`` bytes;
+    Refused (queue_full, update_failed) if not."""
+    try:
+        pushed = queue.push(message, size)
+    except Exception as error:  # noqa: BLE001 - a watcher is user code
+        raise Refused(f"share {name!r} refused the message: {error!r}", "update_failed") from None
+    if not pushed:
+        raise Refused(queue.full(size), "queue_full")
+
+
 def land(
     router: Any, pair: Any, tag: str, stamp: float, parcel: Any, offset: int, data: Any, reliable: bool, size: int | None = None
 ) -> None:
@@ -256,12 +267,7 @@ def land(
         # Made in this house: passed by reference, never packed, so estimated (flowcast.store.sizes).
         if size is None:
             size = len(parcel) if parcel is not None else (estimate(data) if share.budget else 0)
-        try:
-            pushed = share.push(envelope(src, dst, tag, stamp, data), size)
-        except Exception as error:  # noqa: BLE001 - a watcher is user code
-            raise Refused(f"share {dst.share!r} refused the message: {error!r}", "update_failed") from None
-        if not pushed:
-            raise Refused(share.full(size), "queue_full")
+        push_into(share, envelope(src, dst, tag, stamp, data), size, dst.share)
         return
     try:
         if isinstance(data, Mapping):
