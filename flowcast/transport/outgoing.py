@@ -41,8 +41,8 @@ class Outgoing:
 
     Besides what the caller gave (data, stream, flags, timeout, retries,
     burst, remote) the slots are the sending link's books (seq, nseg,
-    segsize, marks, next_seg, inflight, deadline, chunk, skip); the state
-    and the reason are this module's alone.
+    segsize, marks, next_seg, inflight, deadline, chunk, lost, skip); the
+    state and the reason are this module's alone.
     """
 
     __slots__ = (
@@ -61,6 +61,7 @@ class Outgoing:
         "_state",
         "_reason",
         "chunk",
+        "lost",
         "skip",
         "remote",
         "timeout",
@@ -87,6 +88,7 @@ class Outgoing:
         self.nseg = 1
         self.next_seg = 0
         self.inflight = 0
+        self.lost = 0
         self.deadline: float | None = None
         self._state = QUEUED
         self._reason = ""

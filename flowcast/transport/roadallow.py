@@ -24,6 +24,7 @@ from flowcast.transport.presence import Presence
 from flowcast.transport.reliable import Outgoing
 from flowcast.transport.revoke import may_allow
 from flowcast.transport.roadremote import Allowing, Remote, random32
+from flowcast.transport.sender import ELICITING
 from flowcast.transport.session import Session
 from flowcast.transport.wire import ALLOW_ACK, PING, ChunkKind
 
@@ -199,7 +200,7 @@ class Allows:
                 if not current.confirmed and current.remote_index is not None:
                     body = ALLOW_ACK.pack(_ALLOW_ACK_KIND, 0, current.local_index) + _PING
                     counter, datagram = current.seal(body)
-                    current.link.sent(counter, len(body), [], now)
+                    current.link.sent(counter, len(body), ELICITING, now)
                     stack._dirty[remote] = None
                     stack._emit(datagram, address)
             else:

@@ -64,3 +64,43 @@ def test_a_payload_or_timeout_that_cannot_be_sent_leaves_the_books_as_they_were(
     assert out.seq == 0
     assert world.run_until(lambda: out.state == "delivered", 10)
     assert [m.data for m in beta.receive_many()] == [b"ok"]
+
+
+def test_a_buffer_changed_after_send_does_not_change_what_arrives():
+    """A whole message is packed only when its packet is built, so send copies a mutable payload."""
+    world = World(seed=8)
+    alpha, beta = world.pair()
+    payload = bytearray(b"before")
+    out = alpha.send_bytes(payload, "beta")
+    payload[:] = b"AFTER!"
+    assert world.run_until(lambda: out.state == "delivered", 10)
+    assert [m.data for m in beta.receive_many()] == [b"before"]
+
+
+def test_a_payload_that_is_no_buffer_is_refused_before_any_books_on_the_general_path():
+    world = World(seed=9)
+    alpha, beta = world.pair()
+    link = alpha.remote("beta").session.link
+    for bad in ("text", 5, None):
+        with pytest.raises(TypeError):
+            alpha.send_bytes(bad, "beta", retries=3)  # retries: the general path
+    assert link.pending_count == 0 and not link.next_seq.get(0) and not link.fresh
+
+
+def test_a_whole_message_goes_out_exactly_retries_plus_one_times():
+    world = World(seed=10, delay=0.001)
+    alpha, beta = world.pair()
+    carried = []
+    original = world.net._send
+
+    def count(data, source, destination):
+        if source == "alpha" and len(data) > 200:  # datagrams big enough to hold the message
+            carried.append(len(data))
+        original(data, source, destination)
+
+    world.net._send = count
+    world.net.link("alpha", "beta", both=False, loss=1.0)
+    doomed = alpha.send_bytes(b"m" * 200, "beta", timeout=None, retries=2)
+    assert world.run_until(lambda: doomed.done, 30)
+    assert doomed.state == "failed" and doomed.reason == "retries exhausted"
+    assert len(carried) == 3

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flowcast.transport import evicted, receiver, reliable
+from flowcast.transport.sender import ELICITING
 from flowcast.transport.wire import (
     ACK,
     ACK_STREAM,
@@ -250,7 +251,7 @@ def test_a_reversed_range_never_frees_a_packet_in_flight():
     """The sender side: packets 1..5 in flight, an ACK (5, 1) leaves them all in flight."""
     ch = reliable.Link(4096, lambda *a: None)
     for counter in range(6):
-        ch.sent(counter, 100, [], 0.0)
+        ch.sent(counter, 100, ELICITING, 0.0)
     for body in (
         ACK.pack(ChunkKind.ACK, 0, 1, 0, 1 << 20) + ACK_RANGE.pack(5, 1),
         ACK.pack(ChunkKind.ACK, 0, 1, 1, 1 << 20) + ACK_RANGE.pack(5, 1) + ACK_STREAM.pack(0, 0),
