@@ -48,9 +48,12 @@ class Hooks:
     call here, for hooks off the hot path.
     """
 
-    def __init__(self, names: Iterable[str], owner: str = "", *, direct: bool = True) -> None:
+    def __init__(
+        self, names: Iterable[str], owner: str = "", *, direct: bool = True, changed: Callable[[str], None] | None = None
+    ) -> None:
         self._owner = owner
         self._direct = direct
+        self._changed = changed  # told the hook's name after its listeners change: an owner may cache the attribute
         self._listeners: dict[str, dict[Listener, None]] = {}
         for name in names:
             if not name.isidentifier() or name.startswith("_") or hasattr(Hooks, name):
@@ -123,6 +126,8 @@ class Hooks:
                         failed(name, listener)
 
         setattr(self, name, call)
+        if self._changed is not None:
+            self._changed(name)
 
     def __repr__(self) -> str:
         installed = {name: len(listeners) for name, listeners in self._listeners.items() if listeners}

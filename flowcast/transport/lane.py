@@ -56,7 +56,7 @@ from __future__ import annotations
 import os
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from flowcast.transport.keep import validate_name
@@ -192,7 +192,7 @@ class LaneStack(Stack):
             if old is not None and old.link is not None:
                 self._carry(old.link, yard)
         else:
-            tx = Link(self._max_body, _no_delivery, self._completed, acks=False, max_message=self.max_message)
+            tx = Link(self._max_body, _no_delivery, self._done_call(), acks=False, max_message=self.max_message)
             yard = Yard(name, address, tx)
         if keys is not None:
             yard.mac = YardMac(keys.send[name], keys.hear[name], self._floor)
@@ -222,7 +222,7 @@ class LaneStack(Stack):
         return _LaneLink(
             self._max_body,
             self._deliverer(yard.name),
-            self._completed,
+            self._done_call(),
             held=self._held,
             receive_window=self.receive_window,
             max_message=self.max_message,
@@ -245,7 +245,7 @@ class LaneStack(Stack):
             link = yard.link
             if link is None:
                 return
-            link.completed = self._completed
+            link.completed = self._done_call()
             if sink is None or not yard.peer:
                 link.watch = None
                 return
@@ -263,7 +263,7 @@ class LaneStack(Stack):
             if link is None:
                 continue
             if mine:
-                link.completed = self._completed
+                link.completed = self._done_call()
             if sink is None:
                 link.watch = None
                 continue
@@ -282,6 +282,9 @@ class LaneStack(Stack):
     def _watch_links(self) -> None:
         for yard in self._yards.values():
             self._watch_yard(yard)
+
+    def _links(self) -> Iterable[Link]:
+        return [link for yard in self._yards.values() for link in ((yard.link,) if self.acks else (yard.tx,)) if link is not None]
 
     def _route_of(self, msg: Outgoing) -> tuple[tuple, tuple]:
         return ("", self.name, "", msg.stream), ("", str(msg.remote), "", msg.stream)

@@ -24,6 +24,7 @@ path calls no role at all.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from flowcast.transport.budget import (
@@ -304,7 +305,7 @@ class RoadStack(RoadSending, Stack):
         link = Link(
             datagram_for(remote.address, self.configured_datagram, self.port.max_datagram) - _OVERHEAD,
             deliver,
-            self._completed,
+            self._done_call(),
             held=self._held,
             receive_window=self.receive_window,
             max_message=self.max_message,
@@ -337,7 +338,10 @@ class RoadStack(RoadSending, Stack):
         for remote in self.remotes.values():
             if remote.session is not None:
                 self._watch_session(remote, remote.session)
-                remote.session.link.completed = self._completed
+                remote.session.link.completed = self._done_call()
+
+    def _links(self) -> Iterable[Link]:
+        return [session.link for _, session in self._sessions.values()]
 
     def _route_of(self, msg: Outgoing) -> tuple[tuple, tuple]:
         remote = self.remotes.get(msg.remote) or self._by_name.get(msg.remote)  # sent to a name or a fingerprint

@@ -145,7 +145,7 @@ class Allows:
         stack._urgent = True  # a new session's heartbeat may be due at once
         stack._sessions[session.local_index] = (remote, session)
         link = session.link
-        link.completed = stack._completed
+        link.completed = stack._done_call()
         if stack._events is not None:
             stack._watch_session(remote, session)
         watch = link.watch

@@ -77,7 +77,7 @@ class Stack:
         self.inbox: deque[tuple[str, int, int, bytes]] = deque()
         self.inbox_bytes = 0
         self.counts: Counter[str] = Counter()
-        self.hooks = Hooks(self.HOOKS, name)
+        self.hooks = Hooks(self.HOOKS, name, changed=self._hook_changed)
         self.default_timeout: float | None = DEFAULT_TIMEOUT
         self._outq: deque[tuple[bytes, Any, list | None]] = deque()
         self._closed = False
@@ -130,6 +130,24 @@ class Stack:
     def _route_of(self, msg: Outgoing) -> tuple[tuple, tuple]:
         """``(src, dst)`` of a message no link has named (see LinkEvents)."""
         return ("", "", self.name, msg.stream), ("", "", str(msg.remote), msg.stream)
+
+    def _done_call(self) -> Callable[[Outgoing], None] | None:
+        """What a link calls for each message it finishes: nothing while nobody listens on ``done``.
+
+        A road finishes hundreds of thousands of messages a second, and a call per
+        message that only finds no listener was ~3% of a 100-byte message's cost.
+        """
+        return self._completed if self.hooks.done is not None else None
+
+    def _hook_changed(self, name: str) -> None:
+        if name == "done":
+            call = self._done_call()
+            for link in self._links():
+                link.completed = call
+
+    def _links(self) -> Iterable[Any]:
+        """Every link of this stack that sends (each holds ``_done_call()`` as ``completed``)."""
+        return ()
 
     def _completed(self, msg: Outgoing) -> None:
         done = self.hooks.done

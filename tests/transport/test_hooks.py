@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 
 import pytest
 
 from flowcast.transport.hooks import Hooks
+from flowcast.transport.lane import LaneStack
+from flowcast.transport.ports import UxdPort
 from flowcast.transport.presence import Presence
+from flowcast.transport.stack import serve
 
 from .roadkit import World
 
@@ -148,3 +153,36 @@ def test_a_raising_done_or_presence_listener_is_removed_and_the_road_goes_on(cap
     world.net.heal()
     again = alpha.send({"n": 2}, "beta")
     assert world.run_until(lambda: again.delivered, 10)
+
+
+def test_a_done_listener_added_or_removed_while_links_live_is_heard_from_the_next_message_on():
+    """Links call nothing per finished message while nobody listens (Stack._done_call), so adding
+    and removing a ``done`` listener must reach the links that already exist, on roads and lanes."""
+    world = World(seed=3, delay=0.001)
+    alpha, beta = world.pair()
+    quiet = alpha.send_bytes(b"q", "beta")
+    assert world.run_until(lambda: quiet.delivered, 5)
+    heard: list = []
+    alpha.hooks.add("done", heard.append)
+    out = alpha.send_bytes(b"a", "beta")
+    assert world.run_until(lambda: out.delivered, 5)
+    assert heard == [out]
+    alpha.hooks.remove("done", heard.append)
+    later = alpha.send_bytes(b"b", "beta")
+    assert world.run_until(lambda: later.delivered, 5)
+    assert heard == [out] and alpha.remote("beta").session.link.completed is None
+
+    with tempfile.TemporaryDirectory() as rundir:
+        one = LaneStack(UxdPort(rundir, "one"), "one", {"two": os.path.join(rundir, "two")}, acks=True)
+        two = LaneStack(UxdPort(rundir, "two"), "two", {"one": os.path.join(rundir, "one")}, acks=True)
+        try:
+            first = one.send_bytes(b"x", "two")
+            assert serve([one, two], until=lambda: first.done, timeout=5)
+            lane_heard: list = []
+            one.hooks.add("done", lane_heard.append)
+            acked = one.send_bytes(b"y", "two")
+            assert serve([one, two], until=lambda: acked.done, timeout=5)
+            assert acked.state == "delivered" and lane_heard == [acked]
+        finally:
+            one.close()
+            two.close()
