@@ -86,9 +86,9 @@ class Outgoing:
         self.remote = remote
         self.seq = -1
         self.nseg = 1
-        self.next_seg = 0
-        self.inflight = 0
-        self.lost = 0
+        # next_seg, inflight, segsize, marks and chunk are a segmented message's, set when a link
+        # takes it; lost is set at a whole message's first loss.  Left unset here: every message
+        # a road sends is made here, and each assignment is a few percent of a small one's cost.
         self.deadline: float | None = None
         self._state = QUEUED
         self._reason = ""

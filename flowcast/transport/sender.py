@@ -504,8 +504,8 @@ class Sender:
         for msg in rec[3]:
             if msg._state != QUEUED:
                 continue
-            msg.lost += 1
-            if msg.retries is not None and msg.lost > msg.retries:
+            lost = msg.lost = getattr(msg, "lost", 0) + 1  # unset until the first loss (outgoing.py)
+            if msg.retries is not None and lost > msg.retries:
                 self.fail(msg, "retries exhausted")
             else:
                 resend.append((msg, 0))
