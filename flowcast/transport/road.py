@@ -409,6 +409,9 @@ class RoadStack(RoadSending, Stack):
                 built = link.build(extra)
                 if built is None:
                     break
+                # Once per flush: a segment fills a whole body (Sender.segsize), so control
+                # chunks put before every body would leave no room for one, ever.
+                extra = b""
                 body, chunks = built
                 counter, datagram = session.seal(body)
                 link.sent(counter, len(body), chunks, now)

@@ -98,7 +98,7 @@ class Sender:
     __slots__ = ()
 
     def _init_sender(self, max_body: int) -> None:
-        self.segsize = max_body - _SEG_SIZE - 64  # room for a small ACK beside it
+        self.segsize = max_body - _SEG_SIZE  # a whole body: an owed ACK goes alone (see build)
         self._small = max_body - 64 - _MSG_SIZE  # largest message sent whole
         self.next_seq: dict[int, int] = {}
         self.unreliable_seq = 0
@@ -246,7 +246,7 @@ class Sender:
                     return head + data, (_NO_SEGMENTS, [msg])
             elif msg.nseg != 1 and msg.next_seg + 1 < msg.nseg and not self.ack_owed and not self.ack_pending:
                 # The bulk path (a large reliable message, nothing else owed): a body is one of its
-                # segments -- segsize leaves room for nothing but an ACK -- so it is made directly.
+                # segments -- a segment fills a body, and an owed ACK goes in a body of its own -- so it is made directly.
                 # Not its last segment, which is shorter: the general loop may fit more beside it.
                 built = self._next_segment(msg)
                 if built is not None:

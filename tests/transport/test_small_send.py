@@ -104,3 +104,35 @@ def test_a_whole_message_goes_out_exactly_retries_plus_one_times():
     assert world.run_until(lambda: doomed.done, 30)
     assert doomed.state == "failed" and doomed.reason == "retries exhausted"
     assert len(carried) == 3
+
+
+def test_a_responder_sends_a_large_message_before_the_initiator_is_heard_in_its_session():
+    """Segments fill a whole body, so the ALLOW_ACK a responder repeats until the initiator is heard
+    goes once per flush: put before every body it would leave room for no segment, and a flush
+    would build control-only bodies for ever (it did: memory grew without bound)."""
+    world = World(seed=11, delay=0.01)
+    alpha = world.estate("alpha")
+    beta = world.estate("beta")
+    carried = [0]
+    original = world.net._send
+
+    def bounded(data, source, destination):
+        carried[0] += 1
+        if carried[0] > 5_000:  # 200 KB needs ~170 datagrams: a flush that never ends fails here
+            raise RuntimeError("a flush that does not end")
+        original(data, source, destination)
+
+    world.net._send = bounded
+    alpha.join("beta")
+
+    def answered() -> bool:
+        remote = beta.remotes and next(iter(beta.remotes.values()))
+        return bool(remote) and remote.session is not None and remote.session.remote_index is not None
+
+    assert world.run_until(answered, 5, step=0.001)
+    session = next(iter(beta.remotes.values())).session
+    assert not session.confirmed and not session.initiator  # alpha's first sealed packet is on its way
+    out = beta.send_bytes(b"z" * 200_000, "alpha")
+    assert world.run_until(lambda: out.state == "delivered", 10)
+    assert [len(m.data) for m in alpha.receive_many()] == [200_000]
+    assert carried[0] < 5_000
