@@ -450,7 +450,8 @@ class RoadStack(RoadSending, Stack):
                 self.counts["unknown_session"] += 1
                 return
             remote, session = entry
-            if not session.window.check(counter):
+            window = session.window
+            if counter <= window.highest and not window.check(counter):  # a new highest is never a replay: no call
                 self.counts["replayed"] += 1
                 return
             body = session.open_fresh(data, counter)
@@ -484,7 +485,7 @@ class RoadStack(RoadSending, Stack):
         remote.last_heard = now
         self._dirty[remote] = None
         self._flushq[remote] = None
-        if remote.address != address:
+        if remote._address != address:  # the property's slot: this runs per datagram
             if remote.address is None or (not session.confirmed and not session.initiator):
                 # First authentic packet of a session we accepted: it comes
                 # from the initiator itself (an INITIATE copy raced from
