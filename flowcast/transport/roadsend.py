@@ -14,6 +14,7 @@ remote with no session -- takes the general path.
 
 from __future__ import annotations
 
+from time import monotonic as _monotonic
 from typing import Any
 
 from flowcast.transport.outgoing import Outgoing
@@ -58,7 +59,9 @@ class RoadSending:
             if session is not None and session.remote_index is not None and remote.presence is not _DEAD and not self._closed:
                 if timeout is ...:
                     timeout = self.default_timeout
-                msg = session.link.submit_small(payload, stream, _flags, timeout, to, self.clock.now())
+                origin = self._origin
+                now = _monotonic() - origin if origin is not None else self.clock.now()  # RealClock.now, inline
+                msg = session.link.submit_small(payload, stream, _flags, timeout, to, now)
                 if msg is not None:
                     self._dirty[remote] = None
                     self._flushq[remote] = None

@@ -74,6 +74,8 @@ class Stack:
         self.name = name
         self.scheduler = scheduler
         self.clock = scheduler.clock if scheduler is not None else (clock or RealClock())
+        # Set for a RealClock: the small send path reads the time without a Python call (roadsend.py).
+        self._origin: float | None = self.clock.origin if type(self.clock) is RealClock else None
         self.inbox: deque[tuple[str, int, int, bytes]] = deque()
         self.inbox_bytes = 0
         self.counts: Counter[str] = Counter()

@@ -136,3 +136,29 @@ def test_a_responder_sends_a_large_message_before_the_initiator_is_heard_in_its_
     assert world.run_until(lambda: out.state == "delivered", 10)
     assert [len(m.data) for m in alpha.receive_many()] == [200_000]
     assert carried[0] < 5_000
+
+
+def test_on_a_real_clock_a_small_message_is_timed_from_when_it_was_sent():
+    """The small path reads a RealClock inline (time.monotonic() - origin): the same time as now()."""
+    from flowcast.transport.keep import Keep
+    from flowcast.transport.ports import UdpPort
+    from flowcast.transport.road import RoadStack
+    from flowcast.transport.stack import serve
+
+    stacks = []
+    for name in ("alpha", "beta"):
+        keep = Keep(None)
+        keep.ensure_local(name)
+        stacks.append(RoadStack(UdpPort("127.0.0.1", 0), keep, policy="always"))
+    alpha, beta = stacks
+    try:
+        alpha.join(beta.address)
+        assert serve([alpha, beta], until=lambda: alpha.is_allowed("beta"), timeout=5)
+        before = alpha.clock.now()
+        out = alpha.send_bytes(b"t", "beta", timeout=30.0)
+        after = alpha.clock.now()
+        assert out.seq == 0 and before + 30.0 <= out.deadline <= after + 30.0
+        assert serve([alpha, beta], until=lambda: out.state == "delivered", timeout=5)
+    finally:
+        alpha.close()
+        beta.close()
