@@ -54,22 +54,19 @@ from flowcast.transport.roadtable import REMOTE_FORGOTTEN, RemoteTable
 from flowcast.transport.session import Session
 from flowcast.transport.linkevents import LinkEvents, EventSink
 from flowcast.transport.stack import Stack
+from flowcast.transport.roadreceive import RoadReceiving
 from flowcast.transport.roadsend import BACKLOG_FULL, RoadSending
-from flowcast.transport.wire import ALLOW_ACK, HEADER, HEADER_SIZE, MAGIC, PATH, ChunkKind, PacketKind, WireError
+from flowcast.transport.wire import ALLOW_ACK, HEADER_SIZE, PATH, ChunkKind
 
 __all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL", "REMOTE_FORGOTTEN"]
 
 
 _ALLOW_ACK_KIND = ChunkKind.ALLOW_ACK
-_SEALED = PacketKind.SEALED
-_unpack_header = HEADER.unpack_from
 _OVERHEAD = HEADER_SIZE + 16  # header + MAC
 _BATCH = 64  # datagrams of one remote handed to the port at once: GSO's most per call
-_ALIVE = Presence.ALIVE
-_DEAD = Presence.DEAD
 
 
-class RoadStack(RoadSending, Stack):
+class RoadStack(RoadSending, RoadReceiving, Stack):
     """One estate's UDP stack.
 
     ``keep`` must hold local keys (``keep.ensure_local(name)``).  ``policy``
@@ -436,91 +433,6 @@ class RoadStack(RoadSending, Stack):
                 return
             if link.advertised < link.receive_window >> 2:
                 self._starved[remote] = None
-
-    # -- receiving -------------------------------------------------------------------
-    def _receive(self, data: bytes, address: Address, now: float) -> None:
-        if len(data) < HEADER_SIZE or data[0] != MAGIC:
-            self.counts["malformed"] += 1
-            return
-        kind = data[1]
-        if kind == _SEALED:
-            _, _, _, index, counter = _unpack_header(data)
-            entry = self._sessions.get(index)
-            if entry is None:
-                self.counts["unknown_session"] += 1
-                return
-            remote, session = entry
-            window = session.window
-            if counter <= window.highest and not window.check(counter):  # a new highest is never a replay: no call
-                self.counts["replayed"] += 1
-                return
-            body = session.open_fresh(data, counter)
-            if body is None:
-                self.counts["unauthentic"] += 1
-                return
-            self._authentic(remote, session, body, counter, address, now)
-            return
-        # Handshakes can make something due at once (see Deadlines.maybe_due).
-        self._urgent = True
-        if kind == PacketKind.HELLO:
-            if self._rate.afford(now, address):
-                self._on_hello(data, address, now)
-        elif kind == PacketKind.INITIATE:
-            if self._rate.afford(now, address):
-                self._on_initiate(data, address, now)
-        elif kind == PacketKind.COOKIE:
-            self._on_cookie(data, address, now)
-        elif kind == PacketKind.JOIN:
-            self._joins.receive_join(data, address, now)
-        elif kind == PacketKind.COOKIED_JOIN:
-            self._joins.on_cookied_join(data, address, now)
-        elif kind in (PacketKind.JOIN_ACCEPT, PacketKind.JOIN_PEND, PacketKind.JOIN_REFUSE):
-            self._on_join_reply(data, address, now)
-        elif kind == PacketKind.JOIN_COOKIE:
-            self._joins.on_join_cookie(data, address, now)
-        else:
-            self.counts["malformed"] += 1
-
-    def _authentic(self, remote: Remote, session: Session, body: bytes, counter: int, address: Address, now: float) -> None:
-        remote.last_heard = now
-        self._dirty[remote] = None
-        self._flushq[remote] = None
-        if remote._address != address:  # the property's slot: this runs per datagram
-            if remote.address is None or (not session.confirmed and not session.initiator):
-                # First authentic packet of a session we accepted: it comes
-                # from the initiator itself (an INITIATE copy raced from
-                # elsewhere may have set the address we answered).
-                remote.address = address
-            else:
-                # Roaming, or an observer racing a copy from elsewhere: the
-                # datagram is authentic but its source proves nothing.  Ask
-                # that address to answer a challenge first (path validation).
-                self._paths.challenge(remote, session, address, now)
-        offset = 0
-        if body and body[0] == _ALLOW_ACK_KIND and len(body) >= ALLOW_ACK.size:
-            _, _, responder_index = ALLOW_ACK.unpack_from(body)
-            offset = ALLOW_ACK.size
-            if session.initiator and session.remote_index is None:
-                session.remote_index = responder_index
-                session.confirmed = True
-                self._allows.established(remote, session, now)
-            session.link.ack_owed = True
-        if not session.confirmed and not session.initiator:
-            session.confirmed = True  # the initiator has used the session
-        if remote.presence is not _ALIVE and session.remote_index is not None:
-            self._set_presence(remote, _ALIVE)
-            if remote.backlog and remote.session is session:
-                self._due.take_backlog(remote, session.link, now)
-        link = session.link
-        self._source = (remote, address)
-        try:
-            link.handle(body[offset:] if offset else body, now)
-        except WireError:
-            self.counts["bad_chunks"] += 1
-            return
-        finally:
-            self._source = None
-        link.received(counter)
 
     # -- running ---------------------------------------------------------------------
 
