@@ -403,17 +403,26 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
             address = remote.address
             batch: list[bytes] = []  # this remote's datagrams, handed over together (GSO) at the end or at 64
             while link.ack_owed or link.ping_owed or ((link.resend or link.fresh) and link.can_send()):
-                built = link.build(extra)
-                if built is None:
-                    break
-                # Once per flush: a segment fills a whole body (Sender.segsize), so control
-                # chunks put before every body would leave no room for one, ever.
-                extra = b""
-                body, chunks = built
-                counter, datagram = session.seal(body)
-                link.sent(counter, len(body), chunks, now)
+                run = None if extra else link.next_segments(_BATCH - len(batch))  # bulk: many bodies per call
+                if run:
+                    seal = session.seal
+                    sent = link.sent
+                    for body, chunks in run:
+                        counter, datagram = seal(body)
+                        sent(counter, len(body), chunks, now)
+                        batch.append(datagram)
+                else:
+                    built = link.build(extra)
+                    if built is None:
+                        break
+                    # Once per flush: a segment fills a whole body (Sender.segsize), so control
+                    # chunks put before every body would leave no room for one, ever.
+                    extra = b""
+                    body, chunks = built
+                    counter, datagram = session.seal(body)
+                    link.sent(counter, len(body), chunks, now)
+                    batch.append(datagram)
                 remote.last_sent = now
-                batch.append(datagram)
                 if len(batch) == _BATCH:
                     full = not self._emit_batch(batch, address)  # what the port did not take is queued
                     batch = []

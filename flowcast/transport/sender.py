@@ -62,6 +62,7 @@ _MSG_KIND, _SEG_KIND, _SKIP_KIND = ChunkKind.MSG, ChunkKind.SEG, ChunkKind.SKIP
 _MSG_SIZE = MSG.size
 _SEG_SIZE = SEG.size
 _msg_pack = MSG.pack
+_seg_pack = SEG.pack
 _PING_CHUNK = PING.pack(ChunkKind.PING, 0)
 _ACK_MAX_SIZE = ACK.size + MAX_ACK_RANGES * ACK_RANGE.size + MAX_ACK_STREAMS * ACK_STREAM.size
 _INF = float("inf")
@@ -244,13 +245,10 @@ class Sender:
                     if self.ack_owed or self.ack_pending:
                         head = self._ack_chunk() + head
                     return head + data, (_NO_SEGMENTS, [msg])
-            elif msg.nseg != 1 and msg.next_seg + 1 < msg.nseg and not self.ack_owed and not self.ack_pending:
-                # The bulk path (a large reliable message, nothing else owed): a body is one of its
-                # segments -- a segment fills a body, and an owed ACK goes in a body of its own -- so it is made directly.
-                # Not its last segment, which is shorter: the general loop may fit more beside it.
-                built = self._next_segment(msg)
-                if built is not None:
-                    return built
+            elif msg.nseg != 1:
+                run = self.next_segments(1)
+                if run:
+                    return run[0]
         parts: list[bytes] = []
         size = self._control_into(parts, extra) if extra or self.ack_owed or self.ack_pending else 0
         eliciting = self.ping_owed
@@ -303,17 +301,52 @@ class Sender:
         return body, (ELICITING if eliciting else None)
 
 
-    def _next_segment(self, msg: Outgoing) -> tuple[bytes, tuple] | None:
-        """``msg``'s next segment as a whole body, with its chunks; None where the general path must
-        decide (a SKIP, an unreliable or stopped message, its burst or the window full)."""
-        burst = msg.burst
-        if msg._state != QUEUED or msg.skip or msg.flags & F_UNRELIABLE or (burst and msg.inflight >= burst) or not self.can_send():
-            return None
+    def next_segments(self, most: int) -> list[tuple[bytes, tuple]]:
+        """The bulk path: up to ``most`` bodies, each one segment of the large message at the head of
+        the queue, with what to remember for each (as ``build`` returns them); [] where ``build`` must
+        decide (something else to send or owed, a SKIP, an unreliable or stopped message, its last
+        segment -- shorter, so the general loop may fit more beside it -- its burst or the window full).
+
+        A segment fills a body (segsize), and an owed ACK goes in a body of its own, so each body is
+        made directly; the conditions are checked once for the run and the window by arithmetic, as
+        ``can_send`` would find it before each, since the stack calls ``sent`` for every body in turn.
+        """
+        fresh = self.fresh
+        if (
+            not fresh or self.resend or self.ping_owed or not self.acks or self.evicted_owed is not None
+            or self.ack_owed or self.ack_pending
+        ):
+            return []
+        msg = fresh[0]
+        nseg = msg.nseg
+        if nseg == 1:
+            return []
         sn = msg.next_seg
-        msg.next_seg = sn + 1
-        msg.marks[sn] = 1
-        msg.inflight += 1
-        return self._segment(msg, sn), ([msg, sn], ())
+        if sn + 1 >= nseg or msg._state != QUEUED or msg.skip or msg.flags & F_UNRELIABLE:
+            return []
+        limit = self.cwnd if self.cwnd < self.peer_window else self.peer_window
+        room = limit - self.inflight_bytes
+        packets = MAX_INFLIGHT_PACKETS - len(self.inflight)
+        burst = msg.burst
+        if burst:
+            packets = min(packets, burst - msg.inflight)
+        stop = min(nseg - 1, sn + most, sn + packets)  # never the last segment
+        segsize = msg.segsize
+        chunk = msg.chunk
+        marks = msg.marks
+        head = (_SEG_KIND, msg.flags, msg.stream, msg.seq)
+        out = []
+        start = sn * segsize
+        while sn < stop and room > 0:
+            body = _seg_pack(*head, sn, nseg, segsize) + chunk[start : start + segsize]  # type: ignore[index]
+            out.append((body, ([msg, sn], ())))
+            marks[sn] = 1
+            room -= len(body)
+            sn += 1
+            start += segsize
+        msg.inflight += sn - msg.next_seg
+        msg.next_seg = sn
+        return out
 
     def _control_into(self, parts: list[bytes], extra: bytes) -> int:
         """Put the stack's control chunks and an owed ACK (with EVICTED notices) first; their size."""

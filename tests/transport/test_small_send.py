@@ -162,3 +162,33 @@ def test_on_a_real_clock_a_small_message_is_timed_from_when_it_was_sent():
     finally:
         alpha.close()
         beta.close()
+
+
+@pytest.mark.parametrize("cwnd, burst", [(1 << 20, 0), (5_000, 0), (1 << 20, 3), (1, 0)])
+def test_a_run_of_segments_is_what_build_would_have_made_one_by_one(cwnd, burst):
+    """Sender.next_segments checks the window by arithmetic for a whole run; the bodies, the books and
+    where it stops must be those of build() called before each packet, as the road did."""
+    from flowcast.transport.reliable import Link, Outgoing
+
+    def link() -> Link:
+        made = Link(1200, lambda *a: None)
+        made.cwnd = cwnd
+        made.submit(Outgoing(bytes(range(256)) * 100, 3, burst=burst), 0.0)
+        return made
+
+    runner, builder = link(), link()
+    run = runner.next_segments(64)
+    for counter, (body, carried) in enumerate(run):
+        runner.sent(counter, len(body), carried, 0.0)
+    built = []
+    head = builder.fresh[0]
+    while builder.can_send() and len(built) < 64 and head.next_seg + 1 < head.nseg:  # a run never takes the last
+        one = builder.build()
+        if one is None:
+            break
+        builder.sent(len(built), len(one[0]), one[1], 0.0)
+        built.append(one[0])
+    assert [body for body, _ in run] == built
+    assert runner.inflight_bytes == builder.inflight_bytes and sorted(runner.inflight) == sorted(builder.inflight)
+    head_r, head_b = runner.fresh[0], builder.fresh[0]
+    assert (head_r.next_seg, head_r.inflight, bytes(head_r.marks)) == (head_b.next_seg, head_b.inflight, bytes(head_b.marks))
