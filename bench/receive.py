@@ -33,7 +33,9 @@ try:
     from flowcast.transport.budget import HoldBudget
 except ImportError:  # a checkout from before the hold budget: compare it too
     HoldBudget = None  # type: ignore[assignment,misc]
-from flowcast.transport.wire import MSG, SEG, ChunkKind  # noqa: E402
+from flowcast.transport.wire import MSG, RUN, SEG, ChunkKind  # noqa: E402
+
+import msgpack  # noqa: E402
 
 LOOPBACK_BODY = 65535 - 100  # about what a road session's body holds on loopback
 SMALL_BODY = 1200 - 40
@@ -59,18 +61,24 @@ def bodies(size: int, count: int, max_body: int, reverse: bool = False) -> list[
 
 def floor(batch: list[bytes]) -> int:
     """Chunks cut and pieces joined, nothing else: what any receiver does."""
-    unpack_msg, unpack_seg = MSG.unpack_from, SEG.unpack_from
-    msg_size, seg_size = MSG.size, SEG.size
+    unpack_msg, unpack_seg, unpack_run = MSG.unpack_from, SEG.unpack_from, RUN.unpack_from
+    msg_size, seg_size, run_size = MSG.size, SEG.size, RUN.size
+    unpackb = msgpack.unpackb
     got = 0
     parts: dict[int, dict[int, bytes]] = {}
     for body in batch:
         off, end = 0, len(body)
         while off < end:
-            if body[off] == ChunkKind.MSG:
+            kind = body[off]
+            if kind == ChunkKind.MSG:
                 _, _, _, _, length = unpack_msg(body, off)
                 off += msg_size
                 body[off : off + length]
                 got += 1
+            elif kind == ChunkKind.RUN:  # messages of a stream in a row: one array of payloads
+                _, _, _, _, count, length = unpack_run(body, off)
+                off += run_size
+                got += len(unpackb(memoryview(body)[off : off + length]))
             else:
                 _, _, _, seq, number, count, length = unpack_seg(body, off)
                 off += seg_size

@@ -60,6 +60,7 @@ from flowcast.transport.wire import (
     MSG,
     PATH,
     PING,
+    RUN,
     SEG,
     SKIP,
     ChunkKind,
@@ -247,12 +248,19 @@ def mutate(rng: random.Random, samples: list[bytes], limit: int = 2048) -> bytes
 
 def hostile_chunk(rng: random.Random, *, close: bool = False) -> bytes:
     """One reliable-layer chunk with extreme or random fields (CLOSE only if ``close``)."""
-    kind = rng.randrange(10) if close else rng.choice((0, 1, 2, 3, 4, 5, 6, 8, 9))
+    kind = rng.randrange(12) if close else rng.choice((0, 1, 2, 3, 4, 5, 6, 8, 9, 11))
     flags = _int(rng, 8) if rng.random() < 0.3 else rng.choice((0, 1, 2, 3))
     if kind == ChunkKind.MSG:
         payload = _payload(rng)
         length = len(payload) if rng.random() < 0.9 else _int(rng, 32)
         return MSG.pack(kind, flags, _int(rng, 16) % 8, _int(rng, 64) if rng.random() < 0.3 else rng.randrange(64), length) + payload
+    if kind == ChunkKind.RUN:
+        payloads = [_payload(rng) for _ in range(rng.randrange(0, 6))]
+        block = msgpack.packb(payloads) if rng.random() < 0.8 else _payload(rng)
+        count = len(payloads) if rng.random() < 0.8 else _int(rng, 16)
+        length = len(block) if rng.random() < 0.9 else _int(rng, 32)
+        seq = rng.randrange(64) if rng.random() < 0.7 else _int(rng, 64)
+        return RUN.pack(kind, flags, _int(rng, 16) % 8, seq, count, length) + block
     if kind == ChunkKind.SEG:
         payload = rng.randbytes(rng.randrange(0, 300))
         count = _int(rng, 32)

@@ -42,10 +42,12 @@ from flowcast.transport.wire import (
     MAX_ACK_RANGES,
     MSG,
     PATH,
+    RUN,
     SEG,
     SKIP,
     ChunkKind,
     WireError,
+    run_payloads,
 )
 
 __all__ = ["ACK_DELAY", "MAX_AHEAD", "MIN_PIECE", "RECEIVER_SLOTS", "Receiver"]
@@ -58,6 +60,9 @@ _MSG_KIND, _SEG_KIND, _ACK_KIND, _SKIP_KIND, _PING_KIND = (
     ChunkKind.PING,
 )
 _MSG_SIZE = MSG.size
+_RUN_KIND = ChunkKind.RUN
+_RUN_SIZE = RUN.size
+_run_unpack = RUN.unpack_from
 _SEG_SIZE = SEG.size
 _msg_unpack = MSG.unpack_from
 _seg_unpack = SEG.unpack_from
@@ -253,15 +258,31 @@ class Receiver:
                             deliver(stream, flags, body[off:stop])
                             if state.pending:
                                 self._drain(stream, state)
-                        elif seq < expected or seq in state.pending:
-                            self.counts["duplicates"] += 1
-                        elif seq - expected > MAX_AHEAD or not self._room(length + ENTRY_COST):
-                            raise _CannotHold
                         else:
-                            state.pending[seq] = (flags, body[off:stop])
-                            self._charge(length + ENTRY_COST)
-                            if watch is not None:
-                                watch.arrived(stream, seq, length, expected, state.pending)
+                            self._message_in(state, stream, flags, seq, body[off:stop])
+                    off = stop
+                elif kind == _RUN_KIND:
+                    _, flags, stream, seq, count, length = _run_unpack(body, off)
+                    off += _RUN_SIZE
+                    stop = off + length
+                    if stop > end:
+                        raise WireError("run chunk overruns the body")
+                    payloads = run_payloads(memoryview(body)[off:stop], flags, seq, count)  # all of them, or WireError
+                    eliciting = True
+                    state = streams.get(stream)
+                    if state is None:
+                        state = streams[stream] = StreamIn()
+                        if self.adopt:
+                            state.expected = seq
+                    if seq == state.expected and not state.pending and watch is None:
+                        # in order, nothing held: each delivered now, as a MSG chunk's would be
+                        state.expected = seq + count
+                        for payload in payloads:
+                            deliver(stream, flags, payload)
+                    else:
+                        for payload in payloads:
+                            self._message_in(state, stream, flags, seq, payload)
+                            seq += 1
                     off = stop
                 elif kind == _SEG_KIND:
                     _, flags, stream, seq, number, count, length = _seg_unpack(body, off)
@@ -496,6 +517,32 @@ class Receiver:
             watch.arrived(stream, seq, len(complete), expected, holder)
         if seq == expected:
             self._drain(stream, state)
+
+    def _message_in(self, state: StreamIn, stream: int, flags: int, seq: int, payload: bytes) -> None:
+        """A whole reliable message: delivered if next, else a duplicate or held (or _CannotHold).
+
+        A MSG chunk delivers its next message inline (the common case) and comes here for the rest;
+        a RUN chunk comes here for each message when it is not simply next with nothing held.
+        """
+        expected = state.expected
+        length = len(payload)
+        watch = self.watch
+        if seq == expected:
+            state.expected = seq + 1
+            if watch is not None:
+                watch.in_order(stream, seq, length)
+            self.deliver(stream, flags, payload)
+            if state.pending:
+                self._drain(stream, state)
+        elif seq < expected or seq in state.pending:
+            self.counts["duplicates"] += 1
+        elif seq - expected > MAX_AHEAD or not self._room(length + ENTRY_COST):
+            raise _CannotHold
+        else:
+            state.pending[seq] = (flags, payload)
+            self._charge(length + ENTRY_COST)
+            if watch is not None:
+                watch.arrived(stream, seq, length, expected, state.pending)
 
     def _drain(self, stream: int, state: StreamIn) -> None:
         pending = state.pending

@@ -13,8 +13,11 @@ Decoders raise only :class:`WireError`; the stacks count and drop on it.
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import NamedTuple
+
+import msgpack
 
 from flowcast.errors import Error
 
@@ -27,6 +30,8 @@ __all__ = [
     "PacketKind",
     "ChunkKind",
     "MSG",
+    "RUN",
+    "MAX_RUN",
     "SEG",
     "ACK",
     "ACK_RANGE",
@@ -38,6 +43,7 @@ __all__ = [
     "PATH",
     "F_UNRELIABLE",
     "F_JSON",
+    "run_payloads",
     "pack_header",
     "unpack_header",
     "decode_chunks",
@@ -109,6 +115,7 @@ class ChunkKind:
     PATH_CHALLENGE = 8  # is the sender of this session really at this address?
     PATH_RESPONSE = 9  # yes: the challenge's token, from the address asked about
     EVICTED = 10  # the receiver dropped acknowledged pieces of this message (hold budget): fail it
+    RUN = 11  # whole reliable messages of one stream numbered in a row: a msgpack array of their payloads
 
 
 # chunk flags
@@ -117,6 +124,12 @@ F_JSON = 0x02  # payload is JSON rather than msgpack
 
 MSG = struct.Struct("!BBHQI")  # kind, flags, stream, seq, length
 SEG = struct.Struct("!BBHQIII")  # kind, flags, stream, seq, segment no, count, length
+RUN = struct.Struct("!BBHQHI")  # kind, flags, stream, first seq, count, length of the array that follows
+#: The most messages one RUN chunk carries (its count is u16; a sender stops a run here).
+MAX_RUN = 4096
+_unpackb = functools.partial(msgpack.unpackb, raw=False)  # raw=False: a str item stays a str, and is refused
+_ONLY_BYTES = {bytes}
+_SEQ_END = 1 << 64
 ACK = struct.Struct("!BBHHI")  # kind, flags, ranges, streams, receive window (bytes)
 ACK_RANGE = struct.Struct("!QQ")  # first, last (inclusive)
 ACK_STREAM = struct.Struct("!HQ")  # stream, next undelivered seq
@@ -145,6 +158,21 @@ class Chunk(NamedTuple):
     payload: bytes
 
 
+def run_payloads(block: bytes | memoryview, flags: int, seq: int, count: int) -> list[bytes]:
+    """The payloads of a RUN chunk's array, or WireError: exactly ``count`` (2..MAX_RUN) byte strings
+    of reliable messages numbered within u64, nothing else (one bad item refuses the chunk before any
+    is delivered)."""
+    if count < 2 or count > MAX_RUN or flags & F_UNRELIABLE or seq + count > _SEQ_END:
+        raise WireError(f"run of {count} messages from {seq}, flags 0x{flags:02x}")
+    try:
+        payloads = _unpackb(block)
+    except Exception as error:  # noqa: BLE001 - msgpack raises several kinds on hostile bytes
+        raise WireError(f"run array does not decode: {type(error).__name__}") from None
+    if type(payloads) is not list or len(payloads) != count or set(map(type, payloads)) != _ONLY_BYTES:
+        raise WireError("run array is not its count of byte strings")
+    return payloads
+
+
 def decode_chunks(body: bytes | memoryview) -> list[Chunk]:
     """Decode a whole body into chunks, or raise WireError."""
     chunks: list[Chunk] = []
@@ -159,6 +187,14 @@ def decode_chunks(body: bytes | memoryview) -> list[Chunk]:
                 if off + length > end:
                     raise WireError("message chunk overruns the body")
                 chunks.append(Chunk(kind, flags, (stream, seq), bytes(body[off : off + length])))
+                off += length
+            elif kind == ChunkKind.RUN:
+                _, flags, stream, seq, count, length = RUN.unpack_from(body, off)
+                off += RUN.size
+                if off + length > end:
+                    raise WireError("run chunk overruns the body")
+                payloads = run_payloads(body[off : off + length], flags, seq, count)
+                chunks.append(Chunk(kind, flags, (stream, seq, payloads), b""))
                 off += length
             elif kind == ChunkKind.SEG:
                 _, flags, stream, seq, number, count, length = SEG.unpack_from(body, off)

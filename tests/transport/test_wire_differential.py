@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from unittest import mock
 
+import msgpack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,9 +34,11 @@ from flowcast.transport.wire import (
     EVICT,
     MAX_ACK_STREAMS,
     MAX_ACK_RANGES,
+    MAX_RUN,
     MSG,
     PATH,
     PING,
+    RUN,
     SEG,
     SKIP,
     F_UNRELIABLE,
@@ -44,7 +47,7 @@ from flowcast.transport.wire import (
     decode_chunks,
 )
 
-_ELICITING = {ChunkKind.MSG, ChunkKind.SEG, ChunkKind.SKIP, ChunkKind.PING, ChunkKind.PATH_CHALLENGE, ChunkKind.PATH_RESPONSE}
+_ELICITING = {ChunkKind.MSG, ChunkKind.RUN, ChunkKind.SEG, ChunkKind.SKIP, ChunkKind.PING, ChunkKind.PATH_CHALLENGE, ChunkKind.PATH_RESPONSE}
 
 
 class _Forgetful(dict):
@@ -127,6 +130,9 @@ def _reference(body: bytes) -> tuple[bool, list[tuple], bool]:
     for f in chunks:
         if f.kind == ChunkKind.MSG:
             seen.append(("MSG", f.flags, *f.fields, f.payload))
+        elif f.kind == ChunkKind.RUN:  # the link reads a run as its messages, one by one
+            stream, seq, payloads = f.fields
+            seen.extend(("MSG", f.flags, stream, seq + i, payload) for i, payload in enumerate(payloads))
         elif f.kind == ChunkKind.SEG:
             seen.append(("SEG", f.flags, *f.fields, f.payload))
         elif f.kind == ChunkKind.ACK:
@@ -186,16 +192,35 @@ def _seg(draw) -> bytes:
     return SEG.pack(ChunkKind.SEG, flags, stream, seq, number, count, length) + data
 
 
+@st.composite
+def _run(draw) -> bytes:
+    """A RUN chunk: usually its count of byte strings, sometimes too few, other types, or garbage."""
+    payloads = draw(st.lists(_payload, min_size=0, max_size=5))
+    block = draw(
+        st.one_of(
+            st.just(msgpack.packb(payloads)),
+            st.just(msgpack.packb([*payloads, "text"])),
+            st.just(msgpack.packb([*payloads, 7])),
+            st.binary(max_size=12),
+        )
+    )
+    count = draw(st.one_of(st.just(len(payloads)), st.sampled_from([0, 1, 2, MAX_RUN, MAX_RUN + 1, 0xFFFF])))
+    length = draw(st.one_of(st.just(len(block)), _u32))
+    flags, stream, seq = draw(st.sampled_from([0, F_UNRELIABLE, 2])), draw(_u16), draw(_u64)
+    return RUN.pack(ChunkKind.RUN, flags, stream, seq, count, length) + block
+
+
 _chunk = st.one_of(
     _ack(),
     _msg(),
+    _run(),
     _seg(),
     st.builds(lambda f, fl, s: SKIP.pack(ChunkKind.SKIP, f, fl, s), _u8, _u16, _u64),
     st.builds(lambda f, fl, s: EVICT.pack(ChunkKind.EVICTED, f, fl, s), _u8, _u16, _u64),
     st.builds(lambda k, f, t: PATH.pack(k, f, t), st.sampled_from([ChunkKind.PATH_CHALLENGE, ChunkKind.PATH_RESPONSE]), _u8, _u64),
     st.builds(lambda f: PING.pack(ChunkKind.PING, f), _u8),
     st.builds(lambda f, s: ALLOW_ACK.pack(ChunkKind.ALLOW_ACK, f, s), _u8, _u32),
-    st.builds(lambda k, f: bytes([k, f]), st.sampled_from([0, ChunkKind.CLOSE, 11, 0xFF]), _u8),
+    st.builds(lambda k, f: bytes([k, f]), st.sampled_from([0, ChunkKind.CLOSE, 12, 0xFF]), _u8),
 )
 
 
