@@ -40,12 +40,16 @@ class RoadReceiving:
     __slots__ = ()
     counts: Any
     _sessions: dict[int, tuple[Remote, Session]]
+    _flushq: dict[Remote, None]
+    _dirty: dict[Remote, None]
 
     def _receive_batch(self, batch: list[tuple[bytes, Address]], now: float) -> None:
         counts = self.counts
         sessions = self._sessions
         settled = None  # the (remote, session) entry the last datagram left settled at ``at``
         at = None
+        quick: dict[Remote, None] = {}  # remotes read the quick way: queued again at the end (below)
+        last = None
         for data, address in batch:
             try:
                 if settled is not None and address == at and len(data) >= HEADER_SIZE and data[1] == _SEALED and data[0] == MAGIC:
@@ -71,6 +75,9 @@ class RoadReceiving:
                             finally:
                                 self._source = None
                             link.received(counter)
+                            if remote is not last:
+                                quick[remote] = None
+                                last = remote
                             continue
                         if not self._authentic(remote, session, body, counter, address, now):
                             settled = None
@@ -80,6 +87,15 @@ class RoadReceiving:
             except Exception:  # noqa: BLE001 - a datagram must never take the stack down
                 counts["internal_errors"] += 1
                 settled = None
+        # What _authentic does per datagram, done once: the ACKs these datagrams owe go with the
+        # flush that ends the batch, and their deadlines are looked at again -- even if a listener
+        # flushed (or looked at deadlines) mid-batch, after the run's first datagram queued them.
+        if quick:
+            flushq = self._flushq
+            dirty = self._dirty
+            for remote in quick:
+                flushq[remote] = None
+                dirty[remote] = None
 
     def _receive(self, data: bytes, address: Address, now: float) -> tuple[Remote, Session] | None:
         """Read one datagram; the session entry when it was a sealed one of a settled session
