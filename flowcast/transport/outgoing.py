@@ -18,7 +18,7 @@ from typing import Any
 
 from flowcast.errors import Error
 
-__all__ = ["DELIVERED", "FAILED", "QUEUED", "SENT", "Outgoing", "OutgoingStateError", "deliver_through"]
+__all__ = ["DELIVERED", "FAILED", "QUEUED", "SENT", "Outgoing", "OutgoingStateError", "deliver_through", "numbered"]
 
 QUEUED, DELIVERED, FAILED, SENT = 0, 1, 2, 3
 _STATE_NAMES = {QUEUED: "queued", DELIVERED: "delivered", FAILED: "failed", SENT: "sent"}
@@ -154,6 +154,30 @@ class Outgoing:
     def __repr__(self) -> str:
         reason = " " + self._reason if self._reason else ""
         return f"<Outgoing stream={self.stream} seq={self.seq} {len(self.data)} B {self.state}{reason}>"
+
+
+_new = object.__new__
+
+
+def numbered(data: bytes, stream: int, flags: int, timeout: float | None, remote: Any, seq: int, deadline: float | None) -> Outgoing:
+    """A new whole reliable message a link has numbered already: what ``Outgoing(...)`` makes, with
+    its sequence number and deadline, and without the ``__init__`` call (a road's small send path
+    makes one per message, and that call was ~20% of making it)."""
+    msg = _new(Outgoing)
+    msg.data = data
+    msg.stream = stream
+    msg.flags = flags
+    msg.timeout = timeout
+    msg.retries = None
+    msg.burst = 0
+    msg.remote = remote
+    msg.seq = seq
+    msg.nseg = 1
+    msg.deadline = deadline
+    msg._state = QUEUED
+    msg._reason = ""
+    msg.skip = False
+    return msg
 
 
 def deliver_through(queue: deque[Outgoing], expected: int, completed: Callable[[Outgoing], None] | None) -> int:

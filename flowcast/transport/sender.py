@@ -37,6 +37,7 @@ import msgpack
 
 from flowcast.transport import evicted as _evicted
 from flowcast.transport.outgoing import QUEUED, Outgoing, OutgoingStateError, deliver_through
+from flowcast.transport.outgoing import numbered as _numbered
 from flowcast.transport.wire import (
     ACK,
     ACK_STREAM,
@@ -139,23 +140,20 @@ class Sender:
         size = len(data)
         if size > self._small or size > self.max_message:  # segmented, or refused: the general path's
             return None
-        msg = Outgoing(data, stream, flags, timeout, None, 0, to)
         seq = self.next_seq.get(stream, 0)
         deadline = _INF if timeout is None else now + timeout  # first what can raise, before any books
+        msg = _numbered(data, stream, flags, timeout, to, seq, None if timeout is None else deadline)
         self.next_seq[stream] = seq + 1
         queue = self.unfinished.get(stream)
         if queue is None:
             queue = self.unfinished[stream] = deque()
         queue.append(msg)
         self.pending_count += 1
-        if timeout is not None:
-            msg.deadline = deadline
         latest = self._latest_deadline
         if deadline < latest.get(stream, -_INF):
             heapq.heappush(self._early, (deadline, stream, seq, msg))
         else:
             latest[stream] = deadline
-        msg.seq = seq
         fresh = self.fresh
         if fresh is _NO_QUEUE:
             fresh = self.fresh = deque()
@@ -319,7 +317,7 @@ class Sender:
                 break
             data = msg.data
             length = len(data)
-            if run is not None and msg.seq == after and msg.flags == flags and msg.stream == stream and len(run) < MAX_RUN:
+            if run is not None and msg.seq == after and msg.flags == flags and msg.stream == stream and after - first < MAX_RUN:
                 if size + item + length > limit:
                     full = True
                     break

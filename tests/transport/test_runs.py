@@ -104,3 +104,15 @@ def test_a_hostile_run_is_refused_whole_and_delivers_nothing(payloads, count, se
     with pytest.raises(WireError):
         receiver.handle(body, 0.0)
     assert got == []
+
+
+def test_a_run_stops_at_max_run_and_the_next_one_goes_on():
+    sender = Link(60_000, lambda *a: None)
+    for n in range(5000):
+        sender.submit(Outgoing(bytes([n % 256]), 0), 0.0)
+    body, _ = sender.build()
+    kinds = _kinds(body)
+    assert kinds[:2] == [("RUN", 0, 0, MAX_RUN), ("RUN", 0, MAX_RUN, 5000 - MAX_RUN)]
+    got = []
+    Link(60_000, lambda stream, flags, data: got.append(data)).handle(body, 0.0)
+    assert got == [bytes([n % 256]) for n in range(5000)]
