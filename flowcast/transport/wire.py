@@ -13,7 +13,6 @@ Decoders raise only :class:`WireError`; the stacks count and drop on it.
 
 from __future__ import annotations
 
-import functools
 import struct
 from typing import NamedTuple
 
@@ -127,8 +126,6 @@ SEG = struct.Struct("!BBHQIII")  # kind, flags, stream, seq, segment no, count, 
 RUN = struct.Struct("!BBHQHI")  # kind, flags, stream, first seq, count, length of the array that follows
 #: The most messages one RUN chunk carries (its count is u16; a sender stops a run here).
 MAX_RUN = 4096
-_unpackb = functools.partial(msgpack.unpackb, raw=False)  # raw=False: a str item stays a str, and is refused
-_ONLY_BYTES = {bytes}
 _SEQ_END = 1 << 64
 ACK = struct.Struct("!BBHHI")  # kind, flags, ranges, streams, receive window (bytes)
 ACK_RANGE = struct.Struct("!QQ")  # first, last (inclusive)
@@ -161,14 +158,44 @@ class Chunk(NamedTuple):
 def run_payloads(block: bytes | memoryview, flags: int, seq: int, count: int) -> list[bytes]:
     """The payloads of a RUN chunk's array, or WireError: exactly ``count`` (2..MAX_RUN) byte strings
     of reliable messages numbered within u64, nothing else (one bad item refuses the chunk before any
-    is delivered)."""
+    is delivered).
+
+    The array's header is read here and must say ``count``; its items are read one by one by an
+    unpacker that builds no container with anything in it (no list, map, str or ext), and the first
+    item that is not a byte string ends the reading.  Unpacking the whole array at once would build
+    whatever the bytes declare first -- arrays nested 1,024 deep, each as long as the block, cost
+    ~60 MB for an 8 KB chunk -- and check its shape only after.
+    """
     if count < 2 or count > MAX_RUN or flags & F_UNRELIABLE or seq + count > _SEQ_END:
         raise WireError(f"run of {count} messages from {seq}, flags 0x{flags:02x}")
+    size = len(block)
+    if size < 1 + 2 * count:  # a header, then a bin8 header at least for each payload
+        raise WireError("run array shorter than its count")
+    head = block[0]
+    if 0x90 <= head <= 0x9F:  # fixarray
+        declared, start = head & 0x0F, 1
+    elif head == 0xDC:  # array16
+        declared, start = (block[1] << 8) | block[2], 3
+    else:  # array32 never: a run is 4,096 at most
+        raise WireError("run is not one msgpack array")
+    if declared != count:
+        raise WireError(f"run array of {declared} for a count of {count}")
+    items = msgpack.Unpacker(
+        max_buffer_size=size, max_bin_len=size, max_str_len=0, max_array_len=0, max_map_len=0, max_ext_len=0
+    )
+    payloads: list[bytes] = []
+    append = payloads.append
     try:
-        payloads = _unpackb(block)
+        items.feed(block[start:])
+        for item in items:
+            if item.__class__ is not bytes or len(payloads) == count:
+                raise WireError("run array is not its count of byte strings")
+            append(item)
+    except WireError:
+        raise
     except Exception as error:  # noqa: BLE001 - msgpack raises several kinds on hostile bytes
         raise WireError(f"run array does not decode: {type(error).__name__}") from None
-    if type(payloads) is not list or len(payloads) != count or set(map(type, payloads)) != _ONLY_BYTES:
+    if len(payloads) != count:
         raise WireError("run array is not its count of byte strings")
     return payloads
 
