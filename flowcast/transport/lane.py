@@ -65,7 +65,7 @@ from flowcast.transport.laneyard import PROBE_FIRST, PROBE_MAX, Yard
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.reliable import Link, Outgoing
 from flowcast.transport.linkevents import LinkEvents, EventSink
-from flowcast.transport.stack import Stack
+from flowcast.transport.stack import INBOX_ENTRY, Stack
 from flowcast.transport.wire import F_UNRELIABLE, HEADER, HEADER_SIZE, MAGIC, PacketKind, WireError
 
 __all__ = ["LaneStack", "LANE_ACKED", "LANE_AUTH"]
@@ -212,7 +212,7 @@ class LaneStack(Stack):
         def deliver(stream: int, flags: int, payload: bytes, _name: str = name) -> None:
             if hooks.message is None:  # the common case, inlined: one call per message
                 inbox.append((_name, stream, flags, payload))
-                self.inbox_bytes += len(payload)
+                self.inbox_bytes += len(payload) + INBOX_ENTRY
             else:
                 self._deliver_to_inbox(_name, stream, flags, payload)
 

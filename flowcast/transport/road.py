@@ -53,7 +53,7 @@ from flowcast.transport.roadremote import JoinAttempt, Remote
 from flowcast.transport.roadtable import REMOTE_FORGOTTEN, RemoteTable
 from flowcast.transport.session import Session
 from flowcast.transport.linkevents import LinkEvents, EventSink
-from flowcast.transport.stack import Stack
+from flowcast.transport.stack import INBOX_ENTRY, Stack
 from flowcast.transport.roadreceive import RoadReceiving
 from flowcast.transport.roadsend import BACKLOG_FULL, RoadSending
 from flowcast.transport.wire import ALLOW_ACK, HEADER_SIZE, PATH, ChunkKind
@@ -295,7 +295,7 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         def deliver(stream: int, flags: int, payload: bytes) -> None:
             if hooks.message is None:  # the common case, inlined: one call per message
                 inbox.append((name, stream, flags, payload))
-                self.inbox_bytes += len(payload)
+                self.inbox_bytes += len(payload) + INBOX_ENTRY
             else:
                 self._deliver_to_inbox(name, stream, flags, payload)
 

@@ -32,11 +32,15 @@ from flowcast.transport.recording import MessageRecorder
 from flowcast.transport.outgoing import Outgoing
 from flowcast.transport.wire import F_JSON, F_UNRELIABLE
 
-__all__ = ["Stack", "Message", "EventSink", "LinkEvents", "serve", "F_RAW", "DEFAULT_TIMEOUT"]
+__all__ = ["Stack", "Message", "EventSink", "LinkEvents", "serve", "F_RAW", "DEFAULT_TIMEOUT", "INBOX_ENTRY"]
 
 F_RAW = 0x04  # payload is bytes the application sent as bytes
 DEFAULT_TIMEOUT = 60.0
 RECEIVE_BATCH = 256
+#: What a delivered message costs in the inbox beside its payload (its tuple and deque slot), counted
+#: in ``inbox_bytes`` and so against the receive window: counted as nothing, empty messages -- 2
+#: bytes each on the wire in a RUN chunk -- would never close it, and the inbox would grow unbounded.
+INBOX_ENTRY = 64
 #: A service this long after the last one that read data reads one datagram
 #: only (see ``Stack.service``); sooner, reads drain in batches.
 SPARSE_GAP = 0.0001
@@ -234,7 +238,7 @@ class Stack:
         inbox = self.inbox
         while inbox:
             remote, stream, flags, payload = inbox.popleft()
-            self.inbox_bytes -= len(payload)
+            self.inbox_bytes -= len(payload) + INBOX_ENTRY
             data = self._decode(flags, payload)
             if data is not _UNDECODABLE:
                 self._consumed()
@@ -260,7 +264,7 @@ class Stack:
             data = decode(flags, payload)
             if data is not _UNDECODABLE:
                 append(make(Message, (remote, stream, data, not flags & F_UNRELIABLE)))
-        self.inbox_bytes -= taken
+        self.inbox_bytes -= taken + count * INBOX_ENTRY
         self._consumed()
         return out
 
@@ -290,7 +294,7 @@ class Stack:
             # Its only listener failed on it: the message waits in the inbox like
             # every later one, rather than being acknowledged and lost.
         self.inbox.append((remote, stream, flags, payload))
-        self.inbox_bytes += len(payload)
+        self.inbox_bytes += len(payload) + INBOX_ENTRY
 
     # -- for subclasses --------------------------------------------------------
 

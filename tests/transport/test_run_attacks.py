@@ -1,7 +1,7 @@
 """RUN chunks from a hostile but authenticated peer, and a RUN refused half-way (an outside review of the RUN chunk).
 
-A RUN's array is read by ``msgpack.unpackb`` before anything checks its shape (wire.run_payloads), so its
-cost is whatever the bytes tell msgpack to build.  The promise: bad input gets a clear error or a counted drop,
+Was a finding: a RUN's array was read by ``msgpack.unpackb`` before anything checked its shape, so its
+cost was whatever the bytes told msgpack to build (wire.run_payloads now reads it item by item).  The promise: bad input gets a clear error or a counted drop,
 never unbounded memory and never CPU out of proportion to the bytes that carried it.
 """
 

@@ -116,3 +116,24 @@ def test_a_run_stops_at_max_run_and_the_next_one_goes_on():
     got = []
     Link(60_000, lambda stream, flags, data: got.append(data)).handle(body, 0.0)
     assert got == [bytes([n % 256]) for n in range(5000)]
+
+
+def test_empty_messages_close_the_receive_window_like_any_other():
+    """Each inbox entry counts INBOX_ENTRY bytes beside its payload, so empty messages held in the inbox
+    close the receive window.  Counted as nothing, they never closed it: a sender could pile up any
+    number in a receiver that takes none (2-3 bytes each on the wire in a RUN)."""
+    world = World(seed=41, delay=0.001)
+    alpha, beta = world.pair(receive_window=64 << 10)
+    outs = [alpha.send_bytes(b"", "beta", timeout=None) for _ in range(100_000)]
+    world.run_for(5.0)
+    held = len(beta.inbox)
+    # about the first window's worth of wire bytes (2 a message), and nothing after it closed
+    assert 0 < held < 64 << 10
+    assert sum(o.state == "delivered" for o in outs) == held
+    got: list = []
+    for _ in range(200):  # bounded: each round takes what arrived and lets the window open again
+        got += beta.receive_many()
+        if len(got) == len(outs):
+            break
+        world.run_for(0.05)
+    assert len(got) == 100_000 and all(m.data == b"" for m in got)
