@@ -190,7 +190,45 @@ def deliver_through(queue: deque[Outgoing], expected: int, completed: Callable[[
     sends, and a method call per message costs that path a few percent.
     A message already final (failed, its SKIP in its place) is passed over.
     ``completed(msg)`` hears of each one delivered, a SKIP excepted.
+
+    A stream's queue holds its messages numbered one after another (a link
+    queues each as it numbers it, and a failed one's SKIP takes its place),
+    so the run's length is ``expected`` less the head's number: counted
+    once, not compared per message.  Should the queue ever not be so, the
+    run is walked message by message instead.
     """
+    if not queue:
+        return 0
+    first = queue[0].seq
+    run = expected - first
+    if run <= 0:
+        return 0
+    if run > len(queue):
+        run = len(queue)
+    if queue[run - 1].seq != first + run - 1:  # not numbered in a row: the careful walk
+        return _deliver_walk(queue, expected, completed)
+    popleft = queue.popleft
+    settled = run
+    if completed is None:
+        for _ in range(run):
+            msg = popleft()
+            if msg._state == QUEUED:
+                msg._state = DELIVERED
+            else:
+                settled -= 1
+        return settled
+    for _ in range(run):
+        msg = popleft()
+        if msg._state == QUEUED:
+            msg._state = DELIVERED
+            if not msg.skip:
+                completed(msg)
+        else:
+            settled -= 1
+    return settled
+
+
+def _deliver_walk(queue: deque[Outgoing], expected: int, completed: Callable[[Outgoing], None] | None) -> int:
     count = 0
     while queue and queue[0].seq < expected:
         msg = queue.popleft()

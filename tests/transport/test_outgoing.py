@@ -120,3 +120,30 @@ def test_only_outgoing_writes_the_state_and_only_the_sender_reads_it_besides():
     readers = {m for m, kind, _ in uses if kind == "read"}
     sending = {"transport/outgoing.py", "transport/sender.py", "transport/packing.py"}  # packing.py: the sender's bodies
     assert readers <= sending, sorted(u for u in uses if u[0] in readers - sending)
+
+
+def test_deliver_through_settles_a_run_by_its_numbers_and_walks_a_queue_that_is_not_in_a_row():
+    from collections import deque
+
+    from flowcast.transport.outgoing import deliver_through
+
+    def queue_of(seqs, failed=(), skips=()):
+        out = deque()
+        for seq in seqs:
+            msg = Outgoing(b"x")
+            msg.seq = seq
+            if seq in failed:
+                msg.fail("timeout")
+            msg.skip = seq in skips
+            out.append(msg)
+        return out
+
+    heard: list = []
+    in_row = queue_of(range(10, 20), failed={12}, skips={13})
+    assert deliver_through(in_row, 15, heard.append) == 4  # 10, 11, 13 (a skip: not heard), 14; 12 had failed
+    assert [m.seq for m in heard] == [10, 11, 14] and [m.seq for m in in_row] == list(range(15, 20))
+    assert deliver_through(in_row, 100, None) == 5 and not in_row  # past the end: all of it
+    assert deliver_through(in_row, 100, None) == 0
+    gappy = queue_of([1, 2, 5, 6, 9])  # never made by a link, but never mis-settled either
+    assert deliver_through(gappy, 6, None) == 3 and [m.seq for m in gappy] == [6, 9]
+    assert deliver_through(gappy, 6, None) == 0
