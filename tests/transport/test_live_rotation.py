@@ -29,6 +29,9 @@ def test_a_rotation_on_disk_is_picked_up_at_the_new_keys_join(tmp_path, policy, 
     durable()
     assert world.run_until(lambda: first.result == "accepted" and alpha.is_allowed("main"), 10)
     durable()
+    name = "alpha"  # one name object for every send: the send path remembers its remote (roadsend.py)
+    before = main.send_bytes(b"to the old key", name)
+    assert world.run_until(lambda: before.state == "delivered", 5) and alpha.receive().data == b"to the old key"
     # alpha's estate gets new keys; a thief tries its own before the operator acts
     renewed = world.estate("alpha", address="alpha2")
     thief = world.estate("alpha", address="thief")
@@ -53,6 +56,9 @@ def test_a_rotation_on_disk_is_picked_up_at_the_new_keys_join(tmp_path, policy, 
     while (message := main.receive()) is not None:
         got.append((message.remote, message.data))
     assert got == [("alpha", {"from": "renewed"})]
+    after = main.send_bytes(b"to the new key", name)  # the same name object: the new key's remote now
+    assert world.run_until(lambda: after.state == "delivered", 5)
+    assert renewed.receive().data == b"to the new key" and alpha.receive() is None
     # the thief's key is still refused, and a restart sees the same binding
     stolen = thief.join("main")
     world.run_for(1.1)
