@@ -163,8 +163,6 @@ class Packing:
         append = parts.append
         item = 3 if self._small <= 0xFFFF else 5  # a bin16 (bin32) header per payload at most
         start = _RUN_SIZE + 3 + item  # an array16 header
-        run: list[bytes] | None = None
-        first = stream = flags = after = 0
         full = False
         while fresh:
             msg = fresh[0]
@@ -175,25 +173,13 @@ class Packing:
                 break
             data = msg.data
             length = len(data)
-            if run is not None and msg.seq == after and msg.flags == flags and msg.stream == stream and after - first < MAX_RUN:
-                if size + item + length > limit:
-                    full = True
-                    break
-                fresh.popleft()
-                run.append(data)
-                after += 1
-                size += item + length
-                taken(msg)
-                continue
-            if run is not None:
-                _close_run(append, run, flags, stream, first)
-                run = None
             if size + start + length > limit:
                 full = True
                 break
             fresh.popleft()
-            if msg.flags & F_UNRELIABLE:
-                append(_msg_pack(_MSG_KIND, msg.flags, msg.stream, msg.seq, length))
+            flags = msg.flags
+            if flags & F_UNRELIABLE:
+                append(_msg_pack(_MSG_KIND, flags, msg.stream, msg.seq, length))
                 append(data)
                 size += _MSG_SIZE + length
                 msg.mark_sent()
@@ -201,12 +187,30 @@ class Packing:
                     self.completed(msg)
                 continue
             run = [data]
-            first, stream, flags = msg.seq, msg.stream, msg.flags
-            after = first + 1
+            first, stream = msg.seq, msg.stream
             size += start + length
             taken(msg)
-        if run is not None:
+            # The rest of the run, in a loop of its own: the messages after it, numbered in a row.
+            extend = run.append
+            after = first + 1
+            stop = first + MAX_RUN
+            while fresh:
+                msg = fresh[0]
+                if msg.seq != after or after == stop or msg.stream != stream or msg.flags != flags or msg.nseg != 1 or msg._state != QUEUED:
+                    break
+                data = msg.data
+                grown = size + item + len(data)
+                if grown > limit:
+                    full = True
+                    break
+                size = grown
+                fresh.popleft()
+                extend(data)
+                taken(msg)
+                after += 1
             _close_run(append, run, flags, stream, first)
+            if full:
+                break
         return size, full
 
     def next_segments(self, most: int) -> list[tuple[bytes, tuple]]:
