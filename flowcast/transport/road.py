@@ -148,8 +148,7 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         self.backlog_bytes = int(backlog_bytes)
         self.remotes: dict[str, Remote] = {}  # by fingerprint
         self._by_name: dict[str, Remote] = {}
-        self._last_to: Any = None  # roadsend.py's cache of the last send's remote
-        self._last_remote: Remote | None = None
+        self._forget_last()  # roadsend.py's cache of the last send's remote: empty
         self._sessions: dict[int, tuple[Remote, Session]] = {}  # live and half-made, by our session id
         self._long_shared: dict[bytes, bytes] = {}
         self._scratch = Scratch()  # one small-packet buffer for all sessions (2 KB each otherwise)

@@ -27,6 +27,7 @@ __all__ = ["RoadSending", "BACKLOG_FULL"]
 BACKLOG_FULL = "backlog full"
 
 _DEAD = Presence.DEAD
+_NO_NAME = object()  # what the cache holds when it holds nothing: no caller's ``to`` is this object
 
 
 class RoadSending:
@@ -40,6 +41,11 @@ class RoadSending:
     #: cost.  RemoteTable forgets it whenever a remote is added, renamed or dropped.
     _last_to: Any
     _last_remote: Any
+
+    def _forget_last(self) -> None:
+        """Forget the send path's cache (RemoteTable calls it when a remote is added, renamed or dropped)."""
+        self._last_to = _NO_NAME
+        self._last_remote = None
 
     def send_bytes(
         self,

@@ -34,7 +34,7 @@ class RemoteTable:
     def add(self, record: RemoteRecord, address: Address | None) -> Remote:
         """Know ``record`` (or update what is known of it); it holds its name unless an accepted holder has it."""
         stack = self.stack
-        stack._last_to = None  # the send path's cache of a name's remote (roadsend.py)
+        stack._forget_last()  # the send path's cache of a name's remote (roadsend.py)
         by_name = stack._by_name
         remote = stack.remotes.get(record.fingerprint)
         if remote is None:
@@ -61,7 +61,7 @@ class RemoteTable:
         remote = stack.remotes.get(fp)
         if remote is None or remote.session is not None:
             return
-        stack._last_to = None  # the send path's cache of a name's remote (roadsend.py)
+        stack._forget_last()
         del stack.remotes[fp]
         remote.address = None  # leaves the address count
         if stack._by_name.get(remote.name) is remote:

@@ -254,7 +254,7 @@ class Stack:
         append = out.append
         popleft = inbox.popleft
         make = tuple.__new__
-        count = min(limit, len(inbox))
+        count = max(0, min(limit, len(inbox)))  # a limit below 0 takes nothing (and frees nothing)
         for _ in range(count):
             remote, stream, flags, payload = popleft()
             taken += len(payload)

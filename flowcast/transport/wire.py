@@ -191,12 +191,13 @@ def run_payloads(block: bytes | memoryview, flags: int, seq: int, count: int) ->
             if item.__class__ is not bytes or len(payloads) == count:
                 raise WireError("run array is not its count of byte strings")
             append(item)
+        # Iterating stops quietly at a cut item: nothing may be left (read_bytes raises on a part of one).
+        if len(payloads) != count or items.read_bytes(1):
+            raise WireError("run array is not its count of byte strings")
     except WireError:
         raise
     except Exception as error:  # noqa: BLE001 - msgpack raises several kinds on hostile bytes
         raise WireError(f"run array does not decode: {type(error).__name__}") from None
-    if len(payloads) != count:
-        raise WireError("run array is not its count of byte strings")
     return payloads
 
 
