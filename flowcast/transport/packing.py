@@ -79,7 +79,7 @@ class Packing:
             return _msg_pack(_MSG_KIND, msg.flags, msg.stream, msg.seq, len(data)) + data
         start = sn * msg.segsize
         piece = msg.chunk[start : start + msg.segsize]  # type: ignore[index]  # a memoryview: no copy
-        return SEG.pack(_SEG_KIND, msg.flags, msg.stream, msg.seq, sn, msg.nseg, len(piece)) + piece
+        return _seg_pack(_SEG_KIND, msg.flags, msg.stream, msg.seq, sn, msg.nseg, len(piece)) + piece
 
     def can_send(self) -> bool:
         """Whether data chunks may go now (acks and pings always may)."""
@@ -243,19 +243,15 @@ class Packing:
         if burst:
             packets = min(packets, burst - msg.inflight)
         stop = min(nseg - 1, sn + most, sn + packets)  # never the last segment
-        segsize = msg.segsize
-        chunk = msg.chunk
+        segment = self._segment
         marks = msg.marks
-        head = (_SEG_KIND, msg.flags, msg.stream, msg.seq)
         out = []
-        start = sn * segsize
         while sn < stop and room > 0:
-            body = _seg_pack(*head, sn, nseg, segsize) + chunk[start : start + segsize]  # type: ignore[index]
+            body = segment(msg, sn)
             out.append((body, ([msg, sn], ())))
             marks[sn] = 1
             room -= len(body)
             sn += 1
-            start += segsize
         msg.inflight += sn - msg.next_seg
         msg.next_seg = sn
         return out
