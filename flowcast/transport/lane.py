@@ -245,7 +245,6 @@ class LaneStack(Stack):
             link = yard.link
             if link is None:
                 return
-            link.completed = self._done_call()
             if sink is None or not yard.peer:
                 link.watch = None
                 return
@@ -262,8 +261,6 @@ class LaneStack(Stack):
         for link, mine in ((yard.tx, True), (yard.rx, False)):
             if link is None:
                 continue
-            if mine:
-                link.completed = self._done_call()
             if sink is None:
                 link.watch = None
                 continue

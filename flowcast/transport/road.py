@@ -336,7 +336,6 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         for remote in self.remotes.values():
             if remote.session is not None:
                 self._watch_session(remote, remote.session)
-                remote.session.link.completed = self._done_call()
 
     def _links(self) -> Iterable[Link]:
         return [session.link for _, session in self._sessions.values()]
