@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from flowcast.runtime import Scheduler, VirtualClock
 from flowcast.transport.keep import Keep
+from flowcast.transport.ports import UdpPort
 from flowcast.transport.ports.sim import SimNetwork
 from flowcast.transport.road import RoadStack
+from flowcast.transport.stack import serve
 
 
 class World:
@@ -44,3 +46,21 @@ class World:
         alpha.join("beta")
         assert self.run_until(lambda: alpha.is_allowed("beta") and beta.is_allowed("alpha"), 10)
         return alpha, beta
+
+
+def udp_roads(*names: str) -> list[RoadStack]:
+    """Road stacks on real loopback UDP (each its own keep, policy "always"), not joined yet."""
+    stacks = []
+    for name in names:
+        keep = Keep(None)
+        keep.ensure_local(name)
+        stacks.append(RoadStack(UdpPort("127.0.0.1", 0), keep, policy="always"))
+    return stacks
+
+
+def udp_road_pair() -> tuple[RoadStack, RoadStack]:
+    """alpha and beta on real loopback UDP, joined and allowed both ways."""
+    alpha, beta = udp_roads("alpha", "beta")
+    alpha.join(beta.address)
+    assert serve([alpha, beta], until=lambda: alpha.is_allowed("beta") and beta.is_allowed("alpha"), timeout=5)
+    return alpha, beta

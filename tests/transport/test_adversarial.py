@@ -21,13 +21,11 @@ import pytest
 from flowcast.transport import handshake as hs
 from flowcast.transport.crypto import LongTermKeys
 from flowcast.transport.keep import MAX_PENDING, Keep, RemoteRecord, Status
-from flowcast.transport.ports import UdpPort
 from flowcast.transport.presence import Presence
-from flowcast.transport.road import RoadStack
 from flowcast.transport.stack import serve
 from flowcast.transport.wire import ACK, ACK_STREAM, ACK_RANGE, HEADER_SIZE, MSG, PING, SEG, SKIP, ChunkKind, PacketKind, pack_header
 
-from .roadkit import World
+from .roadkit import World, udp_roads
 
 
 # -- helpers -------------------------------------------------------------------
@@ -412,11 +410,7 @@ def test_hello_never_amplifies_and_allocates_no_state():
 
 def test_real_loopback_socket_replaying_and_flipping_captured_datagrams_changes_nothing():
     """Over real UDP: a third socket replays, bit-flips and truncates every datagram alpha sent."""
-    stacks = []
-    for name in ("alpha", "beta"):
-        keep = Keep(None)
-        keep.ensure_local(name)
-        stacks.append(RoadStack(UdpPort("127.0.0.1", 0), keep, policy="always"))
+    stacks = udp_roads("alpha", "beta")
     alpha, beta = stacks
     captured: list[bytes] = []
     original = alpha.port.send

@@ -14,6 +14,8 @@ from flowcast.transport.ports import UdpPort
 from flowcast.transport.road import RoadStack
 from flowcast.transport.stack import RECEIVE_BATCH, serve
 
+from .roadkit import udp_road_pair
+
 _SO_MEMINFO = 55  # Linux's <asm-generic/socket.h>; Python's socket module does not name it
 
 
@@ -51,18 +53,6 @@ def test_two_estates_as_micro_threads_on_loopback():
     assert all(o.delivered for o in outs)
 
 
-def _udp_pair():
-    stacks = []
-    for name in ("alpha", "beta"):
-        keep = Keep(None)
-        keep.ensure_local(name)
-        stacks.append(RoadStack(UdpPort("127.0.0.1", 0), keep, policy="always"))
-    alpha, beta = stacks
-    alpha.join(beta.address)
-    assert serve(stacks, until=lambda: alpha.is_allowed("beta") and beta.is_allowed("alpha"), timeout=5)
-    return alpha, beta
-
-
 def _wait_queued(sock: socket.socket, enough: Callable[[int], bool], timeout: float = 2.0) -> int:
     """Wait, bounded, until the bytes the kernel holds for ``sock`` are
     ``enough``; return them.  Linux's SO_MEMINFO counts queued datagrams by
@@ -81,7 +71,7 @@ def test_sparse_reads_take_one_datagram_and_leave_the_rest_readable():
     """A service long after the last read takes one datagram (no read that
     finds the socket empty); the rest stay readable and the next, prompt,
     service drains them in a batch."""
-    alpha, beta = _udp_pair()
+    alpha, beta = udp_road_pair()
     try:
         limits = []
         real = beta.port.receive_many

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.transport.roadkit import World
+from tests.transport.roadkit import World, udp_road_pair
 
 
 def test_small_and_segmented_messages_of_one_stream_keep_their_order_and_numbers():
@@ -140,20 +140,10 @@ def test_a_responder_sends_a_large_message_before_the_initiator_is_heard_in_its_
 
 def test_on_a_real_clock_a_small_message_is_timed_from_when_it_was_sent():
     """The small path reads a RealClock inline (time.monotonic() - origin): the same time as now()."""
-    from flowcast.transport.keep import Keep
-    from flowcast.transport.ports import UdpPort
-    from flowcast.transport.road import RoadStack
     from flowcast.transport.stack import serve
 
-    stacks = []
-    for name in ("alpha", "beta"):
-        keep = Keep(None)
-        keep.ensure_local(name)
-        stacks.append(RoadStack(UdpPort("127.0.0.1", 0), keep, policy="always"))
-    alpha, beta = stacks
+    alpha, beta = udp_road_pair()
     try:
-        alpha.join(beta.address)
-        assert serve([alpha, beta], until=lambda: alpha.is_allowed("beta"), timeout=5)
         before = alpha.clock.now()
         out = alpha.send_bytes(b"t", "beta", timeout=30.0)
         after = alpha.clock.now()
