@@ -79,3 +79,23 @@ class World(_World):
         assert self.run_until(
             lambda: a.roads[channel].is_allowed(b.name) and b.roads[channel].is_allowed(a.name), 10
         ), "estates did not join"
+
+
+def route_send(alpha, dst):
+    """A 'route send' behaviour of alpha's w1 draining the queue share ``outq``: (outq, the behaviour,
+    a function that puts back what was patched to give it its house)."""
+    import flowcast.routing.behaviours as behaviours
+
+    outq = alpha.store("w1").queue("outq")
+
+    class Io:
+        input = outq
+        house = type("House", (), {"router": alpha["w1"]})()
+
+    original = behaviours._house
+    behaviours._house = lambda io: io.house
+    try:
+        return outq, behaviours.RouteSend(Io(), dst), lambda: setattr(behaviours, "_house", original)
+    except Exception:
+        behaviours._house = original
+        raise

@@ -7,21 +7,8 @@ import pytest
 
 from flowcast.routing.batch import BATCH_BYTES, MAX_BATCH
 from flowcast.routing.events import record_routes
-from tests.routing.kit import World
-from tests.routing.test_router import ALLOW_ALPHA, ALLOW_BETA, _OK_DST, _OK_SRC, errors_of, forge
-
-
-@pytest.fixture
-def world():
-    return World(seed=5)
-
-
-@pytest.fixture
-def pair(world):
-    alpha = world.routed_estate("alpha", ["manor", "w1"], policy=ALLOW_BETA)
-    beta = world.routed_estate("beta", ["manor", "w1"], policy=ALLOW_ALPHA)
-    world.connect(alpha, beta)
-    return alpha, beta
+from tests.routing.kit import route_send
+from tests.routing.test_router import ALLOW_BETA, _OK_DST, _OK_SRC, errors_of, forge
 
 
 def test_every_message_of_a_batch_lands_on_its_own_in_order_and_the_manors_forward_parcels(world, pair):
@@ -199,26 +186,6 @@ def test_a_well_formed_batch_from_a_peer_lands_like_ours(world, pair):
     assert [m["data"] for m in inbox.queue] == ["p", "q"]
 
 
-def route_send(alpha, dst):
-    """A 'route send' behaviour of alpha's w1 draining the queue share ``outq``: (outq, the behaviour,
-    a function that puts back what was patched to give it its house)."""
-    import flowcast.routing.behaviours as behaviours
-
-    outq = alpha.store("w1").queue("outq")
-
-    class Io:
-        input = outq
-        house = type("House", (), {"router": alpha["w1"]})()
-
-    original = behaviours._house
-    behaviours._house = lambda io: io.house
-    try:
-        return outq, behaviours.RouteSend(Io(), dst), lambda: setattr(behaviours, "_house", original)
-    except Exception:
-        behaviours._house = original
-        raise
-
-
 def test_route_send_drains_a_queue_as_a_batch(world, pair):
     alpha, beta = pair
     inbox = beta.store("w1").queue("inbox")
@@ -247,15 +214,9 @@ def test_a_batch_of_tiny_values_is_charged_to_a_byte_budget_as_if_each_came_alon
     assert 100 * one <= batched.held_bytes <= 100 * (one + 16)  # its header also says "batch"
 
 
-def test_a_batch_of_answers_gets_no_pass_as_a_reply(world):
+def test_a_batch_of_answers_gets_no_pass_as_a_reply(world, readers):
     # alpha reads beta's share: one 'value' may come back without a rule, not 50 of them on that credit.
-    alpha = world.routed_estate("alpha", ["manor"], policy=[])  # lets nothing in but answers
-    beta = world.routed_estate("beta", ["manor"], policy=[{"allow": "read", "estate": "alpha"}])
-    world.connect(alpha, beta)
-    beta.store("manor").share("state").update(n=1)
-    mine = alpha.store("manor").share("mine")
-    got = []
-    mine.watchers.append(lambda share: got.append(share.get("n")))
+    alpha, beta, got = readers
     assert alpha["manor"].send("state@.beta", None, src="mine", tag="read")
     assert world.run_until(lambda: got == [1], 5)
     got.clear()

@@ -3,26 +3,11 @@
 from __future__ import annotations
 
 import msgpack
-import pytest
 
 from flowcast.routing.batch import MAX_BATCH
 from flowcast.routing.events import record_routes
-from tests.routing.kit import World
-from tests.routing.test_batch import route_send
-from tests.routing.test_router import ALLOW_ALPHA, ALLOW_BETA, errors_of, forge
-
-
-@pytest.fixture
-def world():
-    return World(seed=5)
-
-
-@pytest.fixture
-def pair(world):
-    alpha = world.routed_estate("alpha", ["manor", "w1"], policy=ALLOW_BETA)
-    beta = world.routed_estate("beta", ["manor", "w1"], policy=ALLOW_ALPHA)
-    world.connect(alpha, beta)
-    return alpha, beta
+from tests.routing.kit import route_send
+from tests.routing.test_router import ALLOW_BETA, errors_of, forge
 
 
 def batch_parcel(src, dst, tag, ext, data) -> bytes:
@@ -70,14 +55,8 @@ def test_budget_bound_refusal_lets_big_values_in_at_a_fraction_of_their_size(wor
 # 2. reads batched: one credit for N answers -----------------------------------------------------
 
 
-def test_a_batch_of_reads_gets_every_answer(world):
-    alpha = world.routed_estate("alpha", ["manor"], policy=[])  # lets in nothing but answers
-    beta = world.routed_estate("beta", ["manor"], policy=[{"allow": "read", "estate": "alpha"}])
-    world.connect(alpha, beta)
-    beta.store("manor").share("state").update(n=1)
-    mine = alpha.store("manor").share("mine")
-    got = []
-    mine.watchers.append(lambda share: got.append(share.get("n")))
+def test_a_batch_of_reads_gets_every_answer(world, readers):
+    alpha, beta, got = readers
     assert alpha["manor"].send_many("state@.beta", [None] * 5, src="mine", tag="read") == 5
     world.run_for(5)
     assert beta["manor"].counts["reads"] == 5
