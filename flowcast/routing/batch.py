@@ -41,6 +41,7 @@ import msgpack
 from flowcast.routing.handlers import UNSET, Refused, envelope, land, push_into
 from flowcast.routing.parcel import ParcelError, encode, open_data, open_ext, pack_ext
 from flowcast.store.share import QueueShare
+from flowcast.transport.wire import array_header
 
 __all__ = ["BATCH_KEY", "MAX_BATCH", "BATCH_BYTES", "batch_count", "check_array", "open_batch", "parcel_count", "send_batch", "land_batch"]
 
@@ -140,17 +141,11 @@ def check_array(parcel: Any, offset: int, count: int) -> None:
     """ParcelError unless the data of a batch parcel starts as an array of ``count`` values and has a
     byte for each: read where a batch is counted or refused on the way, without decoding its data,
     so a small parcel cannot claim thousands of messages to inflate a router's counts."""
-    size = len(parcel)
-    first = parcel[offset] if offset < size else -1
-    if first & 0xF0 == 0x90:
-        n, start = first & 0x0F, offset + 1
-    elif first == 0xDC and offset + 3 <= size:
-        n, start = int.from_bytes(parcel[offset + 1 : offset + 3], "big"), offset + 3
-    elif first == 0xDD and offset + 5 <= size:
-        n, start = int.from_bytes(parcel[offset + 1 : offset + 5], "big"), offset + 5
-    else:
-        raise ParcelError("a batch's data is not an array")
-    if n != count or size - start < count:
+    try:
+        n, start = array_header(parcel, offset)
+    except ValueError:
+        raise ParcelError("a batch's data is not an array") from None
+    if n != count or len(parcel) - start < count:
         raise ParcelError(f"a batch of {count} whose data is not an array of {count} values")
 
 

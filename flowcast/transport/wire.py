@@ -43,6 +43,7 @@ __all__ = [
     "F_UNRELIABLE",
     "F_JSON",
     "run_payloads",
+    "array_header",
     "pack_header",
     "unpack_header",
     "decode_chunks",
@@ -155,6 +156,22 @@ class Chunk(NamedTuple):
     payload: bytes
 
 
+def array_header(buf: bytes | memoryview, offset: int) -> tuple[int, int]:
+    """(items declared, where the first starts) of the msgpack array at ``buf[offset]``; ValueError if
+    there is no whole array header there.  Read without decoding anything: what a RUN chunk or a
+    batch parcel claims is checked before its items are.
+    """
+    size = len(buf)
+    first = buf[offset] if offset < size else -1
+    if first & 0xF0 == 0x90:  # fixarray
+        return first & 0x0F, offset + 1
+    if first == 0xDC and offset + 3 <= size:  # array16
+        return int.from_bytes(buf[offset + 1 : offset + 3], "big"), offset + 3
+    if first == 0xDD and offset + 5 <= size:  # array32
+        return int.from_bytes(buf[offset + 1 : offset + 5], "big"), offset + 5
+    raise ValueError("no msgpack array header")
+
+
 def run_payloads(block: bytes | memoryview, flags: int, seq: int, count: int) -> list[bytes]:
     """The payloads of a RUN chunk's array, or WireError: exactly ``count`` (2..MAX_RUN) byte strings
     of reliable messages numbered within u64, nothing else (one bad item refuses the chunk before any
@@ -171,13 +188,12 @@ def run_payloads(block: bytes | memoryview, flags: int, seq: int, count: int) ->
     size = len(block)
     if size < 1 + 2 * count:  # a header, then a bin8 header at least for each payload
         raise WireError("run array shorter than its count")
-    head = block[0]
-    if 0x90 <= head <= 0x9F:  # fixarray
-        declared, start = head & 0x0F, 1
-    elif head == 0xDC:  # array16
-        declared, start = (block[1] << 8) | block[2], 3
-    else:  # array32 never: a run is 4,096 at most
+    if block[0] == 0xDD:  # array32 never: a run is 4,096 at most
         raise WireError("run is not one msgpack array")
+    try:
+        declared, start = array_header(block, 0)
+    except ValueError:
+        raise WireError("run is not one msgpack array") from None
     if declared != count:
         raise WireError(f"run array of {declared} for a count of {count}")
     items = msgpack.Unpacker(
