@@ -47,7 +47,7 @@ import msgpack
 
 from flowcast.routing.parcel import pack_message
 from flowcast.transport import handshake as hs
-from flowcast.transport.crypto import open_sealed
+from flowcast.transport.crypto import open_packet
 from flowcast.transport.lanekeys import TRAILER_SIZE, YardMac, seal
 from flowcast.transport.reliable import Link
 from flowcast.transport.stack import Message
@@ -179,12 +179,13 @@ def _capture(world: World) -> None:
     road = [d for _, _, dst, d in trace if dst == road_addr or (len(d) > 1 and d[1] != PacketKind.LANE and dst not in lane_addrs)]
     lane = [d for _, src, dst, d in trace if dst == "beta/worker" and src == "beta/manor"]
     lane_back = [d for _, src, dst, d in trace if dst == "beta/manor" and src == "beta/worker"]
-    key = beta.roads["main"].remote("alpha").session.rx_key
+    session = beta.roads["main"].remote("alpha").session
+    key = session.rx_key
     bodies = []
     for d in road:
         if len(d) > 32 and d[1] == PacketKind.SEALED:
             try:
-                bodies.append(bytes(open_sealed(key, d[:HEADER_SIZE], d[HEADER_SIZE:])))
+                bodies.append(bytes(open_packet(key, d, session.aegis)))
             except Exception:  # noqa: BLE001 - sealed for another session or direction
                 pass
     parcels = [

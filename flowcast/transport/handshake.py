@@ -34,6 +34,7 @@ from flowcast.transport.crypto import CryptoError, LongTermKeys, box_open, box_s
 from flowcast.transport.wire import HEADER_SIZE, PacketKind, pack_header
 
 __all__ = [
+    "F_AEGIS",
     "JoinRequest",
     "JoinReply",
     "build_join",
@@ -64,6 +65,10 @@ _HELLO_ZEROS = b"\0" * 128
 HELLO_SIZE = HEADER_SIZE + 32 + len(_HELLO_ZEROS) + 16  # 192: never smaller than the COOKIE reply
 COOKIE_SIZE = 24 + 72 + 16  # nonce + secretbox(C' + s' + minted)
 _INDEX = struct.Struct("!I")
+_FLAGS = struct.Struct("!H")
+#: Header flag of a COOKIE or INITIATE: its sender has hardware AES, so can seal with AEGIS-256.
+#: A session uses AEGIS-256 when both handshake packets carry it (crypto.py says why not otherwise).
+F_AEGIS = 0x0004
 _MINTED = struct.Struct("!d")
 
 
@@ -285,13 +290,14 @@ def open_hello(data: bytes, keys: LongTermKeys) -> tuple[int, bytes, bytes] | No
     return _INDEX.unpack_from(header, 4)[0], client_short, shared
 
 
-def build_cookie(shared: bytes, tag: int, server_short: ShortTerm, cookie: bytes) -> bytes:
-    header = pack_header(PacketKind.COOKIE, 0, tag, _random64())
+def build_cookie(shared: bytes, tag: int, server_short: ShortTerm, cookie: bytes, aegis: bool = False) -> bytes:
+    """COOKIE; ``aegis``: this estate can seal with AEGIS-256 (F_AEGIS, authenticated as the box's nonce)."""
+    header = pack_header(PacketKind.COOKIE, F_AEGIS if aegis else 0, tag, _random64())
     return header + box_seal(shared, header + _PAD, server_short.public + cookie)
 
 
-def open_cookie(data: bytes, short: ShortTerm, responder_pubkey: bytes) -> tuple[bytes, bytes] | None:
-    """(S', cookie) from a COOKIE answering our HELLO, else None."""
+def open_cookie(data: bytes, short: ShortTerm, responder_pubkey: bytes) -> tuple[bytes, bytes, bool] | None:
+    """(S', cookie, whether the responder can seal with AEGIS-256) from a COOKIE answering our HELLO, else None."""
     if len(data) != HEADER_SIZE + 16 + 32 + COOKIE_SIZE:
         return None
     header = data[:HEADER_SIZE]
@@ -301,7 +307,7 @@ def open_cookie(data: bytes, short: ShortTerm, responder_pubkey: bytes) -> tuple
         plain = box_open(shared, header + _PAD, data[HEADER_SIZE:])
     except (CryptoError, ValueError, TypeError):
         return None
-    return plain[:32], plain[32:]
+    return plain[:32], plain[32:], bool(_FLAGS.unpack_from(header, 2)[0] & F_AEGIS)
 
 
 def build_initiate(
@@ -312,9 +318,10 @@ def build_initiate(
     cookie: bytes,
     tag: int,
     index: int,
+    aegis: bool = False,
 ) -> bytes:
-    """INITIATE; ``index`` is the session id the responder must address us by."""
-    header = pack_header(PacketKind.INITIATE, 0, tag, _random64())
+    """INITIATE; ``index`` is the session id the responder must address us by; ``aegis`` as for COOKIE."""
+    header = pack_header(PacketKind.INITIATE, F_AEGIS if aegis else 0, tag, _random64())
     vnonce = os.urandom(24)
     vouch = box_seal(keys.shared(responder_pubkey), vnonce, short.public)
     inner = keys.pubkey + keys.verkey + vnonce + vouch + _INDEX.pack(index)
@@ -333,6 +340,7 @@ class Initiate:
     vnonce: bytes
     vouch: bytes
     index: int
+    aegis: bool  # the initiator can seal with AEGIS-256
 
 
 _INITIATE_SIZE = HEADER_SIZE + 32 + COOKIE_SIZE + 16 + 32 + 32 + 24 + 48 + 4
@@ -364,6 +372,7 @@ def open_initiate(data: bytes, now: float, jar: CookieJar) -> Initiate | None:
         inner[64:88],
         inner[88:136],
         _INDEX.unpack_from(inner, 136)[0],
+        bool(_FLAGS.unpack_from(header, 2)[0] & F_AEGIS),
     )
 
 

@@ -36,7 +36,7 @@ from flowcast.transport.budget import (
     HoldBudget,
     release,
 )
-from flowcast.transport.crypto import Scratch
+from flowcast.transport.crypto import HARDWARE_AES, TAG_ROOM, Scratch
 from flowcast.transport.keep import Acceptance, Keep, RemoteRecord, Status
 from flowcast.transport.port import Address, DatagramPort
 from flowcast.transport.presence import Presence
@@ -62,7 +62,7 @@ __all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL", "REMOTE_FORGOTT
 
 
 _ALLOW_ACK_KIND = ChunkKind.ALLOW_ACK
-_OVERHEAD = HEADER_SIZE + 16  # header + MAC
+_OVERHEAD = HEADER_SIZE + TAG_ROOM  # header + tag, whichever cipher seals (crypto.py)
 _BATCH = 64  # datagrams of one remote handed to the port at once: GSO's most per call
 
 
@@ -152,6 +152,8 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         self._sessions: dict[int, tuple[Remote, Session]] = {}  # live and half-made, by our session id
         self._long_shared: dict[bytes, bytes] = {}
         self._scratch = Scratch()  # one small-packet buffer for all sessions (2 KB each otherwise)
+        #: Offer AEGIS-256 in handshakes (a session uses it when both ends offer it: crypto.py).
+        self.aegis = HARDWARE_AES
         # Remotes whose deadline may have moved wait in _dirty (roaddue.py
         # settles them), those that may have something to send in _flushq.
         # A wake costs what it touches, not the number of remotes.

@@ -96,11 +96,12 @@ class Allows:
         if opened is None:
             stack.counts["bad_cookie"] += 1
             return
-        server_short, cookie = opened
+        server_short, cookie, responder_aegis = opened
         index = self.new_index()
-        attempt.packet = hs.build_initiate(attempt.short, stack.keys, remote.record.pubkey, server_short, cookie, tag, index)
+        attempt.packet = hs.build_initiate(attempt.short, stack.keys, remote.record.pubkey, server_short, cookie, tag, index, stack.aegis)
+        aegis = stack.aegis and responder_aegis
         shared = hs.session_shared(attempt.short.secret, server_short)
-        forward, backward = derive_session_keys(shared, attempt.short.public, server_short)
+        forward, backward = derive_session_keys(shared, attempt.short.public, server_short, aegis)
         attempt.session = Session(
             index,
             None,
@@ -111,6 +112,7 @@ class Allows:
             client_short=attempt.short.public,
             created=now,
             scratch=stack._scratch,
+            aegis=aegis,
         )
         attempt.short.secret = b""  # forward secrecy: the short-term secret is done
         stack._sessions[index] = (remote, attempt.session)  # can open the responder's packets
@@ -169,7 +171,7 @@ class Allows:
         tag, client_short, shared = opened
         server_short = hs.ShortTerm()
         cookie = self.jar.make(now, client_short, server_short.secret)
-        stack._emit(hs.build_cookie(shared, tag, server_short, cookie), address)
+        stack._emit(hs.build_cookie(shared, tag, server_short, cookie, stack.aegis), address)
 
     def on_initiate(self, data: bytes, address: Address, now: float) -> None:
         stack = self.stack
@@ -220,7 +222,8 @@ class Allows:
         self.jar.remember(now, initiate.client_short)
         server_public = hs.public_of(initiate.server_short_secret)
         session_key = hs.session_shared(initiate.server_short_secret, initiate.client_short)
-        forward, backward = derive_session_keys(session_key, initiate.client_short, server_public)
+        aegis = stack.aegis and initiate.aegis
+        forward, backward = derive_session_keys(session_key, initiate.client_short, server_public, aegis)
         session = Session(
             self.new_index(),
             initiate.index,
@@ -231,6 +234,7 @@ class Allows:
             client_short=initiate.client_short,
             created=now,
             scratch=stack._scratch,
+            aegis=aegis,
         )
         remote.address = address  # authenticated by the vouch
         self.established(remote, session, now)

@@ -6,7 +6,24 @@ COOKIE (initiator); nothing unauthenticated creates or changes one.
 
 from __future__ import annotations
 
-from flowcast.transport.crypto import NONCE_PAD, SCRATCH_SIZE, CryptoError, ReplayWindow, Scratch, _c_open, _c_seal, open_sealed, seal
+from flowcast.transport.crypto import (
+    AEGIS_PAD,
+    AEGIS_TAG,
+    NONCE_PAD,
+    SCRATCH_SIZE,
+    CryptoError,
+    ReplayWindow,
+    Scratch,
+    _c_aegis_open,
+    _c_aegis_seal,
+    _c_open,
+    _c_seal,
+    _NULL,
+    open_aegis,
+    open_sealed,
+    seal,
+    seal_aegis,
+)
 from flowcast.transport.reliable import Link
 from flowcast.transport.wire import HEADER, MAGIC, PacketKind
 
@@ -33,6 +50,7 @@ class Session:
         "confirmed",
         "created",
         "scratch",
+        "aegis",
     )
 
     def __init__(
@@ -47,6 +65,7 @@ class Session:
         client_short: bytes,
         created: float,
         scratch: Scratch | None = None,
+        aegis: bool = False,
     ) -> None:
         self.local_index = local_index
         self.remote_index = remote_index
@@ -67,12 +86,23 @@ class Session:
         # sessions (a stack runs in one thread, and every use copies out at
         # once: seal and open return bytes), else one of its own.
         self.scratch = scratch if scratch is not None else Scratch()
+        #: Sealed with AEGIS-256 (both ends have hardware AES), else XSalsa20-Poly1305: crypto.py.
+        self.aegis = aegis
 
     def seal(self, body: bytes) -> tuple[int, bytes]:
         """(counter, datagram) for ``body``; every call uses a new counter."""
         counter = self.counter
         self.counter = counter + 1
         header = _pack(MAGIC, _SEALED, 0, self.remote_index, counter)
+        if self.aegis:
+            size = len(body) + AEGIS_TAG
+            if size <= _SCRATCH_SIZE and type(body) is bytes:
+                # the per-packet path: keys are 32 bytes and the nonce 32 by construction
+                scratch = self.scratch
+                if _c_aegis_seal(scratch.out, _NULL, body, size - AEGIS_TAG, _NULL, 0, _NULL, header + AEGIS_PAD, self.tx_key) != 0:
+                    raise CryptoError("Encryption failed")
+                return counter, header + scratch.view[:size]
+            return counter, seal_aegis(self.tx_key, header, body, self.scratch)
         size = len(body) + 16
         if size <= _SCRATCH_SIZE and _c_seal is not None and type(body) is bytes:
             # the per-packet path: keys are 32 bytes and the nonce 24 by construction
@@ -90,22 +120,35 @@ class Session:
 
     def open_fresh(self, datagram: bytes, counter: int) -> bytes | None:
         """:meth:`open` for a counter the caller has just checked against the window."""
-        size = len(datagram) - 32
-        if 0 <= size and size + 16 <= _SCRATCH_SIZE and _c_open is not None and type(datagram) is bytes:
-            scratch = self.scratch
-            if _c_open(scratch.out, datagram[16:], size + 16, datagram[:16] + NONCE_PAD, self.rx_key) != 0:
-                return None
-            window = self.window
-            if counter == window.highest + 1:  # in order, as nearly every packet: ReplayWindow.accept's one bit, inline
-                slot = counter % window.size
-                window.seen[slot >> 3] |= 1 << (slot & 7)
-                window.highest = counter
+        if self.aegis:
+            size = len(datagram) - 16 - AEGIS_TAG
+            if 0 <= size <= _SCRATCH_SIZE and type(datagram) is bytes:
+                scratch = self.scratch
+                if _c_aegis_open(scratch.out, _NULL, _NULL, datagram[16:], size + AEGIS_TAG, _NULL, 0, datagram[:16] + AEGIS_PAD, self.rx_key) != 0:
+                    return None
+                body = scratch.view[:size]
             else:
-                window.accept(counter)
-            return scratch.view[:size]
-        try:
-            body = open_sealed(self.rx_key, datagram[:16], datagram[16:], self.scratch)
-        except Exception:  # noqa: BLE001 - CryptoError, or ValueError on short input
-            return None
-        self.window.accept(counter)
+                try:
+                    body = open_aegis(self.rx_key, datagram[:16], datagram[16:], self.scratch)
+                except Exception:  # noqa: BLE001 - CryptoError, or ValueError on short input
+                    return None
+        else:
+            size = len(datagram) - 32
+            if 0 <= size and size + 16 <= _SCRATCH_SIZE and _c_open is not None and type(datagram) is bytes:
+                scratch = self.scratch
+                if _c_open(scratch.out, datagram[16:], size + 16, datagram[:16] + NONCE_PAD, self.rx_key) != 0:
+                    return None
+                body = scratch.view[:size]
+            else:
+                try:
+                    body = open_sealed(self.rx_key, datagram[:16], datagram[16:], self.scratch)
+                except Exception:  # noqa: BLE001 - CryptoError, or ValueError on short input
+                    return None
+        window = self.window
+        if counter == window.highest + 1:  # in order, as nearly every packet: ReplayWindow.accept's one bit, inline
+            slot = counter % window.size
+            window.seen[slot >> 3] |= 1 << (slot & 7)
+            window.highest = counter
+        else:
+            window.accept(counter)
         return body

@@ -172,7 +172,7 @@ def test_initiate_vouching_with_another_estates_long_term_key_is_refused():
     short = hs.ShortTerm()
     port.send(hs.build_hello(short, beta.keys.pubkey, 77), "beta")
     world.run_for(0.05)
-    server_short, cookie = hs.open_cookie(port.receive()[0], short, beta.keys.pubkey)
+    server_short, cookie, _ = hs.open_cookie(port.receive()[0], short, beta.keys.pubkey)
     # the inner box claims C = alpha's key; the vouch is made with mallory's secret
     forged = ForeignKeys(mallory.keys, alpha.keys.pubkey)
     forged.shared = mallory.keys.shared  # type: ignore[attr-defined]

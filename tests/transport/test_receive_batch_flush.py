@@ -70,7 +70,7 @@ def test_a_path_challenge_read_on_the_quick_path_is_answered_with_the_batch():
     The quick path hands the challenge to the link (``on_path`` reads ``_source``, which it sets)
     and counts on the first datagram of the run having put the remote in the flush queue; the
     answer must leave with the flush that ends the batch, from the same session."""
-    from flowcast.transport.crypto import open_sealed
+    from flowcast.transport.crypto import open_packet
     from flowcast.transport.wire import PATH, ChunkKind
 
     world = World(seed=32, delay=0.001)
@@ -94,7 +94,7 @@ def test_a_path_challenge_read_on_the_quick_path_is_answered_with_the_batch():
     def tap(data, src, dst):
         if src == "beta" and dst == "alpha" and data[1] == PacketKind.SEALED and len(data) > 32:
             try:
-                opened = open_sealed(session.rx_key, data[:16], data[16:])
+                opened = open_packet(session.rx_key, data, session.aegis)
             except Exception:  # noqa: BLE001 - not this session's
                 opened = b""
             if bytes(PATH.pack(ChunkKind.PATH_RESPONSE, 0, token)) in bytes(opened):

@@ -74,7 +74,7 @@ def test_initiate_with_stolen_cookie_but_no_long_term_key_is_refused():
     mallory_port.send(hs.build_hello(short, beta.keys.pubkey, 42), "beta")
     world.run_for(0.1)
     cookie_packet = mallory_port.receive()[0]
-    server_short, cookie = hs.open_cookie(cookie_packet, short, beta.keys.pubkey)
+    server_short, cookie, _ = hs.open_cookie(cookie_packet, short, beta.keys.pubkey)
 
     class Impostor:  # presents alpha's public keys without their secrets
         pubkey = alpha.keys.pubkey
