@@ -14,9 +14,11 @@ import sys
 from typing import Any
 
 from flowcast.transport.tablesize import GROW_AT
+from flowcast.transport.wire import WireError
 
 __all__ = [
     "BYTES_HEADER",
+    "CannotHold",
     "EMPTY_DICT",
     "ENTRY_COST",
     "FIRST_TABLE",
@@ -85,3 +87,7 @@ def held_cost(item: Any) -> int:
         return item.size + item.waste + PARTIAL_COST
     data = item[1]
     return len(data) + ENTRY_COST if data is not None else SKIP_COST
+
+
+class CannotHold(WireError):
+    """The receiver cannot hold this now: the packet stays unacknowledged."""

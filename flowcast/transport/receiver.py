@@ -14,25 +14,23 @@ not an object of its own).
 from __future__ import annotations
 
 import struct
-import sys
 from typing import Any
 
 from flowcast.transport import evicted as _evicted
 from flowcast.transport.holding import (
     BYTES_HEADER,
     ENTRY_COST,
-    FIRST_TABLE,
-    INT_KEY,
-    PARTIAL_COST,
     SKIP_COST,
     SKIPPED,
     VIEW_HELD,
+    CannotHold,
     StreamIn,
     Partial,
     held_cost,
 )
-from flowcast.transport.tablesize import GROW_AT, SIZE_AT
+from flowcast.transport.reassembly import MAX_AHEAD, MIN_PIECE, Reassembly
 from flowcast.transport.wire import (
+    ACK_DELAY,
     ACK,
     ACK_STREAM,
     ACK_RANGE,
@@ -77,9 +75,6 @@ assert _ACK_ONE_SIZE == ACK.size + ACK_RANGE.size + ACK_STREAM.size
 _PATH_CHALLENGE, _PATH_RESPONSE = ChunkKind.PATH_CHALLENGE, ChunkKind.PATH_RESPONSE
 _EVICTED_KIND = ChunkKind.EVICTED
 
-MAX_AHEAD = 1 << 20  # sequence numbers a receiver buffers beyond the next expected
-ACK_DELAY = 0.002
-MIN_PIECE = 128  # every piece of a message but its last is this long at least (a segment: max_body - 88)
 # A piece at least nine tenths of its datagram is kept as a view of it, a smaller one is copied (handle).
 
 #: The state this part owns; ``Link.__slots__`` is made of each part's.
@@ -108,7 +103,7 @@ RECEIVER_SLOTS = (
 
 
 
-class Receiver:
+class Receiver(Reassembly):
     """Chunks in, messages delivered in order; ``Link`` mixes it in (slots: RECEIVER_SLOTS)."""
 
     __slots__ = ()
@@ -336,7 +331,7 @@ class Receiver:
                 else:
                     # ALLOW_ACK and CLOSE are the stack's; it strips them first.
                     raise WireError(f"unexpected chunk kind {kind}")
-        except _CannotHold:
+        except CannotHold:
             self.counts["refused"] += 1
             raise
         except WireError:
@@ -380,146 +375,13 @@ class Receiver:
         if seq >= state.expected and seq - state.expected <= MAX_AHEAD:
             old = state.pending.get(seq)
             if old is None and not self._room(SKIP_COST):
-                raise _CannotHold
+                raise CannotHold
             state.pending[seq] = SKIPPED
             self._charge(SKIP_COST - held_cost(old) if old is not None else SKIP_COST)
             self._drain(stream, state)
 
-    def _segment_in(self, flags: int, stream: int, seq: int, number: int, count: int, piece: bytes, held: int, now: float) -> None:
-        """Hold ``piece`` (``held`` bytes as kept), or deliver its message if it was the last.
-
-        One method per piece, the accounting inline: it runs per datagram.  A
-        message's entry is made here but kept only with its first piece (one
-        charge for both), so a refused piece leaves nothing behind.  The
-        piece that completes a message needs room as any other but is never
-        charged: what the entry counted turns into the whole message's cost
-        -- or into nothing, delivered in order -- with one change.
-        """
-        extra = 0
-        if flags & F_UNRELIABLE:
-            state = None
-            holder: dict = self.partials_unreliable
-            key: Any = (stream, seq)
-            entry = holder.get(key)
-            if entry is None:
-                if len(holder) >= 64:
-                    oldest = min(holder, key=lambda k: holder[k].born)
-                    self._charge(-held_cost(holder.pop(oldest)))
-                entry = Partial(count, flags, now)
-                extra = PARTIAL_COST
-            watch = None
-        else:
-            state = self.streams_in.get(stream)
-            if state is None:
-                state = self.streams_in[stream] = StreamIn()
-                if self.adopt:  # a message whose start we missed is skipped whole
-                    state.expected = seq if number == 0 else seq + 1
-            expected = state.expected
-            if seq < expected:
-                self.counts["duplicates"] += 1
-                return
-            holder = state.pending
-            key = seq
-            entry = holder.get(seq)
-            if entry is None:
-                if seq - expected > MAX_AHEAD:
-                    raise _CannotHold
-                entry = Partial(count, flags, now)
-                extra = PARTIAL_COST
-            elif type(entry) is not Partial:
-                self.counts["duplicates"] += 1
-                return
-            watch = self.watch
-            if watch is not None and number not in entry.parts:
-                watch.piece(stream, seq, number, entry.parts)
-                if seq > expected:
-                    watch.gap(stream, seq, expected, holder)
-        if entry.count != count:
-            raise WireError("segment count changed within a message")
-        parts = entry.parts
-        if number in parts:
-            self.counts["duplicates"] += 1
-            return
-        size = len(piece)
-        if size != entry.piece and number != count - 1:
-            # once a message: every piece but the last is one full segment,
-            # never under MIN_PIECE -- 2^32-1 one-byte pieces are no message,
-            # only a way to make a receiver hold ~80 B of books per byte sent
-            if entry.piece:
-                raise WireError("segment length changed within a message")
-            if size < MIN_PIECE or (count - 1) * size > self.max_message:
-                raise WireError("segment length and count cannot make a message")
-            entry.piece = size
-        if number > 256:
-            held += INT_KEY  # its key: small ints are shared
-        table = entry.table
-        # room for the piece, and for its dict's table to double (it may: the cost is known only after)
-        need = extra + held + (table if table > FIRST_TABLE else FIRST_TABLE)
-        budget = self.budget
-        if (
-            entry.size + size > self.max_message
-            or self._buffered + need > self._hold_limit
-            or (budget is not None and budget.used + need > budget.limit and not budget.admit(self, need))
-        ):
-            raise _CannotHold
-        parts[number] = piece
-        filled = len(parts)
-        if filled < count:
-            if filled >= entry.grow_at:  # the dict's table grew (tablesize.py)
-                step = entry.step
-                table_now = SIZE_AT[step]
-                if table_now < 0:  # longer than measured: ask
-                    table_now = sys.getsizeof(parts)
-                    entry.grow_at = filled + 1
-                else:
-                    entry.step = step + 1
-                    entry.grow_at = GROW_AT[step + 1]
-                held += table_now - table
-                entry.table = table_now
-            entry.size += size
-            entry.waste += held - size
-            entry.last = now
-            # the books, as _charge keeps them
-            held += extra
-            after = self._buffered = self._buffered + held
-            if budget is not None:
-                budget.used += held
-                if after <= held:
-                    budget.holders[self] = None
-            if extra:
-                holder[key] = entry
-                if self.sweep_at is None and budget is not None:
-                    self.sweep_at = now + budget.incomplete_after  # a sweep will look at it
-            return
-        complete = b"".join([parts[i] for i in range(count)])
-        counted = 0 if extra else held_cost(entry)  # every piece but this last one
-        if state is None:
-            if not extra:
-                del holder[key]
-                self._charge(-counted)
-            if self.watch is not None:
-                self.watch.loose(stream, seq, len(complete))
-            self.deliver(stream, flags, complete)
-            return
-        if seq == expected and watch is None:
-            # in order: delivered now, never held whole
-            if not extra:
-                del holder[seq]
-                self._charge(-counted)
-            state.expected = seq + 1
-            self.deliver(stream, flags, complete)
-            if holder:
-                self._drain(stream, state)
-            return
-        self._charge(len(complete) + ENTRY_COST - counted)
-        holder[seq] = (flags, complete)
-        if watch is not None:
-            watch.arrived(stream, seq, len(complete), expected, holder)
-        if seq == expected:
-            self._drain(stream, state)
-
     def _message_in(self, state: StreamIn, stream: int, flags: int, seq: int, payload: bytes) -> None:
-        """A whole reliable message: delivered if next, else a duplicate or held (or _CannotHold).
+        """A whole reliable message: delivered if next, else a duplicate or held (or CannotHold).
 
         A MSG chunk delivers its next message inline (the common case) and comes here for the rest;
         a RUN chunk comes here for each message when it is not simply next with nothing held.
@@ -537,7 +399,7 @@ class Receiver:
         elif seq < expected or seq in state.pending:
             self.counts["duplicates"] += 1
         elif seq - expected > MAX_AHEAD or not self._room(length + ENTRY_COST):
-            raise _CannotHold
+            raise CannotHold
         else:
             state.pending[seq] = (flags, payload)
             self._charge(length + ENTRY_COST)
@@ -568,8 +430,3 @@ class Receiver:
         finally:
             if freed:  # one change to the books for the whole run released
                 self._charge(-freed)
-
-
-class _CannotHold(WireError):
-    """The receiver cannot hold this now: the packet stays unacknowledged."""
-

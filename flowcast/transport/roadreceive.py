@@ -8,7 +8,9 @@ traffic nearly all of a batch are sealed datagrams of one session from one
 address.  The first of a run goes the whole way (``_receive``, then
 ``_authentic``: address, presence, the ALLOW_ACK, the remote's books);
 once that left the session settled at that address, the next ones of the
-same session and address only open and hand their body to the link.  What
+same session and address only open and hand their body to the link
+(``piece_in`` first: a middle piece of a message, nearly every datagram
+of bulk traffic, is taken in one call -- reassembly.py).  What
 ``_authentic`` would have done again for them is done already: the same
 ``now`` for the whole batch, the same address, the session confirmed and
 its remote alive.  A body that starts with an ALLOW_ACK, another session
@@ -66,6 +68,11 @@ class RoadReceiving:
                             continue
                         if body and body[0] != _ALLOW_ACK_KIND:
                             link = session.link
+                            if link.piece_in(body, counter, now):
+                                if remote is not last:
+                                    quick[remote] = None
+                                    last = remote
+                                continue
                             self._source = (remote, address)
                             try:
                                 link.handle(body, now)

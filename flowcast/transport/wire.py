@@ -21,6 +21,7 @@ import msgpack
 from flowcast.errors import Error
 
 __all__ = [
+    "ACK_DELAY",
     "WireError",
     "MAGIC",
     "HEADER",
@@ -139,6 +140,7 @@ CLOSE = struct.Struct("!BB")  # kind, flags
 PATH = struct.Struct("!BBQ")  # kind, flags, token
 
 MAX_ACK_RANGES = 64
+ACK_DELAY = 0.002  # an ACK owed for one ack-eliciting packet waits this long for a second, or a reply
 MAX_ACK_STREAMS = 64
 
 
