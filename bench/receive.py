@@ -1,10 +1,11 @@
-"""Receive-path benchmark: Link.handle CPU per message, in one process.
+"""Receive-path benchmark: a link's CPU per message for the bodies it is handed, in one process.
 
 The two-process figures (bench/road.py) move by 10-20% from run to run on a
 shared box, more than the receive path's own cost changes; this measures
-only ``Link.handle`` over bodies a sending link built beforehand, as a
-road session would get them (with the stack's hold budget), best of many
-short runs.  Figures, each with its ratio to the floor -- the same bodies
+only what a road does with each opened body -- ``Link.piece_in`` first
+(where the checkout has it), else ``Link.handle``, then ``received`` --
+over bodies a sending link built beforehand, as a road session would get
+them (with the stack's hold budget), best of many short runs.  Figures, each with its ratio to the floor -- the same bodies
 cut into chunks and pieces joined by a bare loop (what any receiver must
 do, with no order, books or checks):
 
@@ -99,8 +100,12 @@ def handle(batch: list[bytes], max_body: int) -> int:
         got[0] += 1
 
     receiver = Link(max_body, deliver, **({"budget": HoldBudget()} if HoldBudget is not None else {}))
-    for body in batch:
-        receiver.handle(body, 1.0)
+    piece_in = getattr(receiver, "piece_in", None)
+    take, received = receiver.handle, receiver.received
+    for counter, body in enumerate(batch):
+        if piece_in is None or not piece_in(body, counter, 1.0):
+            take(body, 1.0)
+            received(counter)
     return got[0]
 
 

@@ -18,7 +18,6 @@ from flowcast.transport.wire import WireError
 
 __all__ = [
     "BYTES_HEADER",
-    "CannotHold",
     "EMPTY_DICT",
     "ENTRY_COST",
     "FIRST_TABLE",
@@ -89,5 +88,5 @@ def held_cost(item: Any) -> int:
     return len(data) + ENTRY_COST if data is not None else SKIP_COST
 
 
-class CannotHold(WireError):
+class _CannotHold(WireError):
     """The receiver cannot hold this now: the packet stays unacknowledged."""

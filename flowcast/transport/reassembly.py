@@ -22,7 +22,7 @@ from flowcast.transport.holding import (
     INT_KEY,
     PARTIAL_COST,
     VIEW_HELD,
-    CannotHold,
+    _CannotHold,
     Partial,
     StreamIn,
     held_cost,
@@ -144,7 +144,7 @@ class Reassembly:
             entry = holder.get(seq)
             if entry is None:
                 if seq - expected > MAX_AHEAD:
-                    raise CannotHold
+                    raise _CannotHold
                 entry = Partial(count, flags, now)
                 extra = PARTIAL_COST
             elif type(entry) is not Partial:
@@ -182,7 +182,7 @@ class Reassembly:
             or self._buffered + need > self._hold_limit
             or (budget is not None and budget.used + need > budget.limit and not budget.admit(self, need))
         ):
-            raise CannotHold
+            raise _CannotHold
         parts[number] = piece
         filled = len(parts)
         if filled < count:

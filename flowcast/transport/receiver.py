@@ -23,7 +23,7 @@ from flowcast.transport.holding import (
     SKIP_COST,
     SKIPPED,
     VIEW_HELD,
-    CannotHold,
+    _CannotHold,
     StreamIn,
     Partial,
     held_cost,
@@ -331,7 +331,7 @@ class Receiver(Reassembly):
                 else:
                     # ALLOW_ACK and CLOSE are the stack's; it strips them first.
                     raise WireError(f"unexpected chunk kind {kind}")
-        except CannotHold:
+        except _CannotHold:
             self.counts["refused"] += 1
             raise
         except WireError:
@@ -375,13 +375,13 @@ class Receiver(Reassembly):
         if seq >= state.expected and seq - state.expected <= MAX_AHEAD:
             old = state.pending.get(seq)
             if old is None and not self._room(SKIP_COST):
-                raise CannotHold
+                raise _CannotHold
             state.pending[seq] = SKIPPED
             self._charge(SKIP_COST - held_cost(old) if old is not None else SKIP_COST)
             self._drain(stream, state)
 
     def _message_in(self, state: StreamIn, stream: int, flags: int, seq: int, payload: bytes) -> None:
-        """A whole reliable message: delivered if next, else a duplicate or held (or CannotHold).
+        """A whole reliable message: delivered if next, else a duplicate or held (or _CannotHold).
 
         A MSG chunk delivers its next message inline (the common case) and comes here for the rest;
         a RUN chunk comes here for each message when it is not simply next with nothing held.
@@ -399,7 +399,7 @@ class Receiver(Reassembly):
         elif seq < expected or seq in state.pending:
             self.counts["duplicates"] += 1
         elif seq - expected > MAX_AHEAD or not self._room(length + ENTRY_COST):
-            raise CannotHold
+            raise _CannotHold
         else:
             state.pending[seq] = (flags, payload)
             self._charge(length + ENTRY_COST)
