@@ -407,12 +407,9 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
             while link.ack_owed or link.ping_owed or ((link.resend or link.fresh) and link.can_send()):
                 run = None if extra else link.next_segments(_BATCH - len(batch))  # bulk: many bodies per call
                 if run:
-                    seal = session.seal
-                    sent = link.sent
-                    for body, chunks in run:
-                        counter, datagram = seal(body)
-                        sent(counter, len(body), chunks, now)
-                        batch.append(datagram)
+                    first, datagrams = session.seal_run([body for body, _ in run])
+                    link.sent_run(first, run, now)
+                    batch += datagrams
                 else:
                     built = link.build(extra)
                     if built is None:

@@ -196,6 +196,23 @@ class Sender(Packing):
             self.inflight_bytes += body_size
 
 
+    def sent_run(self, first: int, run: list[tuple[bytes, Any]], now: float) -> None:
+        """``sent`` for each (body, chunks) of ``run``, sealed under counters from ``first`` in a row."""
+        counter = first
+        if self.acks:
+            inflight = self.inflight
+            total = 0
+            for body, chunks in run:
+                if chunks is not None:
+                    size = len(body)
+                    inflight[counter] = [now, size, chunks[0], chunks[1]]
+                    total += size
+                counter += 1
+            self.inflight_bytes += total
+        else:
+            counter += len(run)
+        self.last_counter = counter - 1
+
     # -- acknowledgements ------------------------------------------------------
 
     def _on_ack(self, window: int, ranges: list[tuple[int, int]], streams: list[tuple[int, int]], now: float) -> None:

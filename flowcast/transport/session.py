@@ -6,6 +6,8 @@ COOKIE (initiator); nothing unauthenticated creates or changes one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from flowcast.transport.crypto import (
     AEGIS_PAD,
     AEGIS_TAG,
@@ -91,26 +93,49 @@ class Session:
 
     def seal(self, body: bytes) -> tuple[int, bytes]:
         """(counter, datagram) for ``body``; every call uses a new counter."""
-        counter = self.counter
-        self.counter = counter + 1
-        header = _pack(MAGIC, _SEALED, 0, self.remote_index, counter)
+        counter, datagrams = self.seal_run((body,))
+        return counter, datagrams[0]
+
+    def seal_run(self, bodies: Sequence[bytes]) -> tuple[int, list[bytes]]:
+        """(first counter, datagrams) for ``bodies`` sealed in turn under counters in a row.
+
+        A bulk flush seals tens of bodies at once: the lookups are made once
+        for them all.  The counters are taken before any is used, so one that
+        sealed a datagram never sealed (an error midway) is never used again.
+        """
+        first = counter = self.counter
+        self.counter = first + len(bodies)
+        remote_index = self.remote_index
+        key = self.tx_key
+        scratch = self.scratch
+        out, view = scratch.out, scratch.view
+        datagrams = []
+        append = datagrams.append
         if self.aegis:
-            size = len(body) + AEGIS_TAG
-            if size <= _SCRATCH_SIZE and type(body) is bytes:
-                # the per-packet path: keys are 32 bytes and the nonce 32 by construction
-                scratch = self.scratch
-                if _c_aegis_seal(scratch.out, _NULL, body, size - AEGIS_TAG, _NULL, 0, _NULL, header + AEGIS_PAD, self.tx_key) != 0:
+            for body in bodies:
+                header = _pack(MAGIC, _SEALED, 0, remote_index, counter)
+                size = len(body) + AEGIS_TAG
+                if size <= _SCRATCH_SIZE and type(body) is bytes:
+                    # the per-packet path: keys are 32 bytes and the nonce 32 by construction
+                    if _c_aegis_seal(out, _NULL, body, size - AEGIS_TAG, _NULL, 0, _NULL, header + AEGIS_PAD, key) != 0:
+                        raise CryptoError("Encryption failed")
+                    append(header + view[:size])
+                else:
+                    append(seal_aegis(key, header, body, scratch))
+                counter += 1
+            return first, datagrams
+        for body in bodies:
+            header = _pack(MAGIC, _SEALED, 0, remote_index, counter)
+            size = len(body) + 16
+            if size <= _SCRATCH_SIZE and _c_seal is not None and type(body) is bytes:
+                # the per-packet path: keys are 32 bytes and the nonce 24 by construction
+                if _c_seal(out, body, size - 16, header + NONCE_PAD, key) != 0:
                     raise CryptoError("Encryption failed")
-                return counter, header + scratch.view[:size]
-            return counter, seal_aegis(self.tx_key, header, body, self.scratch)
-        size = len(body) + 16
-        if size <= _SCRATCH_SIZE and _c_seal is not None and type(body) is bytes:
-            # the per-packet path: keys are 32 bytes and the nonce 24 by construction
-            scratch = self.scratch
-            if _c_seal(scratch.out, body, size - 16, header + NONCE_PAD, self.tx_key) != 0:
-                raise CryptoError("Encryption failed")
-            return counter, header + scratch.view[:size]
-        return counter, seal(self.tx_key, header, body, self.scratch)
+                append(header + view[:size])
+            else:
+                append(seal(key, header, body, scratch))
+            counter += 1
+        return first, datagrams
 
     def open(self, datagram: bytes, counter: int) -> bytes | None:
         """The body if authentic and not a replay (then the counter is used up)."""
