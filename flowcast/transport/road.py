@@ -83,7 +83,10 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
     when a JOIN must first prove its source address (joingate.py);
     ``join_work_rate`` caps the JOINs a second that are verified and
     admitted, shared fairly between source addresses, each at most
-    ``join_source_rate`` (joinbudget.py).  A keep
+    ``join_source_rate`` (joinbudget.py).  ``aegis`` (default: where this
+    machine has hardware AES) offers AEGIS-256 in handshakes, fixed for the
+    stack's life so a handshake's two ends never decide on different offers
+    (crypto.py says why never without hardware AES).  A keep
     with a :class:`~flowcast.transport.keepwriter.KeepWriter` keeps disk
     work off this stack's thread; joins are then acknowledged once durable.
     """
@@ -117,6 +120,7 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         join_rate: float = 50.0,
         join_work_rate: float = 100.0,
         join_source_rate: float = 20.0,
+        aegis: bool | None = None,
     ) -> None:
         local = keep.local()
         if local is None:
@@ -152,8 +156,11 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         self._sessions: dict[int, tuple[Remote, Session]] = {}  # live and half-made, by our session id
         self._long_shared: dict[bytes, bytes] = {}
         self._scratch = Scratch()  # one small-packet buffer for all sessions (2 KB each otherwise)
-        #: Offer AEGIS-256 in handshakes (a session uses it when both ends offer it: crypto.py).
-        self.aegis = HARDWARE_AES
+        if aegis is None:
+            aegis = HARDWARE_AES
+        elif aegis and not HARDWARE_AES:
+            raise ValueError("aegis=True needs hardware AES, and this machine has none libsodium can use")
+        self._aegis = bool(aegis)
         # Remotes whose deadline may have moved wait in _dirty (roaddue.py
         # settles them), those that may have something to send in _flushq.
         # A wake costs what it touches, not the number of remotes.
@@ -441,6 +448,11 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
                 return
             if link.advertised < link.receive_window >> 2:
                 self._starved[remote] = None
+
+    @property
+    def aegis(self) -> bool:
+        """Whether this stack offers AEGIS-256 (a session uses it when both ends offer it: crypto.py)."""
+        return self._aegis
 
     # -- running ---------------------------------------------------------------------
 

@@ -2,9 +2,10 @@
 
 The offer is a header flag of COOKIE and INITIATE, authenticated as their
 box's nonce: tampering with it fails the handshake packet, it cannot steer
-the cipher.  Each cipher gets keys of its own.  The tests set ``aegis`` on
-each stack, so they mean the same on a machine without hardware AES
-(libsodium's software AEGIS is correct there, only not used by default).
+the cipher.  Each cipher gets keys of its own.  The tests make each stack
+with its offer and take hardware AES as present, so they mean the same on
+a machine without it (libsodium's software AEGIS is correct there, only
+never offered).
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from flowcast.transport.wire import HEADER_SIZE, PacketKind
 from .roadkit import World
 
 
+@pytest.fixture(autouse=True)
+def _hardware_aes(monkeypatch):
+    monkeypatch.setattr("flowcast.transport.road.HARDWARE_AES", True)
+
+
 def _estates(world: World, alpha_aegis: bool, beta_aegis: bool):
-    alpha, beta = world.estate("alpha"), world.estate("beta")
-    alpha.aegis, beta.aegis = alpha_aegis, beta_aegis
-    return alpha, beta
+    return world.estate("alpha", aegis=alpha_aegis), world.estate("beta", aegis=beta_aegis)
 
 
 @pytest.mark.parametrize(
