@@ -136,24 +136,29 @@ def _compact(link: Any, owners: set) -> None:
             owner.pending = dict(owner.pending)
 
 
+def _notify(link: Any, dropped: list[tuple[Any, Any]]) -> None:
+    """Reliable messages dropped from ``link`` (owner, seq): acknowledged pieces, never sent
+    again, so their senders must hear (evicted.py); unreliable ones (owner None) need not."""
+    stream_of = {id(state): stream for stream, state in link.streams_in.items()}
+    for owner, key in dropped:
+        if owner is not None:
+            _evicted.note(link, stream_of[id(owner)], key)
+
+
 def evict(link: Any, need: int) -> int:
     """Drop ``link``'s held data, least recently progressed first, until ``need`` bytes are free."""
     freed = 0
-    dropped = 0
+    dropped = []
     owners = set()
-    stream_of: dict[int, int] | None = None
     for _, owner, key, item in sorted(_entries(link), key=lambda e: e[0]):
         if freed >= need:
             break
         freed += _drop(link, owner, key, item)
         owners.add(owner)
-        dropped += 1
-        if owner is not None:
-            # acknowledged, never sent again: its sender must hear (evicted.py)
-            if stream_of is None:
-                stream_of = {id(state): stream for stream, state in link.streams_in.items()}
-            _evicted.note(link, stream_of[id(owner)], key)
+        dropped.append((owner, key))
+    _notify(link, dropped)
     _compact(link, owners)
+    dropped = len(dropped)
     link.counts["evicted"] = link.counts.get("evicted", 0) + dropped
     budget = link.budget
     if budget is not None:
@@ -168,7 +173,7 @@ def expire(link: Any, now: float) -> float | None:
     after = budget.incomplete_after
     cutoff = now - after
     nearest: float | None = None
-    dropped = 0
+    dropped = []
     freed = 0
     owners = set()
     for last, owner, key, item in _entries(link):
@@ -177,10 +182,13 @@ def expire(link: Any, now: float) -> float | None:
         if last <= cutoff:
             freed += _drop(link, owner, key, item)
             owners.add(owner)
-            dropped += 1
+            dropped.append((owner, key))
         elif nearest is None or last < nearest:
             nearest = last
+    # an incomplete message's pieces held so far were acknowledged too: the same notice as evict's
+    _notify(link, dropped)
     _compact(link, owners)
+    dropped = len(dropped)
     if dropped:
         link.counts["expired"] = link.counts.get("expired", 0) + dropped
         budget.counts["expired"] += dropped

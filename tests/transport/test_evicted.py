@@ -6,9 +6,12 @@ one sent with ``timeout=None`` waited forever, and its stream behind it.
 
 from __future__ import annotations
 
+import random
+
 from flowcast.transport.budget import HoldBudget
 from flowcast.transport.reliable import Link, Outgoing
 from tests.transport.attacks import seg
+from tests.transport.roadkit import World
 
 
 class ByHand:
@@ -60,3 +63,24 @@ def test_a_message_evicted_after_it_was_acknowledged_fails_at_once_and_its_strea
         hand.carry(receiver, 0.2)
     assert delivered == [b"next"] and after.state == "delivered"
     assert sender.pending_count == 0 and receiver.evicted_owed is None
+
+
+def test_pieces_the_hold_budget_expires_are_acknowledged_ones_their_sender_must_hear_of():
+    """One honest peer, 1% loss, 1.25 MB on one stream against a 1 MiB hold budget (found by an
+    outside review; failed before budget.expire gave the notice).
+
+    The later messages' pieces fill the budget, so the resends of the first message's lost
+    pieces are refused; then budget.expire drops the incomplete messages -- acknowledged
+    pieces, never sent again.  Without the EVICTED notice budget.evict gives, with
+    timeout=None nothing was ever delivered nor failed: the sender resent refused pieces
+    for ever.  Each message should end (delivered, or failed
+    'evicted'), as evicted.py promises for what the budget drops."""
+    world = World(seed=7, delay=(0.0005, 0.002))
+    alpha, beta = world.pair(datagram_size=1232, hold_budget=1 << 20, incomplete_after=2.0)
+    world.net.link("alpha", "beta", both=False, loss=0.01)
+    rng = random.Random(7)
+    outs = [alpha.send_bytes(rng.randbytes(n), "beta", timeout=None) for n in (600_000, 300_000, 300_000, 50_000)]
+    world.run_until(lambda: (beta.receive_many() or True) and all(o.done for o in outs), 60)
+    link = beta.remote("alpha").session.link
+    assert link.counts.get("expired", 0) > 0  # what this is about
+    assert [o.state for o in outs if not o.done] == []
