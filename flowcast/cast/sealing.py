@@ -25,6 +25,7 @@ from nacl.signing import VerifyKey
 
 from flowcast.cast.identity import IdentityError, UserKeys, check_address
 from flowcast.errors import Error
+from flowcast.transport.wire import unpack_untrusted
 
 __all__ = ["Card", "Sealed", "SealError", "card", "read_card", "read_outer", "seal", "open_box", "CARD_KINDS"]
 
@@ -106,7 +107,7 @@ def read_outer(data: Any) -> dict[str, Any]:
     if data.__class__ is not bytes:
         raise SealError(f"data is {type(data).__name__}, not bytes", "malformed")
     try:
-        outer = msgpack.unpackb(data, raw=False, strict_map_key=True)
+        outer = unpack_untrusted(data, raw=False, strict_map_key=True)
     except Exception as error:  # noqa: BLE001 - msgpack raises several kinds for garbage
         raise SealError(f"not msgpack ({type(error).__name__})", "malformed") from None
     if not isinstance(outer, dict) or outer.get("v") != _VERSION or outer.get("k") not in (*CARD_KINDS, "msg"):

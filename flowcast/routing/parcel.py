@@ -27,6 +27,7 @@ from typing import Any
 import msgpack
 
 from flowcast.errors import Error
+from flowcast.transport.wire import unpack_untrusted
 
 __all__ = [
     "ParcelError", "MAX_HEADER", "MAX_EXT", "encode", "open_header", "open_data", "open_ext",
@@ -175,7 +176,7 @@ def open_header(parcel: Any) -> tuple[Any, Any, Any, Any, int]:
 
 def open_data(parcel: Any, offset: int) -> Any:
     try:
-        return msgpack.unpackb(memoryview(parcel)[offset:], raw=False)
+        return unpack_untrusted(memoryview(parcel)[offset:], raw=False)  # another estate's bytes
     except Exception as error:  # noqa: BLE001
         raise ParcelError(f"parcel data does not decode ({type(error).__name__})") from None
 

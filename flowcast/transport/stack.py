@@ -30,7 +30,7 @@ from flowcast.transport.hooks import Hooks, Replaced
 from flowcast.transport.port import DatagramPort
 from flowcast.transport.recording import MessageRecorder
 from flowcast.transport.outgoing import Outgoing
-from flowcast.transport.wire import F_JSON, F_UNRELIABLE
+from flowcast.transport.wire import F_JSON, F_UNRELIABLE, unpack_untrusted
 
 __all__ = ["Stack", "Message", "EventSink", "LinkEvents", "serve", "F_RAW", "DEFAULT_TIMEOUT", "INBOX_ENTRY"]
 
@@ -46,7 +46,6 @@ INBOX_ENTRY = 64
 SPARSE_GAP = 0.0001
 
 _packb = msgpack.Packer(use_bin_type=True).pack
-_unpackb = msgpack.unpackb
 
 
 class Message(NamedTuple):
@@ -274,7 +273,7 @@ class Stack:
                 return payload
             if flags & F_JSON:
                 return json.loads(payload)
-            return _unpackb(payload)
+            return unpack_untrusted(payload)  # a peer's bytes: wire.py says why not unpackb
         except Exception:  # noqa: BLE001 - a peer's bad payload must not raise here
             self.counts["undecodable"] += 1
             return _UNDECODABLE
