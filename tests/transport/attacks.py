@@ -1,13 +1,14 @@
 """The memory attacks of issue 10 (part 3), as bodies a joined estate seals and sends.
 
 Shared by tests/transport/test_budget.py (simulated network) and
-bench/memory.py (real loopback).
+bench/memory.py (real loopback); and ``offer``, how the road hands a link
+an opened body, for the tests that hold ``piece_in`` to the plain way.
 """
 
 from __future__ import annotations
 
 from flowcast.transport.reliable import MIN_PIECE
-from flowcast.transport.wire import MSG, SEG, ChunkKind
+from flowcast.transport.wire import MSG, SEG, ChunkKind, WireError
 
 
 def inject_sealed(stack, remote_name: str, body: bytes) -> None:
@@ -15,6 +16,18 @@ def inject_sealed(stack, remote_name: str, body: bytes) -> None:
     remote = stack.remote(remote_name)
     _, datagram = remote.session.seal(body)
     stack.port.send(datagram, remote.address)
+
+
+def offer(link, body, counter: int, now: float, quick: bool) -> str:
+    """What the road does with an opened body: ``piece_in`` first (if ``quick``), else handle and received."""
+    if quick and link.piece_in(body, counter, now):
+        return "quick"
+    try:
+        link.handle(body, now)
+    except WireError:
+        return "refused"
+    link.received(counter)
+    return "handled"
 
 
 def seg(seq: int, number: int, count: int, piece: bytes, stream: int = 0) -> bytes:

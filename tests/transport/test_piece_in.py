@@ -19,7 +19,8 @@ import pytest
 from flowcast.transport.budget import HoldBudget
 from flowcast.transport.holding import Partial
 from flowcast.transport.reliable import MIN_PIECE, Link
-from flowcast.transport.wire import F_UNRELIABLE, SEG, ChunkKind, WireError
+from flowcast.transport.wire import F_UNRELIABLE, SEG, ChunkKind
+from tests.transport.attacks import offer
 
 
 def _seg(stream: int, seq: int, number: int, count: int, piece: bytes, flags: int = 0) -> bytes:
@@ -30,18 +31,6 @@ def _link(budget: HoldBudget, delivered: list) -> Link:
     link = Link(1_200, lambda stream, flags, data: delivered.append((stream, flags, bytes(data))), budget=budget)
     link._hold_limit = 600_000
     return link
-
-
-def _feed(link: Link, body: bytes, counter: int, now: float, quick: bool) -> str:
-    """What the road does with an opened body: piece_in first (if ``quick``), else handle and received."""
-    if quick and link.piece_in(body, counter, now):
-        return "quick"
-    try:
-        link.handle(body, now)
-    except WireError:
-        return "refused"
-    link.received(counter)
-    return "handled"
 
 
 def _state(link: Link, budget: HoldBudget) -> tuple:
@@ -118,8 +107,8 @@ def test_piece_in_first_ends_exactly_as_the_plain_way(seed, budget_limit):
     outcomes = {"quick": 0, "handled": 0, "refused": 0}
     for counter, body in enumerate(bodies):
         now = counter * 0.0001
-        expected = _feed(plain, body, counter, now, quick=False)
-        got = _feed(quick, body, counter, now, quick=True)
+        expected = offer(plain, body, counter, now, quick=False)
+        got = offer(quick, body, counter, now, quick=True)
         outcomes[got] += 1
         assert (got == "refused") == (expected == "refused"), (counter, got, expected)
         if counter % 97 == 0 or got != "quick":
@@ -146,7 +135,7 @@ def test_a_64_kib_message_in_1232_byte_datagrams_is_taken_quick_but_for_a_few_pi
     taken = 0
     for number in range(count):
         body = _seg(0, 0, number, count, payload[number * piece : (number + 1) * piece])
-        taken += _feed(link, body, number, 0.0, quick=True) == "quick"
+        taken += offer(link, body, number, 0.0, quick=True) == "quick"
     assert delivered == [(0, 0, payload)]
     assert link.buffered == 0 and budget.used == 0 and not budget.holders
     # the first, the last, and the few where the dict of pieces grows go the whole way

@@ -21,8 +21,9 @@ from flowcast.transport import budget as budget_mod
 from flowcast.transport.budget import HoldBudget
 from flowcast.transport.holding import Partial
 from flowcast.transport.reliable import Link
-from flowcast.transport.wire import SEG, ChunkKind, WireError
+from flowcast.transport.wire import SEG, ChunkKind
 
+from .attacks import offer
 from .roadkit import World
 
 PIECE_IN = Link.piece_in
@@ -37,17 +38,6 @@ def _seg(stream: int, seq: int, number: int, count: int, piece: bytes, flags: in
 
 def _link(budget: HoldBudget | None, delivered: list, **options) -> Link:
     return Link(1_200, lambda stream, flags, data: delivered.append((stream, flags, bytes(data))), budget=budget, **options)
-
-
-def _feed(link: Link, body, counter: int, now: float, quick: bool) -> str:
-    if quick and link.piece_in(body, counter, now):
-        return "quick"
-    try:
-        link.handle(body, now)
-    except WireError:
-        return "refused"
-    link.received(counter)
-    return "handled"
 
 
 def _books(link: Link, budget: HoldBudget | None) -> tuple:
@@ -93,8 +83,8 @@ def _both(bodies, budget_factory=lambda: HoldBudget(1 << 24), *, start=0, now=la
         setup(quick, qb)
     ways = []
     for counter, body in enumerate(bodies, start):
-        expected = _feed(plain, body, counter, now(counter), quick=False)
-        got = _feed(quick, body, counter, now(counter), quick=True)
+        expected = offer(plain, body, counter, now(counter), quick=False)
+        got = offer(quick, body, counter, now(counter), quick=True)
         ways.append(got)
         assert (got == "refused") == (expected == "refused"), (counter, got, expected)
         assert _books(quick, qb) == _books(plain, pb), counter
@@ -176,8 +166,8 @@ def test_a_message_longer_than_the_measured_table_sizes():
     payload = bytes(PIECE)
     for number in range(count - 1):  # never the last: nothing completes, everything stays held
         body = _seg(0, 0, number, count, payload)
-        _feed(plain, body, number, 0.0, quick=False)
-        ways.append(_feed(quick, body, number, 0.0, quick=True))
+        offer(plain, body, number, 0.0, quick=False)
+        ways.append(offer(quick, body, number, 0.0, quick=True))
         qe, pe = quick.streams_in[0].pending[0], plain.streams_in[0].pending[0]
         assert (qe.size, qe.waste, qe.table, qe.step, qe.grow_at) == (pe.size, pe.waste, pe.table, pe.step, pe.grow_at), number
         assert (quick.buffered, qb.used, quick.recv_ranges, quick.ack_owed) == (plain.buffered, pb.used, plain.recv_ranges, plain.ack_owed)
@@ -213,8 +203,8 @@ def test_an_evicted_or_expired_entry_between_pieces():
                     else:
                         link_now = 100.0
                         budget_mod.expire(link, link_now)
-            expected = _feed(plain, body, counter, now(counter), quick=False)
-            got = _feed(quick, body, counter, now(counter), quick=True)
+            expected = offer(plain, body, counter, now(counter), quick=False)
+            got = offer(quick, body, counter, now(counter), quick=True)
             assert (got == "refused") == (expected == "refused")
             assert _books(quick, qb) == _books(plain, pb), (how, counter)
         budget_box[how] = (plain, pb, pd)
