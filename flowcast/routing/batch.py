@@ -41,7 +41,7 @@ import msgpack
 from flowcast.routing.handlers import UNSET, Refused, envelope, land, push_into
 from flowcast.routing.parcel import ParcelError, encode, open_data, open_ext, pack_ext
 from flowcast.store.share import QueueShare
-from flowcast.transport.wire import array_header
+from flowcast.transport.wire import array_header, walk_untrusted
 
 __all__ = ["BATCH_KEY", "MAX_BATCH", "BATCH_BYTES", "batch_count", "check_array", "open_batch", "parcel_count", "send_batch", "land_batch"]
 
@@ -165,6 +165,7 @@ def open_batch(parcel: Any, offset: int, count: int, sized: bool) -> tuple[list[
     unpacker.feed(data)
     values, sizes = [], []
     try:
+        walk_untrusted(data)  # another estate's bytes, read value by value: see wire.unpack_untrusted
         if unpacker.read_array_header() != count:
             raise ValueError("not an array of its count")
         last = unpacker.tell()

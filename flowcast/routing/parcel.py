@@ -30,7 +30,7 @@ from flowcast.errors import Error
 from flowcast.transport.wire import unpack_untrusted
 
 __all__ = [
-    "ParcelError", "MAX_HEADER", "MAX_EXT", "encode", "open_header", "open_data", "open_ext",
+    "ParcelError", "MAX_HEADER", "MAX_EXT", "HEADER_LIMITS", "encode", "open_header", "open_data", "open_ext",
     "pack_ext", "pack_message", "route_bytes", "split_ext", "split_ext_map",
 ]
 
@@ -46,6 +46,11 @@ MAX_EXT = 512
 MAX_EXT_KEY = 32
 #: A list value holds at most this many scalars (dependency ids, say).
 MAX_EXT_LIST = 32
+#: What a header's decoder lets an array or map declare: as much as any header holds (two
+#: four-name routes, an extension list, an extension map within MAX_EXT), and no more --
+#: msgpack makes what is declared before reading it (wire.unpack_untrusted), and a header is
+#: read by every router on the way, before policy.
+HEADER_LIMITS = {"max_array_len": MAX_EXT_LIST, "max_map_len": MAX_EXT // 3, "max_ext_len": 0}
 _ARRAY4 = b"\x94"
 _ARRAY5 = b"\x95"
 _SCALARS = (str, bytes, int, float, bool, type(None))
@@ -111,7 +116,7 @@ def split_ext(head: Any) -> tuple[tuple, bytes]:
 
 def split_ext_map(head: Any) -> tuple[tuple, bytes, dict[str, Any]]:
     """As :func:`split_ext`, and the extension map decoded (and checked) besides."""
-    unpacker = msgpack.Unpacker(raw=False, use_list=False, max_buffer_size=MAX_HEADER)
+    unpacker = msgpack.Unpacker(raw=False, use_list=False, max_buffer_size=MAX_HEADER, **HEADER_LIMITS)
     unpacker.feed(head)
     try:
         if unpacker.read_array_header() != 5:
@@ -126,7 +131,7 @@ def split_ext_map(head: Any) -> tuple[tuple, bytes, dict[str, Any]]:
     if len(ext) > MAX_EXT:
         raise ParcelError(f"header extensions of {len(ext)} bytes exceed the {MAX_EXT}-byte limit")
     try:
-        pairs = msgpack.unpackb(ext, raw=False, use_list=False, strict_map_key=True, object_pairs_hook=_Pairs)
+        pairs = msgpack.unpackb(ext, raw=False, use_list=False, strict_map_key=True, object_pairs_hook=_Pairs, **HEADER_LIMITS)
         if type(pairs) is not _Pairs:
             raise ParcelError("header extensions are not a map")
         if len({key for key, _ in pairs}) != len(pairs):
@@ -165,7 +170,7 @@ def open_header(parcel: Any) -> tuple[Any, Any, Any, Any, int]:
         src, dst, tag, stamp = split_ext(memoryview(parcel)[4 : 4 + n])[0]
         return src, dst, tag, stamp, 4 + n
     try:
-        head = msgpack.unpackb(parcel[4 : 4 + n], use_list=False, raw=False)
+        head = msgpack.unpackb(parcel[4 : 4 + n], use_list=False, raw=False, **HEADER_LIMITS)
     except Exception as error:  # noqa: BLE001 - any decoding failure is the parcel's fault
         raise ParcelError(f"parcel header does not decode ({type(error).__name__})") from None
     if type(head) is not tuple or len(head) != 4:

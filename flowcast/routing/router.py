@@ -43,7 +43,7 @@ from typing import Any
 import msgpack
 
 from flowcast.errors import ClosedError
-from flowcast.routing.parcel import MAX_HEADER, ParcelError, encode, open_header, pack_ext, split_ext, split_ext_map
+from flowcast.routing.parcel import HEADER_LIMITS, MAX_HEADER, ParcelError, encode, open_header, pack_ext, split_ext, split_ext_map
 from flowcast.routing.batch import BATCH_KEY, batch_count, check_array, land_batch, parcel_count, send_batch
 from flowcast.routing.handlers import ERROR_QUEUE_BOUND, envelope  # noqa: F401 - re-exported
 from flowcast.routing.handlers import UNSET as _UNSET
@@ -355,7 +355,7 @@ class Router:
                     count = batch_count(ext)
                     check_array(parcel, 4 + n, count)
             else:
-                src, dst, tag, stamp = _unpackb(parcel[4 : 4 + n], use_list=False, raw=False)
+                src, dst, tag, stamp = _unpackb(parcel[4 : 4 + n], use_list=False, raw=False, **HEADER_LIMITS)
             key = (src, dst)
             pair = self._pairs.get(key)
             if pair is None:

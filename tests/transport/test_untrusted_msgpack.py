@@ -86,3 +86,11 @@ def test_a_peer_sending_one_as_a_message_gets_it_counted_undecodable():
     assert [m.data for m in got] == [{"fine": True}]
     assert beta.counts["undecodable"] == 1
     assert peak < 1_000_000
+
+
+def test_at_the_walks_edge_it_decodes_what_unpackb_does_from_any_buffer():
+    for size in (WALK_FROM - 1, WALK_FROM, WALK_FROM + 1):
+        packed = msgpack.packb(b"x" * (size - 2))  # bin8: two bytes of header
+        assert len(packed) == size
+        for data in (packed, memoryview(packed), bytearray(packed), memoryview(b"..." + packed)[3:]):
+            assert unpack_untrusted(data) == msgpack.unpackb(packed)
