@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import tracemalloc
-
-import pytest
-
 from flowcast.cast.sealing import SealError, read_outer
+from tests.memorykit import traced_peak
 
 
 def test_an_outer_map_of_nested_headers_declaring_what_is_not_there_is_malformed_at_little_cost():
     bomb = (b"\xdd" + (60_000).to_bytes(4, "big")) * 12_000
-    tracemalloc.start()
-    try:
-        with pytest.raises(SealError, match="not msgpack"):
-            read_outer(bomb)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak, outcome = traced_peak(lambda: read_outer(bomb))
+    assert isinstance(outcome, SealError) and "not msgpack" in str(outcome)
     assert peak < 1_000_000

@@ -6,14 +6,13 @@ msgpack makes what an array or map header declares before reading it (wire.unpac
 
 from __future__ import annotations
 
-import tracemalloc
-
 import msgpack
-import pytest
 
 from flowcast.routing.batch import open_batch
 from flowcast.routing.parcel import ParcelError, encode, open_data, open_ext, open_header, route_bytes
 from flowcast.routing.route import Route
+
+from tests.memorykit import traced_peak
 
 from .kit import World
 
@@ -29,13 +28,8 @@ def test_data_of_nested_headers_declaring_what_is_not_there_is_refused_at_little
     bomb = (b"\xdd" + (60_000).to_bytes(4, "big")) * 12_000  # 60 KB; msgpack.unpackb made ~80 MB of it
     parcel = _parcel(bomb)
     offset = open_header(parcel)[4]
-    tracemalloc.start()
-    try:
-        with pytest.raises(ParcelError, match="does not decode"):
-            open_data(parcel, offset)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak, outcome = traced_peak(lambda: open_data(parcel, offset))
+    assert isinstance(outcome, ParcelError) and "does not decode" in str(outcome)
     assert peak < 1_000_000
 
 
@@ -43,18 +37,6 @@ def test_data_that_holds_what_it_declares_decodes():
     value = {"rows": [[i, str(i), i / 3] for i in range(200)], "blob": b"x" * 500}
     parcel = _parcel(msgpack.packb(value, use_bin_type=True))
     assert open_data(parcel, open_header(parcel)[4]) == value
-
-
-def _peak(call) -> tuple[int, object]:
-    tracemalloc.start()
-    try:
-        try:
-            outcome: object = call()
-        except Exception as error:  # noqa: BLE001 - what is raised is the outcome
-            outcome = error
-        return tracemalloc.get_traced_memory()[1], outcome
-    finally:
-        tracemalloc.stop()
 
 
 def _nested16(size: int, declared: int) -> bytes:
@@ -68,7 +50,7 @@ def test_a_sized_batch_of_nested_headers_is_refused_at_little_cost():
     bomb = (b"\xdd" + (60_000).to_bytes(4, "big")) * 12_000
     data = b"\x92" + bomb  # "an array of 2 values": passes check_array on the way
     parcel = b"\x00\x00\x00\x00" + data
-    peak, outcome = _peak(lambda: open_batch(parcel, 4, 2, True))
+    peak, outcome = traced_peak(lambda: open_batch(parcel, 4, 2, True))
     assert isinstance(outcome, Exception)
     assert peak < 1_000_000, f"{peak:,} bytes allocated for a {len(data):,}-byte batch"
 
@@ -78,7 +60,7 @@ def test_a_parcel_header_of_nested_headers_is_refused_at_little_cost():
     every house a parcel passes, before any policy."""
     head = _nested16(2_046, 2_046)
     parcel = len(head).to_bytes(4, "big") + head + b"\xc0"
-    peak, outcome = _peak(lambda: open_header(parcel))
+    peak, outcome = traced_peak(lambda: open_header(parcel))
     assert isinstance(outcome, ParcelError)
     assert peak < 1_000_000, f"{peak:,} bytes allocated for a {len(head):,}-byte header"
 
@@ -86,7 +68,7 @@ def test_a_parcel_header_of_nested_headers_is_refused_at_little_cost():
 def test_a_parcel_header_with_extensions_of_nested_headers_is_refused_at_little_cost():
     head = b"\x95" + _nested16(2_045, 2_046)
     parcel = len(head).to_bytes(4, "big") + head + b"\xc0"
-    peak, outcome = _peak(lambda: open_ext(parcel))
+    peak, outcome = traced_peak(lambda: open_ext(parcel))
     assert isinstance(outcome, ParcelError)
     assert peak < 1_000_000, f"{peak:,} bytes allocated for a {len(head):,}-byte header"
 
@@ -97,6 +79,6 @@ def test_a_router_opening_a_parcel_whose_header_is_nested_headers_allocates_litt
     beta = world.routed_estate("beta", ["manor"], policy=ALLOW_ALPHA)
     head = _nested16(2_046, 2_046)
     parcel = len(head).to_bytes(4, "big") + head + b"\xc0"
-    peak, outcome = _peak(lambda: beta["manor"]._open(parcel))
+    peak, outcome = traced_peak(lambda: beta["manor"]._open(parcel))
     assert isinstance(outcome, Exception)  # refused as malformed
     assert peak < 1_000_000, f"{peak:,} bytes allocated for a {len(head):,}-byte header"

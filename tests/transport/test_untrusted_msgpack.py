@@ -9,12 +9,12 @@ list before reading them: nested, a 60 KB payload made ``unpackb`` allocate
 from __future__ import annotations
 
 import random
-import tracemalloc
-
 import msgpack
 import pytest
 
 from flowcast.transport.wire import WALK_FROM, unpack_untrusted
+
+from tests.memorykit import traced_peak
 
 from .roadkit import World
 
@@ -24,30 +24,18 @@ def _bomb(size: int) -> bytes:
     return (header * (size // len(header)))[:size]
 
 
-def _peak(call) -> tuple[int, object]:
-    tracemalloc.start()
-    try:
-        try:
-            outcome: object = call()
-        except Exception as error:  # noqa: BLE001 - what is raised is the outcome
-            outcome = error
-        return tracemalloc.get_traced_memory()[1], outcome
-    finally:
-        tracemalloc.stop()
-
-
 @pytest.mark.parametrize("size", [WALK_FROM, 4_096, 60_000])
 def test_nested_headers_declaring_what_is_not_there_cost_next_to_nothing(size):
-    peak, outcome = _peak(lambda: unpack_untrusted(_bomb(size)))
+    peak, outcome = traced_peak(lambda: unpack_untrusted(_bomb(size)))
     assert isinstance(outcome, ValueError)
     assert peak < 4 * size + 64 * 1024  # the walker's copy of the bytes, and little else
     if size == 60_000:  # what the plain decoder does with the same bytes: the reason for all this
-        plain, outcome = _peak(lambda: msgpack.unpackb(_bomb(size)))
+        plain, outcome = traced_peak(lambda: msgpack.unpackb(_bomb(size)))
         assert isinstance(outcome, Exception) and plain > 10_000_000
 
 
 def test_below_the_walk_a_payload_cannot_make_much():
-    peak, outcome = _peak(lambda: unpack_untrusted(_bomb(WALK_FROM - 1)))
+    peak, outcome = traced_peak(lambda: unpack_untrusted(_bomb(WALK_FROM - 1)))
     assert isinstance(outcome, Exception) and peak < 512 * 1024
 
 
@@ -82,7 +70,7 @@ def test_a_peer_sending_one_as_a_message_gets_it_counted_undecodable():
     bomb = alpha.send_bytes(_bomb(60_000), "beta", _flags=0)  # raw bytes flagged as msgpack: a hostile peer
     after = alpha.send({"fine": True}, "beta")
     assert world.run_until(lambda: bomb.delivered and after.delivered, 5)
-    peak, got = _peak(beta.receive_many)
+    peak, got = traced_peak(beta.receive_many)
     assert [m.data for m in got] == [{"fine": True}]
     assert beta.counts["undecodable"] == 1
     assert peak < 1_000_000
