@@ -1,4 +1,4 @@
-"""A road's memory bounds in the layout: hold budget, expiry, reaping, backlog."""
+"""A road's memory bounds in the layout: hold budget, expiry, reaping, backlog, message size."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ roads:
     backlog_messages: 500
     backlog_bytes: 1048576
     datagram_size: 1400
+    max_message: 1048576
 """
 
 
@@ -38,11 +39,13 @@ def test_limits_load_and_reach_the_road_stack(tree: Path) -> None:
     spec = load_layout(write(tree, MINIMAL + LIMITS)).roads["main"]
     options = spec.stack_options()
     assert options == {"hold_budget": 32 << 20, "incomplete_after": 10, "idle_after": 300,
-                       "backlog_messages": 500, "backlog_bytes": 1 << 20, "datagram_size": 1400}
+                       "backlog_messages": 500, "backlog_bytes": 1 << 20, "datagram_size": 1400,
+                       "max_message": 1 << 20}
     road = road_of(options)
     assert road.hold_budget.limit == 32 << 20 and road.hold_budget.incomplete_after == 10.0
     assert road.idle_after == 300.0 and road.backlog_messages == 500 and road.backlog_bytes == 1 << 20
     assert road.configured_datagram == road.datagram_size == 1400  # every remote's, loopback or not
+    assert road.max_message == 1 << 20
 
 
 def test_limits_not_given_keep_the_stack_defaults(tree: Path) -> None:
@@ -60,6 +63,7 @@ def test_limits_not_given_keep_the_stack_defaults(tree: Path) -> None:
     ("backlog_messages", "-1", "outside 1.."),
     ("backlog_bytes", "1.5", "must be a whole number"),
     ("datagram_size", "256", "outside 512..65527"),
+    ("max_message", "1000", "outside 65536.."),
 ])
 def test_bad_limits_are_located_errors(tree: Path, key: str, value: str, expected: str) -> None:
     e = one_error(tree, MINIMAL + f"roads:\n  main:\n    port: 0\n    {key}: {value}\n")
