@@ -182,6 +182,16 @@ class Receiver(Reassembly):
         ranges = self.recv_ranges
         streams = self.streams_in
         window = self.receive_window - self.held()
+        budget = self.budget
+        if budget is not None:
+            # Never more than half what this link's fair share of the hold budget has left: a
+            # sender with more in flight fills the budget with later messages, and the resends of
+            # the message the stream waits on are refused until it expires (EVICTED: failed).
+            # Half, because what is held costs more than the bytes sent: 1.2x for pieces of
+            # 1,232-byte datagrams, 1.5x of 512-byte ones (the datagram and a view of it).
+            room = (budget.share(self) - self._buffered) >> 1
+            if room < window:
+                window = room
         if window < 0:
             window = 0
         self.advertised = window

@@ -66,21 +66,53 @@ def test_a_message_evicted_after_it_was_acknowledged_fails_at_once_and_its_strea
 
 
 def test_pieces_the_hold_budget_expires_are_acknowledged_ones_their_sender_must_hear_of():
-    """One honest peer, 1% loss, 1.25 MB on one stream against a 1 MiB hold budget (found by an
-    outside review; failed before budget.expire gave the notice).
+    """A message half received when the path goes dark for longer than ``incomplete_after``:
+    the expiry drops acknowledged pieces, never sent again.  Found by an outside review (with
+    later messages filling a small budget, before the window kept to the budget's share): with
+    no EVICTED notice from budget.expire, a message sent with timeout=None was neither
+    delivered nor failed, for ever."""
+    world = World(seed=7, delay=0.001)
+    alpha, beta = world.pair(datagram_size=1232, incomplete_after=2.0)
+    link = beta.remote("alpha").session.link
+    original = world.net._send
+    passed = [0]
+    dark = [False]
 
-    The later messages' pieces fill the budget, so the resends of the first message's lost
-    pieces are refused; then budget.expire drops the incomplete messages -- acknowledged
-    pieces, never sent again.  Without the EVICTED notice budget.evict gives, with
-    timeout=None nothing was ever delivered nor failed: the sender resent refused pieces
-    for ever.  Each message should end (delivered, or failed
-    'evicted'), as evicted.py promises for what the budget drops."""
+    def path(data, src, dst):
+        if src == "alpha" and dst == "beta":
+            passed[0] += 1
+            if dark[0] or passed[0] > 200:  # dark one way after 200 datagrams: beta's ACKs still go
+                dark[0] = True
+                return None
+        return original(data, src, dst)
+
+    world.net._send = path
+    out = alpha.send_bytes(random.Random(7).randbytes(600_000), "beta", timeout=None)
+    assert world.run_until(lambda: dark[0], 5)
+    assert link.buffered > 100_000  # acknowledged pieces held, the rest never coming
+    world.run_for(4.0)
+    world.net._send = original
+    after = alpha.send_bytes(b"after", "beta", timeout=None)
+    assert world.run_until(lambda: out.done and after.done, 20)
+    assert link.counts.get("expired", 0) == 1  # what this is about
+    assert (out.state, out.reason) == ("failed", "evicted")
+    assert after.state == "delivered" and [m.data for m in beta.receive_many()] == [b"after"]
+    assert link.buffered == 0
+
+
+def test_a_window_kept_to_the_budgets_share_delivers_what_a_larger_one_got_evicted():
+    """One honest peer, 1% loss, 1.25 MB on one stream against a 1 MiB hold budget (an outside
+    review's case): with the 8 MiB window advertised, the later messages' pieces filled the
+    budget, the first message's resends were refused, and every message expired and failed
+    'evicted'.  The advertised window now stays within half the link's share of the budget."""
     world = World(seed=7, delay=(0.0005, 0.002))
     alpha, beta = world.pair(datagram_size=1232, hold_budget=1 << 20, incomplete_after=2.0)
     world.net.link("alpha", "beta", both=False, loss=0.01)
     rng = random.Random(7)
-    outs = [alpha.send_bytes(rng.randbytes(n), "beta", timeout=None) for n in (600_000, 300_000, 300_000, 50_000)]
-    world.run_until(lambda: (beta.receive_many() or True) and all(o.done for o in outs), 60)
-    link = beta.remote("alpha").session.link
-    assert link.counts.get("expired", 0) > 0  # what this is about
-    assert [o.state for o in outs if not o.done] == []
+    payloads = [rng.randbytes(n) for n in (600_000, 300_000, 300_000, 50_000)]
+    outs = [alpha.send_bytes(p, "beta", timeout=None) for p in payloads]
+    got = []
+    assert world.run_until(lambda: (got.extend(beta.receive_many()) or True) and all(o.done for o in outs), 60)
+    assert [o.state for o in outs] == ["delivered"] * 4
+    assert [m.data for m in got] == payloads
+    assert beta.remote("alpha").session.link.counts.get("refused", 0) == 0
