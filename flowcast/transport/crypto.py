@@ -230,9 +230,9 @@ def open_aegis(key: bytes, header: bytes, ciphertext: bytes, scratch: Scratch | 
     return _buffer(out, size)[:]
 
 
-def open_packet(key: bytes, datagram: bytes, aegis: bool) -> bytes:
-    """A sealed datagram's body under ``key`` and its session's cipher (for tools and tests), or CryptoError."""
-    return (open_aegis if aegis else open_sealed)(key, datagram[:16], datagram[16:])
+def open_packet(key: bytes, datagram: bytes, aegis: bool, scratch: Scratch | None = None) -> bytes:
+    """A sealed datagram's body under ``key`` and its session's cipher, or CryptoError."""
+    return (open_aegis if aegis else open_sealed)(key, datagram[:16], datagram[16:], scratch)
 
 
 def box_seal(shared: bytes, nonce: bytes, message: bytes) -> bytes:

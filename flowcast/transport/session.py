@@ -21,8 +21,7 @@ from flowcast.transport.crypto import (
     _c_open,
     _c_seal,
     _NULL,
-    open_aegis,
-    open_sealed,
+    open_packet,
     seal,
     seal_aegis,
 )
@@ -145,6 +144,7 @@ class Session:
 
     def open_fresh(self, datagram: bytes, counter: int) -> bytes | None:
         """:meth:`open` for a counter the caller has just checked against the window."""
+        body = None  # set by the per-packet way: the scratch buffer, libsodium called direct
         if self.aegis:
             size = len(datagram) - 16 - AEGIS_TAG
             if 0 <= size <= _SCRATCH_SIZE and type(datagram) is bytes:
@@ -152,11 +152,6 @@ class Session:
                 if _c_aegis_open(scratch.out, _NULL, _NULL, datagram[16:], size + AEGIS_TAG, _NULL, 0, datagram[:16] + AEGIS_PAD, self.rx_key) != 0:
                     return None
                 body = scratch.view[:size]
-            else:
-                try:
-                    body = open_aegis(self.rx_key, datagram[:16], datagram[16:], self.scratch)
-                except Exception:  # noqa: BLE001 - CryptoError, or ValueError on short input
-                    return None
         else:
             size = len(datagram) - 32
             if 0 <= size and size + 16 <= _SCRATCH_SIZE and _c_open is not None and type(datagram) is bytes:
@@ -164,11 +159,11 @@ class Session:
                 if _c_open(scratch.out, datagram[16:], size + 16, datagram[:16] + NONCE_PAD, self.rx_key) != 0:
                     return None
                 body = scratch.view[:size]
-            else:
-                try:
-                    body = open_sealed(self.rx_key, datagram[:16], datagram[16:], self.scratch)
-                except Exception:  # noqa: BLE001 - CryptoError, or ValueError on short input
-                    return None
+        if body is None:  # large, short or not bytes: crypto.py's checked way
+            try:
+                body = open_packet(self.rx_key, datagram, self.aegis, self.scratch)
+            except Exception:  # noqa: BLE001 - CryptoError, or ValueError on short input
+                return None
         window = self.window
         if counter == window.highest + 1:  # in order, as nearly every packet: ReplayWindow.accept's one bit, inline
             slot = counter % window.size
