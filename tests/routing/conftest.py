@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.routing.kit import World
-from tests.routing.test_router import ALLOW_ALPHA, ALLOW_BETA
+from tests.routing.kit import ALLOW_ALPHA, ALLOW_BETA, World
 
 
 @pytest.fixture

@@ -14,6 +14,10 @@ from flowcast.transport.lanekeys import LaneKeys, new_secret
 from flowcast.transport.road import RoadStack
 from tests.transport.roadkit import World as _World
 
+#: The policies most routing tests give the two estates: alpha lets beta write; beta lets alpha do anything.
+ALLOW_BETA = [{"allow": "write", "estate": "beta"}]
+ALLOW_ALPHA = [{"allow": "any", "estate": "alpha"}]
+
 
 class Estate:
     def __init__(

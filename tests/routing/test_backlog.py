@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from tests.routing.kit import World
-from tests.routing.test_router import ALLOW_ALPHA, ALLOW_BETA, errors_of
+from tests.routing.kit import ALLOW_ALPHA, ALLOW_BETA
+from tests.routing.test_router import errors_of
 
 
 def test_full_backlog_of_a_down_estate_is_a_routed_backlog_full_error():

@@ -8,7 +8,8 @@ import pytest
 from flowcast.routing.batch import BATCH_BYTES, MAX_BATCH
 from flowcast.routing.events import record_routes
 from tests.routing.kit import route_send
-from tests.routing.test_router import ALLOW_BETA, _OK_DST, _OK_SRC, errors_of, forge
+from tests.routing.kit import ALLOW_BETA
+from tests.routing.test_router import _OK_DST, _OK_SRC, errors_of, forge
 
 
 def test_every_message_of_a_batch_lands_on_its_own_in_order_and_the_manors_forward_parcels(world, pair):

@@ -7,7 +7,8 @@ import msgpack
 from flowcast.routing.batch import MAX_BATCH
 from flowcast.routing.events import record_routes
 from tests.routing.kit import route_send
-from tests.routing.test_router import ALLOW_BETA, errors_of, forge
+from tests.routing.kit import ALLOW_BETA
+from tests.routing.test_router import errors_of, forge
 
 
 def batch_parcel(src, dst, tag, ext, data) -> bytes:

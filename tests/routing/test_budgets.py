@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.routing.kit import World
-from tests.routing.test_router import ALLOW_ALPHA, ALLOW_BETA, errors_of
+from tests.routing.kit import ALLOW_ALPHA, ALLOW_BETA
+from tests.routing.test_router import errors_of
 
 
 @pytest.fixture

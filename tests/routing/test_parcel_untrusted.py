@@ -14,9 +14,7 @@ from flowcast.routing.route import Route
 
 from tests.memorykit import traced_peak
 
-from .kit import World
-
-ALLOW_ALPHA = [{"allow": "any", "estate": "alpha"}]
+from .kit import ALLOW_ALPHA, World
 
 
 def _parcel(data: bytes) -> bytes:

@@ -7,10 +7,7 @@ import pytest
 
 from flowcast.routing import POLICY_SHARE, Route, presence_share
 from flowcast.routing.router import POLICY_PROBLEM_SHARE
-from tests.routing.kit import World
-
-ALLOW_BETA = [{"allow": "write", "estate": "beta"}]
-ALLOW_ALPHA = [{"allow": "any", "estate": "alpha"}]
+from tests.routing.kit import ALLOW_ALPHA, ALLOW_BETA, World
 
 
 def forge(src, dst, tag="", stamp=0.0, data=1, header=None) -> bytes:
