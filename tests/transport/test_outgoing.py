@@ -147,3 +147,19 @@ def test_deliver_through_settles_a_run_by_its_numbers_and_walks_a_queue_that_is_
     gappy = queue_of([1, 2, 5, 6, 9])  # never made by a link, but never mis-settled either
     assert deliver_through(gappy, 6, None) == 3 and [m.seq for m in gappy] == [6, 9]
     assert deliver_through(gappy, 6, None) == 0
+
+
+def test_numbered_makes_what_the_constructor_makes_with_its_number_and_deadline():
+    """``outgoing.numbered`` repeats ``Outgoing.__init__`` without the call (~0.05 us of a 100-byte
+    message's ~1.3): a slot set in one and not the other would show here."""
+    from flowcast.transport.outgoing import numbered
+
+    made = Outgoing(b"payload", 7, 0x02, 12.5, None, 0, "beta")
+    made.seq, made.deadline = 41, 99.0
+    quick = numbered(b"payload", 7, 0x02, 12.5, "beta", 41, 99.0)
+
+    def slots(msg):
+        return {name: getattr(msg, name) for name in Outgoing.__slots__ if hasattr(msg, name)}
+
+    assert slots(quick) == slots(made)
+    assert quick.state == made.state and quick.pending
