@@ -168,7 +168,7 @@ class CastSubscribe:
     """
 
     def __init__(self, io: Io, pattern: str, estate: str = "", mod: int = 0, k: int = 0, key: str = "id",
-                 lease: float = 0.0, yard: str = "") -> None:
+                 lease: float = 0.0, yard: str = "", ack: str = "turn") -> None:
         if io.output is None:
             raise ValueError("cast subscribe needs a queue share for deliveries: 'do cast subscribe to QUEUE with pattern P'")
         check_pattern(pattern)
@@ -177,6 +177,9 @@ class CastSubscribe:
             raise ValueError("cast subscribe: k without mod; give 'mod M k K'")
         if lease < 0:
             raise ValueError(f"cast subscribe: lease must be positive seconds, not {lease!r}")
+        if ack not in ("turn", "explicit"):
+            raise ValueError(f"cast subscribe: ack is 'turn' or 'explicit', not {ack!r}")
+        self.ack = ack
         self.io = io
         self.pattern = pattern
         self.estate = estate or None
@@ -191,7 +194,7 @@ class CastSubscribe:
         self.reported = False
         self.sub = cast.subscribe(self.pattern, estate=self.estate, into=self.into,
                                   split=tuple(self.split) if self.split is not None else None,
-                                  lease=self.lease, yard=self.yard)
+                                  lease=self.lease, yard=self.yard, ack=self.ack)
 
     def __call__(self) -> None:
         sub = self.sub

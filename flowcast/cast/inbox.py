@@ -1,12 +1,22 @@
-"""The subscriber's memory of what it delivered: per subscription a cursor, and the ids within retention.
+"""The subscriber's memory of what it delivered: per subscription a cursor, the ids within retention,
+and what the flow has not acknowledged yet.
 
 Exactly once to the application rests on this file, not on the network:
 a message is handed over only if its id is new for its subscription, and
-the cursor and the ids are committed (``synchronous=FULL``) before the
-messages are pushed into the queue share.  A restart, a resync, an
-overlapping retry all come back to the same answer.  A file that SQLite
-cannot read is refused, never replaced: an empty inbox would deliver the
-whole cache again.
+the cursor, the ids and the message itself (``owed``) are committed
+(``synchronous=FULL``) before the message is pushed into the queue share.
+It stays owed until the flow acknowledges it (flowcast.store.handoff), so
+a house killed before its flow took it hands it over again when it starts.
+A restart, a resync, an overlapping retry all come back to the same
+answer.  A file that SQLite cannot read is refused, never replaced: an
+empty inbox would deliver the whole cache again.
+
+Why acknowledgements commit without an fsync (``synchronous=NORMAL``):
+in WAL mode a commit is in the OS once written, so a killed process never
+loses it; only a power cut can take the newest acknowledgements, and
+then those messages are handed over again, flagged redelivered -- never
+lost.  Anything whose loss would be visible outside the house commits
+with an fsync.
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ from pathlib import Path
 from flowcast.cast.sqlitestore import open_store
 from flowcast.errors import Error
 
-__all__ = ["Inbox", "InboxCorrupt"]
+__all__ = ["Inbox", "InboxCorrupt", "Owed"]
 
 _FORMAT = "1"
 _SCHEMA = (
@@ -26,7 +36,13 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS subs(sid BLOB PRIMARY KEY, key TEXT UNIQUE NOT NULL, cursor INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS seen(sid BLOB NOT NULL, id BLOB NOT NULL, until REAL NOT NULL, PRIMARY KEY(sid, id)) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS seen_until ON seen(until)",
+    # handed to the flow, not yet acknowledged: a message (kind 'cast') or a gap notice ('cast.gap', seq..upto)
+    "CREATE TABLE IF NOT EXISTS owed(sid BLOB NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, id BLOB, name TEXT,"
+    " publisher TEXT, stamp REAL, data BLOB, upto INTEGER, PRIMARY KEY(sid, seq)) WITHOUT ROWID",
 )
+
+#: A row of ``owed``: (sid, seq, kind, id, name, publisher, stamp, data, upto).
+Owed = tuple[bytes, int, str, bytes | None, str | None, str | None, float | None, bytes | None, int | None]
 
 
 class InboxCorrupt(Error):
@@ -70,17 +86,44 @@ class Inbox:
             db.execute("ROLLBACK")
             raise
 
-    def commit_many(self, cursors: dict[bytes, int], rows: Iterable[tuple[bytes, bytes, float]]) -> None:
-        """Several subscriptions' cursors and ``(sid, id, until)`` rows in one transaction: one fsync per turn."""
+    def commit_many(self, cursors: dict[bytes, int], rows: Iterable[tuple[bytes, bytes, float]],
+                    owed: Iterable[Owed] = ()) -> None:
+        """Several subscriptions' cursors, ``(sid, id, until)`` rows and the messages now owed to the flow
+        in one transaction: one fsync per turn."""
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
             db.executemany("INSERT OR IGNORE INTO seen VALUES(?, ?, ?)", rows)
+            db.executemany("INSERT OR REPLACE INTO owed VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)", owed)
             db.executemany("UPDATE subs SET cursor=? WHERE sid=?", [(cursor, sid) for sid, cursor in cursors.items()])
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
+
+    def owed(self, sid: bytes) -> list[Owed]:
+        """What ``sid`` handed to the flow and the flow never acknowledged, in seq order."""
+        rows = self.db.execute("SELECT * FROM owed WHERE sid=? ORDER BY seq", (sid,)).fetchall()
+        return [(bytes(r[0]), int(r[1]), r[2], None if r[3] is None else bytes(r[3]), r[4], r[5], r[6],
+                 None if r[7] is None else bytes(r[7]), r[8]) for r in rows]
+
+    def owed_count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM owed").fetchone()[0])
+
+    def acknowledge(self, acks: Iterable[tuple[bytes, int]]) -> None:
+        """The flow is done with these ``(sid, seq)``: no longer owed (see the module's note on fsync)."""
+        db = self.db
+        db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("DELETE FROM owed WHERE sid=? AND seq=?", acks)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        finally:
+            db.execute("PRAGMA synchronous=FULL")
 
     def cursor(self, sid: bytes) -> int | None:
         row = self.db.execute("SELECT cursor FROM subs WHERE sid=?", (sid,)).fetchone()

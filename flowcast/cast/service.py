@@ -88,12 +88,21 @@ class CastService:
         return ticket
 
     def subscribe(self, pattern: str, *, estate: str | None = None, into: str, split: tuple[str, int, int] | None = None,
-                  lease: float | None = None, yard: str = "") -> Subscription:
-        """Deliver what ``estate`` publishes under ``pattern`` into the queue share ``into``, each message once."""
+                  lease: float | None = None, yard: str = "", ack: str = "turn") -> Subscription:
+        """Deliver what ``estate`` publishes under ``pattern`` into the queue share ``into``, each message once.
+
+        ``ack``: ``turn`` (a message is acknowledged when the turn that took it
+        from the queue ends) or ``explicit`` (when :meth:`ack` is called).
+        What is not acknowledged is handed over again after a crash.
+        """
         if self.subscriber is None:
             raise ValueError("this house has no CAST inbox: give CastService an inbox path to subscribe")
         return self.subscriber.subscribe(pattern, estate=estate, into=into, split=split,
-                                         lease=lease if lease is not None else self.config.lease, yard=yard)
+                                         lease=lease if lease is not None else self.config.lease, yard=yard, ack=ack)
+
+    def ack(self, item: Any) -> bool:
+        """The flow is done with ``item``, a delivery of an ``ack="explicit"`` subscription; False if nothing owes it."""
+        return self.subscriber is not None and self.subscriber.ack(item)
 
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

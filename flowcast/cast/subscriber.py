@@ -9,26 +9,37 @@ resend, and what it holds below the cursor or already seen is dropped.
 A queue share that is full is back-pressure, never a loss: the cursor
 stops at the last message that fit, and the subscription asks again from
 there once there is room.
+
+The inbox keeps what it hands to the flow until the flow acknowledges it
+(flowcast.store.handoff): by default when the turn that took a message
+ends, with ``ack="explicit"`` when the consumer calls ``ack``.  A house
+killed at any instant hands over again, on its next subscribe, exactly
+what its flow had not acknowledged, each flagged ``redelivered``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
-from flowcast.cast.inbox import Inbox
+from flowcast.cast.inbox import Inbox, Owed
 from flowcast.cast.wire import BATCH, Batch, CURSOR, GAP, SUB, SUBOK, UNSUB, check_pattern, estate_of, read_batch, read_gap, read_subok
 from flowcast.routing import Landing, Route, envelope
+from flowcast.store.handoff import Handoff
 from flowcast.store.sizes import estimate
 from flowcast.transport.hooks import Hooks
 
-__all__ = ["Subscriber", "Subscription", "TRANSIENT", "HOOKS"]
+__all__ = ["ACKS", "Subscriber", "Subscription", "TRANSIENT", "HOOKS"]
 
 #: Error kinds a subscription outlives: the network's, not the publisher's word.
 TRANSIENT = frozenset({"undelivered", "backlog_full", "no_remote", "closed", "no_road", "too_large"})
 _MARGIN = 600.0  # ids outlive retention by this, as the cache's dedupe does
+#: How a subscription's messages are acknowledged: when the turn that took them ends, or by ``ack``.
+ACKS = ("turn", "explicit")
+#: Messages an explicitly acknowledged subscription may have taken and not acknowledged; past it, delivery waits.
+MAX_OWED = 10_000
 log = logging.getLogger("flowcast.cast")
 #: What the export hears (flowcast.export.castevents): delivered(sub, item), duplicate(sub, msg),
 #: gap(sub, start, upto), resync(sub).
@@ -38,7 +49,8 @@ HOOKS = ("delivered", "duplicate", "gap", "resync")
 class Subscription:
     """One subscription of this house: where it stands, and ``close()`` to end it."""
 
-    def __init__(self, owner: "Subscriber", sid: bytes, estate: str, pattern: str, split: Any, into: str, lease: float, cursor: int, at: Route) -> None:
+    def __init__(self, owner: "Subscriber", sid: bytes, estate: str, pattern: str, split: Any, into: str, lease: float, cursor: int, at: Route,
+                 handoff: Handoff) -> None:
         self.owner = owner
         self.sid = sid
         self.estate = estate
@@ -61,6 +73,16 @@ class Subscription:
         self.resync_at = 0.0
         self.resync_wanted = False
         self.asks = 0  # explicit resend requests made: a renew repeats the last, so the publisher tells them apart
+        #: what this subscription pushed into ``into`` and the flow has not acknowledged (shared across a re-subscribe)
+        self.handoff = handoff
+        #: owed from before a restart, not yet pushed again (the queue was full): these go before anything new
+        self.replay: deque[Owed] = deque()
+        self.redelivered = 0
+
+    def ack(self, item: Any) -> bool:
+        """The flow is done with ``item`` (a delivery of this subscription): needed with ``ack="explicit"``."""
+        seq = item.get("seq") if isinstance(item, dict) else None
+        return seq is not None and self.handoff.ack(seq)
 
     def close(self) -> None:
         """End the lease at the publisher now; the cursor stays, so a later subscribe resumes."""
@@ -94,13 +116,19 @@ class Subscriber:
         router.handle(GAP, self._on_gap)
         self._tick = self.scheduler.call_later(period, self._on_tick)
         self._forget_at = self.clock() + 3600.0
+        #: sid -> Handoff, for the life of this object: a subscription closed and made again keeps what it owes
+        self.handoffs: dict[bytes, Handoff] = {}
+        router.store.on_turn_end(self._settle)
 
     # -- the API ------------------------------------------------------------------------
 
     def subscribe(self, pattern: str, *, estate: str | None = None, into: str, split: tuple[str, int, int] | None = None,
-                  lease: float = 60.0, yard: str = "", channel: str = "") -> Subscription:
-        """Subscribe (or resume: the same estate, pattern, split and queue keep their cursor)."""
+                  lease: float = 60.0, yard: str = "", channel: str = "", ack: str = "turn") -> Subscription:
+        """Subscribe (or resume: the same estate, pattern, split and queue keep their cursor, and what the
+        flow had not acknowledged is handed over again first)."""
         check_pattern(pattern)
+        if ack not in ACKS:
+            raise ValueError(f"ack is one of {', '.join(ACKS)}, not {ack!r}")
         estate = estate or estate_of(pattern)
         split = tuple(split) if split is not None else None
         key = repr((estate, pattern, split, into))
@@ -110,10 +138,17 @@ class Subscriber:
         sid, cursor = found if found is not None else (os.urandom(16), 0)
         if found is None:
             self.inbox.add(sid, key)
-        sub = Subscription(self, sid, estate, pattern, split, into, lease, cursor, Route("cast", yard, estate, channel))
         store = self.router.store
+        queue = store.queue(into)
+        handoff = self.handoffs.get(sid)
+        if handoff is None:
+            handoff = self.handoffs[sid] = Handoff(queue, explicit=ack == "explicit")
+        handoff.explicit = ack == "explicit"
+        sub = Subscription(self, sid, estate, pattern, split, into, lease, cursor, Route("cast", yard, estate, channel), handoff)
         store.share(sub.share)
-        store.queue(into)
+        if found is not None:  # owed and not in the queue now: a restart's, or a closed subscription's not yet pushed
+            sub.replay.extend(row for row in self.inbox.owed(sid) if not handoff.owes(row[1]))
+            self._replay(sub)
         if sid not in self._watched:  # once per share: a resumed subscription is found by its sid
             self._watched.add(sid)
             store.queue(sub.share + ".error", 100).watchers.append(lambda share, sid=sid: self._on_error(sid, share))
@@ -128,6 +163,8 @@ class Subscriber:
         self.router.send(sub.at, {"sid": sub.sid}, src=sub.share, tag=UNSUB)
 
     def close(self) -> None:
+        self._settle()  # the last turn's acknowledgements
+        self.router.store.off_turn_end(self._settle)
         for sub in list(self.subs.values()):
             self.close_subscription(sub)
         self._closed = True
@@ -141,6 +178,52 @@ class Subscriber:
         if self._flushing is not None:
             self._flushing.cancel()
         self.inbox.close()
+
+    def ack(self, item: Any) -> bool:
+        """The flow is done with ``item`` (``ack="explicit"`` subscriptions); False if nothing owes it."""
+        sid = item.get("sid") if isinstance(item, dict) else None
+        handoff = self.handoffs.get(sid) if isinstance(sid, bytes) else None
+        seq = item.get("seq")
+        return handoff is not None and seq is not None and handoff.ack(seq)
+
+    # -- the flow's side ------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        """A turn ended: what the flow took (or acked) is no longer owed; one commit for all of it."""
+        acks = []
+        for sid, handoff in self.handoffs.items():
+            if len(handoff):
+                acks.extend((sid, seq) for seq in handoff.settled())
+        if acks:
+            try:
+                self.inbox.acknowledge(acks)
+            except Exception:  # noqa: BLE001 - still owed on disk: handed over again after a restart, never lost
+                log.warning("CAST inbox %s: %d acknowledgements not recorded; they will be redelivered after a restart",
+                            self.inbox.path, len(acks), exc_info=True)
+                self.counts["ack_failed"] += len(acks)
+            else:
+                self.counts["acked"] += len(acks)
+        for sub in self.subs.values():
+            if sub.replay:
+                self._replay(sub)
+
+    def _replay(self, sub: Subscription) -> None:
+        """Hand over again what was owed before a restart, as room allows; new messages wait behind it."""
+        handoff = sub.handoff
+        dst = Route(sub.into, self.router.yard, self.router.estate, "")
+        src = Route("cast", "", sub.estate, "")
+        while sub.replay and handoff.room() > 0:
+            sid, seq, kind, id, name, publisher, stamp, data, upto = sub.replay.popleft()
+            if kind == GAP:
+                item = envelope(src, dst, GAP, stamp or 0.0, {"from": seq, "upto": upto})
+            else:
+                item = envelope(src, dst, "cast", stamp, data)
+                item.update(name=name, id=id, publisher=publisher, seq=seq)
+            item.update(sid=sid, seq=seq, redelivered=True)
+            handoff.push(item, seq, estimate(data) if data is not None and handoff.queue.budget else 0)
+            sub.redelivered += 1
+            self.counts["redelivered"] += 1
+        sub.blocked = bool(sub.replay) or sub.blocked
 
     # -- sending ------------------------------------------------------------------------
 
@@ -219,7 +302,7 @@ class Subscriber:
             if self.subs.get(sub.sid) is sub:
                 plan.add(sub, src, what)
         try:
-            self.inbox.commit_many(plan.cursors, plan.rows)
+            self.inbox.commit_many(plan.cursors, plan.rows, plan.owed)
         except Exception:  # noqa: BLE001 - nothing was pushed: asked for again (at most once a period)
             log.warning("CAST inbox %s: commit failed, %d batches will be sent again", self.inbox.path, len(arrived), exc_info=True)
             self.counts["inbox_failed"] += 1
@@ -234,14 +317,9 @@ class Subscriber:
                 self.counts["gaps"] += 1
                 if self.hooks.gap is not None:
                     self.hooks.gap(sub, item["data"]["from"], item["data"]["upto"])
-                if queue.bound and len(queue.queue) >= queue.bound:
-                    queue.queue.append(item)  # past the bound: a gap notice is never the one dropped
-                    for watcher in queue.watchers:
-                        watcher(queue)
-                else:
-                    queue.push(item)
+                sub.handoff.push(item, item["seq"], force=True)  # past the bound: a gap notice is never the one dropped
                 continue
-            queue.push(item, size)  # room was checked: this fits
+            sub.handoff.push(item, item["seq"], size)  # room was checked: this fits
             sub.delivered += 1
             self.counts["delivered"] += 1
             if self.hooks.delivered is not None:
@@ -275,9 +353,10 @@ class Subscriber:
             return
         now = self.clock()
         for sub in list(self.subs.values()):
-            if sub.blocked:
-                queue = self.router.store.queue(sub.into)
-                if not queue.bound or len(queue.queue) < queue.bound:
+            if sub.replay:
+                self._replay(sub)
+            if sub.blocked and not sub.replay:
+                if sub.handoff.room() > 0 and len(sub.handoff) < MAX_OWED:
                     sub.blocked = False
                     self.counts["unblocked"] += 1
                     self._send_sub(sub, ask=True)
@@ -304,6 +383,7 @@ class _Plan:
         self.owner = owner
         self.cursors: dict[bytes, int] = {}
         self.rows: list[tuple[bytes, bytes, float]] = []
+        self.owed: list[Owed] = []
         self.pushes: list[tuple[Subscription, Any, dict[str, Any], int]] = []
         self.touched: dict[Subscription, None] = {}
         self.resync: dict[Subscription, None] = {}
@@ -324,7 +404,10 @@ class _Plan:
                 counts["holes"] += 1
                 self.resync[sub] = None
             elif upto > cursor:
-                notice = envelope(src, dst, GAP, owner.clock(), {"from": cursor + 1, "upto": upto})
+                now = owner.clock()
+                notice = envelope(src, dst, GAP, now, {"from": cursor + 1, "upto": upto})
+                notice.update(sid=sub.sid, seq=cursor + 1)
+                self.owed.append((sub.sid, cursor + 1, GAP, None, None, None, now, None, upto))
                 self.pushes.append((sub, queue, notice, 0))
                 self.cursors[sub.sid] = upto
             return
@@ -344,6 +427,8 @@ class _Plan:
                 queue.bound - len(queue.queue) if queue.bound else 1 << 62,
                 queue.budget - queue.held_bytes if queue.budget else -1,
             ]
+        if sub.handoff.explicit:  # taken, not acked: held for the consumer, so bounded too
+            room[0] = min(room[0], MAX_OWED - len(sub.handoff) - sum(1 for s, _q, _i, _z in self.pushes if s is sub))
         msgs = [msg for msg in batch.msgs if msg[0] > cursor]
         seen = self._seen.get(sub.sid)
         if seen is None:
@@ -371,7 +456,8 @@ class _Plan:
             seen.add(id)
             self.rows.append((sub.sid, id, self._until))
             item = envelope(src, dst, "cast", stamp, data)
-            item.update(name=name, id=id, publisher=publisher, seq=seq)
+            item.update(name=name, id=id, publisher=publisher, seq=seq, sid=sub.sid, redelivered=False)
+            self.owed.append((sub.sid, seq, "cast", id, name, publisher, stamp, data, None))
             self.pushes.append((sub, queue, item, size))
         self.cursors[sub.sid] = cursor
         self.touched[sub] = None

@@ -178,7 +178,9 @@ def read_batch(data: Any) -> Batch:
     for msg in msgs:
         if not isinstance(msg, (list, tuple)) or len(msg) != 6:
             raise _bad("cast.batch: a message is [seq, id, name, publisher, stamp, data]")
-        seq, id, name, publisher, stamp, _data = msg
+        seq, id, name, publisher, stamp, body = msg
+        if body.__class__ is not bytes:
+            raise _bad("cast.batch: a message's data is bytes, as the cache stores it")
         if seq.__class__ is not int or not last < seq <= upto:
             raise _bad("cast.batch: seqs rise strictly within (after, upto]")
         last = seq

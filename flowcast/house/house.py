@@ -76,6 +76,7 @@ class House:
             self.close()
             raise
         self.skedder = Skedder(self.built.taskables, period, self.stamp)
+        self.skedder.after_tick.append(self.store.end_turn)  # a tick is a turn: what it took is acknowledged
         self.stopped_by: signal.Signals | None = None
         for framer in self.built.taskables:
             if 0 < framer.period < period:  # Ioflo runs it so too; said, never silently different from what was asked

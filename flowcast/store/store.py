@@ -35,6 +35,21 @@ class Store:
         self.name = name
         self._now = now if now is not None else (lambda: 0.0)
         self._shares: dict[str, Share] = {}
+        self._turn_ends: list[Callable[[], None]] = []
+
+    def on_turn_end(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when a turn of the house's flows ends (flowcast.store.handoff: acknowledgements)."""
+        self._turn_ends.append(callback)
+
+    def off_turn_end(self, callback: Callable[[], None]) -> None:
+        if callback in self._turn_ends:
+            self._turn_ends.remove(callback)
+
+    def end_turn(self) -> None:
+        """A turn ended: every behaviour that ran in it returned.  The house calls this after each tick;
+        a house without framers (tools, tests) calls it where its own turn ends."""
+        for callback in tuple(self._turn_ends):
+            callback()
 
     @property
     def stamp(self) -> float:

@@ -12,16 +12,20 @@ def test_a_subscriber_restarted_resumes_from_its_durable_cursor_and_delivers_not
     sub = first.service().subscribe("abc/messages/**", estate="abc", into="inbox")
     first.publish_many(20)
     assert first.run_until(lambda: len(first.queue().queue) == 20, 10)
+    taken = payloads(first.queue())
+    first.queue().queue.clear()  # the flow took them, and its turn ended: acknowledged
+    first.estates["xyz"].store("bob").end_turn()
     sid = sub.sid
-    # kill: nothing closed; the cache keeps its messages and takes more while the subscriber is away
+    # the cache takes more; they reach the queue, but the flow never takes them before the house is killed
     first.publish_many(15, prefix="abc/messages/away")
+    assert first.run_until(lambda: len(first.queue().queue) == 15, 10)
     again = Cast(tmp_path, cache=first.cache)
     resumed = again.service().subscribe("abc/messages/**", estate="abc", into="inbox")
-    assert resumed.sid == sid and resumed.cursor >= 20
-    assert again.run_until(lambda: resumed.cursor == 35, 10)
+    assert resumed.sid == sid and resumed.cursor == 35
     again.world.run_for(5)
-    got = payloads(first.queue()) + payloads(again.queue())
+    got = taken + payloads(again.queue())
     assert got == [b"m%06d" % i for i in range(20)] + [b"m%06d" % i for i in range(15)]
+    assert all(item["redelivered"] for item in again.queue().queue)  # recognisable: handed over before the crash
 
 
 def test_a_resync_after_retention_gets_an_explicit_gap_then_what_the_cache_still_holds(tmp_path):
@@ -72,11 +76,11 @@ def test_an_inbox_that_cannot_commit_pushes_nothing_and_the_messages_come_again(
     real = subscriber.inbox.commit_many
     failures = []
 
-    def full_disk(cursors, rows):
+    def full_disk(cursors, rows, owed=()):
         if len(failures) < 3:
             failures.append(len(rows))
             raise sqlite3.OperationalError("database or disk is full")
-        return real(cursors, rows)
+        return real(cursors, rows, owed)
 
     subscriber.inbox.commit_many = full_disk
     cast.publish_many(25)
@@ -111,13 +115,17 @@ def test_both_houses_restarted_mid_stream_deliver_every_acknowledged_message_onc
     acked = first.publish_many(300)
     assert first.run_until(lambda: sub.cursor >= 100, 10)
     assert sub.cursor < 300  # batches still in flight when both houses stop: nothing closed, nothing flushed
+    queue = first.queue().queue
+    taken = [queue.popleft() for _ in range(len(queue) // 2)]  # the flow took half and its turn ended
+    first.estates["xyz"].store("bob").end_turn()
     again = Cast(tmp_path, cache=first.cache, config={"window": 20})
     resumed = again.service().subscribe("abc/messages/**", estate="abc", into="inbox")
     more = again.publish_many(20, prefix="abc/messages/after")
     assert again.run_until(lambda: resumed.cursor == 320, 20)
     again.world.run_for(5)
-    got = first.queue().queue + again.queue().queue
+    got = taken + list(again.queue().queue)  # the other half, never taken, is handed over again
     assert [item["id"] for item in got] == [t.id for t in acked + more]
+    assert not any(item["redelivered"] for item in taken) and again.queue().queue[0]["redelivered"]
 
 
 def test_renews_that_arrive_together_rewind_once_and_an_explicit_ask_still_rewinds(tmp_path):
