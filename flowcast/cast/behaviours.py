@@ -164,7 +164,10 @@ class CastSubscribe:
     ``mod M k`` (with ``key`` id, publisher or name) takes this receiver's
     share of a split; ``lease`` asks for a shorter lease than the estate's.
     A refusal by the publisher (not allowed, a bad pattern) is pushed once
-    into ``INTO.error`` as ``{pattern, estate, reason}``.
+    into ``INTO.error`` as ``{pattern, estate, reason}``.  ``ack``: ``turn``
+    (a message is acknowledged when the turn that took it ends) or
+    ``explicit`` (``io.house.cast.ack(item)``); what is not acknowledged is
+    handed over again after a crash, flagged ``redelivered``.
     """
 
     def __init__(self, io: Io, pattern: str, estate: str = "", mod: int = 0, k: int = 0, key: str = "id",

@@ -39,6 +39,8 @@ _SCHEMA = (
     # handed to the flow, not yet acknowledged: a message (kind 'cast') or a gap notice ('cast.gap', seq..upto)
     "CREATE TABLE IF NOT EXISTS owed(sid BLOB NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, id BLOB, name TEXT,"
     " publisher TEXT, stamp REAL, data BLOB, upto INTEGER, PRIMARY KEY(sid, seq)) WITHOUT ROWID",
+    # durable tables (flowcast.cast.table): msgpack key and value, committed with the turn's acknowledgements
+    "CREATE TABLE IF NOT EXISTS tables(name TEXT NOT NULL, key BLOB NOT NULL, value BLOB NOT NULL, PRIMARY KEY(name, key)) WITHOUT ROWID",
 )
 
 #: A row of ``owed``: (sid, seq, kind, id, name, publisher, stamp, data, upto).
@@ -110,20 +112,36 @@ class Inbox:
     def owed_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM owed").fetchone()[0])
 
-    def acknowledge(self, acks: Iterable[tuple[bytes, int]]) -> None:
-        """The flow is done with these ``(sid, seq)``: no longer owed (see the module's note on fsync)."""
+    def settle(self, acks: Iterable[tuple[bytes, int]], rows: list[tuple[str, bytes, bytes | None]] = ()) -> None:
+        """One turn's end in one transaction: the ``(sid, seq)`` the flow is done with are no longer owed,
+        and the durable tables' ``(table, key, value)`` changes (None deletes) are written.
+
+        Acknowledgements alone commit without an fsync (the module's note);
+        table changes with one, since the flow may act on them outside.
+        """
         db = self.db
-        db.execute("PRAGMA synchronous=NORMAL")
+        if not rows:
+            db.execute("PRAGMA synchronous=NORMAL")
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.executemany("DELETE FROM owed WHERE sid=? AND seq=?", acks)
+                db.executemany("DELETE FROM tables WHERE name=? AND key=?", [(n, k) for n, k, v in rows if v is None])
+                db.executemany("INSERT OR REPLACE INTO tables VALUES(?, ?, ?)", [row for row in rows if row[2] is not None])
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
         finally:
-            db.execute("PRAGMA synchronous=FULL")
+            if not rows:
+                db.execute("PRAGMA synchronous=FULL")
+
+    def table_get(self, name: str, key: bytes) -> bytes | None:
+        row = self.db.execute("SELECT value FROM tables WHERE name=? AND key=?", (name, key)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def table_rows(self, name: str) -> list[tuple[bytes, bytes]]:
+        return [(bytes(k), bytes(v)) for k, v in self.db.execute("SELECT key, value FROM tables WHERE name=?", (name,))]
 
     def cursor(self, sid: bytes) -> int | None:
         row = self.db.execute("SELECT cursor FROM subs WHERE sid=?", (sid,)).fetchone()

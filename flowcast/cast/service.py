@@ -100,6 +100,13 @@ class CastService:
         return self.subscriber.subscribe(pattern, estate=estate, into=into, split=split,
                                          lease=lease if lease is not None else self.config.lease, yard=yard, ack=ack)
 
+    def table(self, name: str) -> Any:
+        """The durable table ``name`` (flowcast.cast.table): what a turn writes there commits with the
+        acknowledgement of what that turn consumed, both or neither."""
+        if self.subscriber is None:
+            raise ValueError("this house has no CAST inbox: durable tables live in it")
+        return self.subscriber.table(name)
+
     def ack(self, item: Any) -> bool:
         """The flow is done with ``item``, a delivery of an ``ack="explicit"`` subscription; False if nothing owes it."""
         return self.subscriber is not None and self.subscriber.ack(item)

@@ -25,6 +25,7 @@ from collections import Counter, deque
 from typing import Any
 
 from flowcast.cast.inbox import Inbox, Owed
+from flowcast.cast.table import Table
 from flowcast.cast.wire import BATCH, Batch, CURSOR, GAP, SUB, SUBOK, UNSUB, check_pattern, estate_of, read_batch, read_gap, read_subok
 from flowcast.routing import Landing, Route, envelope
 from flowcast.store.handoff import Handoff
@@ -118,6 +119,8 @@ class Subscriber:
         self._forget_at = self.clock() + 3600.0
         #: sid -> Handoff, for the life of this object: a subscription closed and made again keeps what it owes
         self.handoffs: dict[bytes, Handoff] = {}
+        self.tables: dict[str, Table] = {}
+        self._unsettled: tuple[list[tuple[bytes, int]], list[tuple[str, bytes, bytes | None]]] = ([], [])
         router.store.on_turn_end(self._settle)
 
     # -- the API ------------------------------------------------------------------------
@@ -188,21 +191,36 @@ class Subscriber:
 
     # -- the flow's side ------------------------------------------------------------------
 
+    def table(self, name: str) -> Table:
+        """The durable table ``name``: its changes commit with the acknowledgements of the turn that made them."""
+        table = self.tables.get(name)
+        if table is None:
+            table = self.tables[name] = Table(name, self.inbox)
+        return table
+
     def _settle(self) -> None:
-        """A turn ended: what the flow took (or acked) is no longer owed; one commit for all of it."""
-        acks = []
+        """A turn ended: what the flow took (or acked) is no longer owed, and the tables' changes are
+        written, in one commit.  A commit that fails is tried again at the next turn's end, with its
+        changes still readable: nothing is acknowledged without its effects, or the reverse."""
+        acks, rows = self._unsettled
         for sid, handoff in self.handoffs.items():
             if len(handoff):
                 acks.extend((sid, seq) for seq in handoff.settled())
-        if acks:
+        for table in self.tables.values():
+            rows.extend(table.staged())
+        if acks or rows:
             try:
-                self.inbox.acknowledge(acks)
-            except Exception:  # noqa: BLE001 - still owed on disk: handed over again after a restart, never lost
-                log.warning("CAST inbox %s: %d acknowledgements not recorded; they will be redelivered after a restart",
-                            self.inbox.path, len(acks), exc_info=True)
-                self.counts["ack_failed"] += len(acks)
-            else:
-                self.counts["acked"] += len(acks)
+                self.inbox.settle(acks, rows)
+            except Exception:  # noqa: BLE001 - still owed on disk: tried again next turn, redelivered after a restart
+                log.warning("CAST inbox %s: %d acknowledgements and %d table changes not recorded; trying again next turn",
+                            self.inbox.path, len(acks), len(rows), exc_info=True)
+                self.counts["settle_failed"] += 1
+                for name, key, value in rows:  # still what the flow reads, and staged for the next try
+                    self.table(name).restage(key, value)
+                self._unsettled = (acks, [])
+                return
+            self.counts["acked"] += len(acks)
+            self._unsettled = ([], [])
         for sub in self.subs.values():
             if sub.replay:
                 self._replay(sub)
