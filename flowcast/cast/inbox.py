@@ -41,6 +41,9 @@ _SCHEMA = (
     " publisher TEXT, stamp REAL, data BLOB, upto INTEGER, PRIMARY KEY(sid, seq)) WITHOUT ROWID",
     # durable tables (flowcast.cast.table): msgpack key and value, committed with the turn's acknowledgements
     "CREATE TABLE IF NOT EXISTS tables(name TEXT NOT NULL, key BLOB NOT NULL, value BLOB NOT NULL, PRIMARY KEY(name, key)) WITHOUT ROWID",
+    # publishes a turn made (flowcast.cast.outbox), until the cache has them
+    "CREATE TABLE IF NOT EXISTS outbox(id BLOB PRIMARY KEY, name TEXT NOT NULL, publisher TEXT NOT NULL,"
+    " recipients TEXT NOT NULL, data BLOB NOT NULL, made INTEGER NOT NULL)",
 )
 
 #: A row of ``owed``: (sid, seq, kind, id, name, publisher, stamp, data, upto).
@@ -112,15 +115,18 @@ class Inbox:
     def owed_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM owed").fetchone()[0])
 
-    def settle(self, acks: Iterable[tuple[bytes, int]], rows: list[tuple[str, bytes, bytes | None]] = ()) -> None:
+    def settle(self, acks: Iterable[tuple[bytes, int]], rows: list[tuple[str, bytes, bytes | None]] = (),
+               publishes: list[tuple[bytes, str, str, str, bytes]] = (), published: list[bytes] = ()) -> None:
         """One turn's end in one transaction: the ``(sid, seq)`` the flow is done with are no longer owed,
-        and the durable tables' ``(table, key, value)`` changes (None deletes) are written.
+        the durable tables' ``(table, key, value)`` changes (None deletes) are written, the turn's
+        ``publishes`` go into the outbox and the ``published`` ids (the cache has them) leave it.
 
         Acknowledgements alone commit without an fsync (the module's note);
-        table changes with one, since the flow may act on them outside.
+        table changes and publishes with one, since the flow may act on them outside.
         """
         db = self.db
-        if not rows:
+        fsync = bool(rows or publishes)
+        if not fsync:
             db.execute("PRAGMA synchronous=NORMAL")
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -128,13 +134,21 @@ class Inbox:
                 db.executemany("DELETE FROM owed WHERE sid=? AND seq=?", acks)
                 db.executemany("DELETE FROM tables WHERE name=? AND key=?", [(n, k) for n, k, v in rows if v is None])
                 db.executemany("INSERT OR REPLACE INTO tables VALUES(?, ?, ?)", [row for row in rows if row[2] is not None])
+                db.executemany("INSERT OR IGNORE INTO outbox(id, name, publisher, recipients, data, made) VALUES(?, ?, ?, ?, ?,"
+                               " (SELECT coalesce(max(made), 0) + 1 FROM outbox))", publishes)
+                db.executemany("DELETE FROM outbox WHERE id=?", [(id,) for id in published])
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
         finally:
-            if not rows:
+            if not fsync:
                 db.execute("PRAGMA synchronous=FULL")
+
+    def outbox(self) -> list[tuple[bytes, str, str, str, bytes]]:
+        """Publishes committed and not yet known to be in the cache, in the order they were made."""
+        return [(bytes(r[0]), r[1], r[2], r[3], bytes(r[4]))
+                for r in self.db.execute("SELECT id, name, publisher, recipients, data FROM outbox ORDER BY made")]
 
     def table_get(self, name: str, key: bytes) -> bytes | None:
         row = self.db.execute("SELECT value FROM tables WHERE name=? AND key=?", (name, key)).fetchone()

@@ -16,6 +16,7 @@ from typing import Any
 
 from flowcast.cast.config import CastConfig
 from flowcast.cast.ids import new_id
+from flowcast.cast.outbox import Outbox
 from flowcast.cast.publisher import SHARE, Publisher
 from flowcast.cast.subscriber import Subscriber, Subscription
 from flowcast.cast.wire import PUB, PUBACK, read_pub, read_puback
@@ -54,6 +55,10 @@ class CastService:
         self.subscriber = Subscriber(router, inbox, retention=self.config.retention, report_every=max(1, self.config.window // 4)) if inbox is not None else None
         self._cache_at = Route(SHARE, cache_yard if cache_yard is not None else router.manor, router.estate, "")
         self._tickets: dict[bytes, RemoteTicket] = {}
+        if self.subscriber is not None:
+            from flowcast.cast.behaviours import word  # the one-word reason, however a refusal came
+
+            self.subscriber.outbox = Outbox(self._publish_now, router.scheduler.clock.now, word)
         if self.publisher is None:
             router.store.share(_PUB_SHARE)
             errors = router.store.queue(_PUB_SHARE + ".error", 1000)
@@ -64,18 +69,39 @@ class CastService:
         """Put this service in ``house.cast`` and close it with the house."""
         house.cast = self
         house.on_close(self.close)
+        if self.subscriber is not None and self.subscriber.outbox is not None:  # a turn's publishes a crash interrupted
+            self.subscriber.outbox.resume(self.subscriber.inbox.outbox())
         return self
 
     def publish(self, name: str, data: Any, *, id: bytes | None = None, publisher: str = "",
-                recipients: Sequence[str] | None = None) -> Any:
+                recipients: Sequence[str] | None = None, turn: bool = False) -> Any:
         """Publish ``data`` under ``name``: a ticket whose ``done`` turns true once it is on disk.
 
         Then ``seq`` and ``duplicate`` say where it is, or ``error`` why it
         was refused (the cache is full, an I/O error).  A bad name, another
         estate's prefix, bad recipients or a message over the size limit
         raise Refused at once.
+
+        ``turn``: the publish is part of this turn (flowcast.cast.outbox):
+        it commits with the turn's acknowledgements and durable tables, and
+        is sent when the turn ends -- both or neither, across any crash.
         """
         id = id if id is not None else new_id()
+        if turn:
+            return self._stage(name, data, id, publisher, recipients)
+        return self._publish_now(name, data, id, publisher, recipients)
+
+    def _stage(self, name: str, data: Any, id: bytes, publisher: str, recipients: Sequence[str] | None) -> Any:
+        if self.subscriber is None or self.subscriber.outbox is None:
+            raise ValueError("publish(turn=True) needs this house's CAST inbox: the outbox lives in it")
+        message: dict[str, Any] = {"id": id, "name": name, "publisher": publisher, "data": data}
+        if recipients is not None:
+            message["recipients"] = recipients if isinstance(recipients, str) else list(recipients)
+        read_pub(message, self.router.estate)  # refused now, not after the commit
+        text = recipients if isinstance(recipients, str) else " ".join(recipients or ())
+        return self.subscriber.outbox.stage((id, name, publisher, text, bytes(data)))
+
+    def _publish_now(self, name: str, data: Any, id: bytes, publisher: str, recipients: Sequence[str] | None) -> Any:
         if self.publisher is not None:
             return self.publisher.publish(name, data, id=id, publisher=publisher, recipients=recipients)
         message: dict[str, Any] = {"id": id, "name": name, "publisher": publisher, "data": data}

@@ -25,6 +25,7 @@ from collections import Counter, deque
 from typing import Any
 
 from flowcast.cast.inbox import Inbox, Owed
+from flowcast.cast.outbox import Outbox
 from flowcast.cast.table import Table
 from flowcast.cast.wire import BATCH, Batch, CURSOR, GAP, SUB, SUBOK, UNSUB, check_pattern, estate_of, read_batch, read_gap, read_subok
 from flowcast.routing import Landing, Route, envelope
@@ -121,6 +122,8 @@ class Subscriber:
         self.handoffs: dict[bytes, Handoff] = {}
         self.tables: dict[str, Table] = {}
         self._unsettled: tuple[list[tuple[bytes, int]], list[tuple[str, bytes, bytes | None]]] = ([], [])
+        #: the turn's publishes (set by the service, which knows how to publish): None until then
+        self.outbox: Outbox | None = None
         router.store.on_turn_end(self._settle)
 
     # -- the API ------------------------------------------------------------------------
@@ -208,9 +211,12 @@ class Subscriber:
                 acks.extend((sid, seq) for seq in handoff.settled())
         for table in self.tables.values():
             rows.extend(table.staged())
-        if acks or rows:
+        outbox = self.outbox
+        publishes = outbox.staged_rows() if outbox is not None else []
+        published = outbox.finished() if outbox is not None and len(outbox) else []
+        if acks or rows or publishes or published:
             try:
-                self.inbox.settle(acks, rows)
+                self.inbox.settle(acks, rows, publishes, published)
             except Exception:  # noqa: BLE001 - still owed on disk: tried again next turn, redelivered after a restart
                 log.warning("CAST inbox %s: %d acknowledgements and %d table changes not recorded; trying again next turn",
                             self.inbox.path, len(acks), len(rows), exc_info=True)
@@ -221,6 +227,8 @@ class Subscriber:
                 return
             self.counts["acked"] += len(acks)
             self._unsettled = ([], [])
+            if publishes:
+                outbox.committed()  # type: ignore[union-attr]
         for sub in self.subs.values():
             if sub.replay:
                 self._replay(sub)

@@ -1,7 +1,7 @@
 """Behaviours for the kill -9 hand-off tests (loaded by generated flows).
 
 ``handoffplay.feed`` pushes ``per_tick`` numbered items into its output
-queue each tick, up to ``count``: a live stream for ``cast publish``.
+queue each tick until told to stop: a live stream for ``cast publish``.
 ``handoffplay.apply`` is the application under test: for each CAST
 delivery it takes, it records the message in the durable table
 ``applied`` (id -> n) and counts it in ``totals``, so what it did is in
@@ -11,6 +11,8 @@ message applied twice would show in ``totals["twice"]``.
 
 from __future__ import annotations
 
+import os
+
 import msgpack
 
 from flowcast.behaving.registry import Io, behaviour
@@ -18,15 +20,28 @@ from flowcast.behaving.registry import Io, behaviour
 
 @behaviour("handoffplay.feed")
 class Feed:
-    def __init__(self, io: Io, count: int = 1000, per_tick: int = 10) -> None:
+    """``per_tick`` items a tick until the file ``stop`` exists; then the count fed goes into ``fed``
+    (the test stops the stream once its kills are done, however fast the machine is)."""
+
+    def __init__(self, io: Io, stop: str, fed: str, per_tick: int = 10) -> None:
         self.io = io
-        self.count = int(count)
+        self.stop = stop
+        self.fed = fed
         self.per_tick = int(per_tick)
         self.out = io.store.queue(io.output.name)
         self.next = 0
+        self.stopped = False
 
     def __call__(self) -> None:
-        for _ in range(min(self.per_tick, self.count - self.next)):
+        if self.stopped:
+            return
+        if os.path.exists(self.stop):
+            self.stopped = True
+            with open(self.fed + ".part", "w") as out:
+                out.write(str(self.next))
+            os.replace(self.fed + ".part", self.fed)
+            return
+        for _ in range(self.per_tick):
             self.out.push({"n": self.next})
             self.next += 1
 
@@ -53,3 +68,30 @@ class Apply:
             totals["applied"] = totals.get("applied", 0) + 1
             if item["redelivered"]:
                 totals["redelivered"] = totals.get("redelivered", 0) + 1
+
+
+@behaviour("handoffplay.confirm")
+class Confirm:
+    """Consume-and-publish: for each order, reserve one unit of stock (durable table ``stock``) and
+    publish its confirmation ``xyz/confirms/<n>`` in the same turn (``publish(turn=True)``)."""
+
+    def __init__(self, io: Io, estate: str = "xyz") -> None:
+        self.io = io
+        self.estate = estate
+        self.inbox = io.store.queue(io.input.name)
+
+    def __call__(self) -> None:
+        cast = self.io.house.cast
+        stock, confirmed = cast.table("stock"), cast.table("confirmed")
+        queue = self.inbox.queue
+        while queue:
+            item = queue.popleft()
+            if item["tag"] != "cast":
+                continue
+            n = msgpack.unpackb(item["data"])["n"]
+            if item["id"] in confirmed:  # would be a second effect: counted, so the test sees it
+                stock["twice"] = stock.get("twice", 0) + 1
+                continue
+            confirmed[item["id"]] = n
+            stock["reserved"] = stock.get("reserved", 0) + 1
+            cast.publish(f"{self.estate}/confirms/{n}", msgpack.packb({"n": n}), turn=True)
