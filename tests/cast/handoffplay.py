@@ -12,6 +12,7 @@ message applied twice would show in ``totals["twice"]``.
 from __future__ import annotations
 
 import os
+import time
 
 import msgpack
 
@@ -75,15 +76,17 @@ class Confirm:
     """Consume-and-publish: for each order, reserve one unit of stock (durable table ``stock``) and
     publish its confirmation ``xyz/confirms/<n>`` in the same turn (``publish(turn=True)``)."""
 
-    def __init__(self, io: Io, estate: str = "xyz") -> None:
+    def __init__(self, io: Io, estate: str = "xyz", work: float = 0.0) -> None:
         self.io = io
         self.estate = estate
+        self.work = float(work)  # seconds of the application's own work after publishing, in the turn
         self.inbox = io.store.queue(io.input.name)
 
     def __call__(self) -> None:
         cast = self.io.house.cast
         stock, confirmed = cast.table("stock"), cast.table("confirmed")
         queue = self.inbox.queue
+        busy = False
         while queue:
             item = queue.popleft()
             if item["tag"] != "cast":
@@ -95,3 +98,6 @@ class Confirm:
             confirmed[item["id"]] = n
             stock["reserved"] = stock.get("reserved", 0) + 1
             cast.publish(f"{self.estate}/confirms/{n}", msgpack.packb({"n": n}), turn=True)
+            busy = True
+        if busy and self.work:
+            time.sleep(self.work)  # stands for the work an application does in its turn: a kill lands in it

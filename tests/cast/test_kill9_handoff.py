@@ -148,7 +148,7 @@ def test_kill_9_of_the_subscribing_house_at_30_instants_applies_every_message_ex
 def test_consume_and_publish_killed_at_50_instants_has_each_effect_once_in_the_table_and_the_stream(tmp_path):
     from flowcast.cast import Cache
 
-    n, (count, stock) = _kill_at_random(tmp_path, 50, "handoffplay confirm from inbox", "confirmed", "stock")
+    n, (count, stock) = _kill_at_random(tmp_path, 50, "handoffplay confirm from inbox with work 0.03", "confirmed", "stock")
     assert count == n and stock["values"] == list(range(n))
     assert stock.get("twice", 0) == 0 and stock["reserved"] == n
     cache = Cache.open(tmp_path / "run" / "xyz" / "cast" / "cache.sqlite3", estate="xyz", readonly=True)
