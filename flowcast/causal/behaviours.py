@@ -228,11 +228,20 @@ class CausalSubscribe:
     ``valid``: a function behaviour ``(io, msg)`` used as predicate 2.
     ``name``: the subscription's name, under which its delivered set is
     kept across restarts (default: the queue share's name).
+    ``ack``: ``turn`` (the default: a delivery is acknowledged when the turn
+    that took it off the queue ends, so a behaviour that handles what it
+    takes needs no code) or ``explicit`` (the consumer calls
+    ``house.causal.ack(item)`` when done, for work that spans turns).  What
+    was not acknowledged is handed over again after a crash, first, with
+    ``redelivered`` true.
     """
 
-    def __init__(self, io: Io, topic: str, valid: str = "", name: str = "") -> None:
+    def __init__(self, io: Io, topic: str, valid: str = "", name: str = "", ack: str = "turn") -> None:
         if io.output is None:
             raise ValueError("causal subscribe needs a queue share for deliveries: 'do causal subscribe to QUEUE with topic T'")
+        if ack not in ("turn", "explicit"):
+            raise ValueError(f"causal subscribe: ack is 'turn' or 'explicit', not {ack!r}")
+        self.ack = ack
         check_topic(topic)
         self.io = io
         self.topic = topic
@@ -243,7 +252,7 @@ class CausalSubscribe:
 
     def enter(self) -> None:
         causal = _service(self.io, "causal subscribe")
-        self.sub = causal.subscribe(self.topic, self.into, predicate=self.predicate, name=self.name)
+        self.sub = causal.subscribe(self.topic, self.into, predicate=self.predicate, name=self.name, ack=self.ack)
 
     def __call__(self) -> None:
         return None

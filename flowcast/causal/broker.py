@@ -9,6 +9,16 @@ evidence and reported, never dropped in silence.
 Why deliveries leave at the end of the turn: every hash delivered in a turn
 is written to the ledger in one transaction, and only then are the
 messages pushed into the queue shares, so a crash never delivers twice.
+
+Why a delivery stays owed after it is pushed: the queue share is memory, so
+a house killed before its flow took (and finished with) a message would
+lose it while the ledger says delivered.  The same transaction records it
+as owed; it is acknowledged when the turn that took it off the queue ends
+(``ack="turn"``, the default: a behaviour that handles what it takes needs
+no code) or when the consumer calls ``ack`` (``ack="explicit"``), through
+flowcast.store.handoff.  A restarted subscription hands over exactly what
+is still owed, in delivery order (a causal order), flagged ``redelivered``,
+before anything new.
 """
 
 from __future__ import annotations
@@ -20,8 +30,9 @@ from typing import Any
 
 from flowcast.causal.mailbox import BUFFERED, DEFERRED, DELIVERED, REJECTED, Buffered, Mailbox, Ready
 from flowcast.causal.message import CausalError, TopicMsg, decode
+from flowcast.store.handoff import Handoff
 
-__all__ = ["Broker", "Subscription", "delivery"]
+__all__ = ["ACKS", "Broker", "MAX_OWED", "Subscription", "delivery"]
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +42,17 @@ Predicate = Callable[[TopicMsg], Any]
 RESUME_EVERY = 1.0
 #: Seconds between looks for room in a full queue share while deliveries wait for it.
 DRAIN_EVERY = 0.05
+#: How a subscription's deliveries are acknowledged: when the turn that took them ends, or by ``ack``.
+ACKS = ("turn", "explicit")
+#: Deliveries an explicitly acknowledged subscription may hold unacknowledged; past it, delivery waits.
+MAX_OWED = 10_000
 
 
 class Subscription:
     """One subscriber of a topic: its mailbox and the queue share deliveries go into."""
 
-    def __init__(self, broker: "Broker", topic: str, into: str, name: str, predicate: Predicate | None, mailbox: Mailbox) -> None:
+    def __init__(self, broker: "Broker", topic: str, into: str, name: str, predicate: Predicate | None, mailbox: Mailbox,
+                 handoff: Handoff) -> None:
         self.broker = broker
         self.topic = topic
         self.into = into
@@ -48,6 +64,13 @@ class Subscription:
         self.closed = False
         #: deliveries recorded in the ledger but not yet in the queue (it was full)
         self.backlog: deque[dict[str, Any]] = deque()
+        #: what was pushed into ``into`` and not acknowledged yet (kept by the broker across a re-subscribe)
+        self.handoff = handoff
+        self.redelivered = 0
+
+    def ack(self, item: Any) -> bool:
+        """The flow is done with ``item``, a delivery of this subscription (``ack="explicit"``); False if not owed."""
+        return isinstance(item, dict) and self.handoff.ack(item.get("hash"))
 
     def close(self) -> None:
         self.broker.unsubscribe(self)
@@ -56,8 +79,12 @@ class Subscription:
         return f"Subscription({self.topic!r} -> {self.into!r})"
 
 
-def delivery(msg: TopicMsg, lag: float) -> dict[str, Any]:
-    """What a flow finds in the queue share for one delivered message."""
+def delivery(msg: TopicMsg, lag: float, sub: str = "", redelivered: bool = False) -> dict[str, Any]:
+    """What a flow finds in the queue share for one delivered message.
+
+    ``redelivered``: handed over before a crash and perhaps processed then
+    (never acknowledged); ``hash`` tells a consumer which one it was.
+    """
     return {
         "topic": msg.topic,
         "epoch": msg.epoch,
@@ -67,6 +94,8 @@ def delivery(msg: TopicMsg, lag: float) -> dict[str, Any]:
         "tags": list(msg.tags),
         "content": msg.content,
         "lag": lag,
+        "sub": sub,
+        "redelivered": redelivered,
     }
 
 
@@ -96,12 +125,20 @@ class Broker:
         self._backstop: dict[tuple[str, bytes], float] = {}
         self._resume_timer: Any = None
         self._draining: Any = None
+        #: subscription name -> Handoff, for the life of the broker: a subscription made again keeps what it owes
+        self.handoffs: dict[str, Handoff] = {}
+        self.store.on_turn_end(self._settle)
 
     # -- subscriptions ----------------------------------------------------------------
 
-    def subscribe(self, topic: str, into: str, predicate: Predicate | None = None, name: str | None = None) -> Subscription:
+    def subscribe(self, topic: str, into: str, predicate: Predicate | None = None, name: str | None = None,
+                  ack: str = "turn") -> Subscription:
+        """A mailbox for ``topic`` delivering into ``into``; what a subscription of this name still owes its
+        flow (a crash, a closed frame) is handed over again first, flagged ``redelivered``."""
         self.config.topic(topic)
-        self.store.queue(into)
+        if ack not in ACKS:
+            raise ValueError(f"ack is one of {', '.join(ACKS)}, not {ack!r}")
+        queue = self.store.queue(into)
         name = name or f"{topic}>{into}"
         if name in self.subs:
             raise ValueError(f"a causal subscription named {name!r} exists already")
@@ -119,11 +156,49 @@ class Broker:
                     named.update(dep.hash for dep in msg.deps)
             for epoch, hashes in delivered.items():
                 mailbox.load(epoch, hashes, [h for h in order.get(epoch, ()) if h not in named])
-        sub = Subscription(self, topic, into, name, predicate, mailbox)
+        handoff = self.handoffs.get(name)
+        if handoff is None or handoff.queue is not queue:
+            handoff = self.handoffs[name] = Handoff(queue)
+        handoff.explicit = ack == "explicit"
+        sub = Subscription(self, topic, into, name, predicate, mailbox, handoff)
         self.subs[name] = sub
         self.by_topic.setdefault(topic, []).append(sub)
+        self._redeliver(sub)
         self._replay(sub, seqs)
         return sub
+
+    def _redeliver(self, sub: Subscription) -> None:
+        """Hand over again, in delivery order, what ``sub``'s name owes and is not in its queue now.
+
+        The ledger keeps the cache seq, not the bytes: a message the cache's
+        retention expired while owed cannot be handed over again, and is
+        reported abandoned (``expired_while_owed``) instead of vanishing.
+        """
+        rows = [row for row in self.ledger.owed(sub.name) if not sub.handoff.owes(row[0].hex())]
+        gone: list[tuple[str, bytes]] = []
+        for start in range(0, len(rows), 500):
+            chunk = rows[start:start + 500]
+            wires = self.storage.get([seq for _h, _e, seq in chunk])
+            for digest, epoch, seq in chunk:
+                wire = wires.get(seq)
+                try:
+                    msg = decode(wire) if wire is not None else None
+                except CausalError:
+                    msg = None
+                if msg is None or msg.hash != digest:
+                    gone.append((sub.name, digest))
+                    self.counts["expired_while_owed"] += 1
+                    self._abandon(sub, Buffered(digest, b"", epoch, (), seq, None, 0, self.clock()), "expired_while_owed")
+                    continue
+                self._push(sub, delivery(msg, 0.0, sub.name, redelivered=True))
+                sub.redelivered += 1
+                self.counts["redelivered"] += 1
+        if gone:
+            try:
+                self.ledger.acknowledge(gone)  # said above; owing them for ever would report them at every start
+            except Exception:  # noqa: BLE001 - then they are reported again at the next start
+                log.warning("causal: the ledger %s could not drop %d owed deliveries it cannot read back", self.ledger.path,
+                            len(gone), exc_info=True)
 
     def unsubscribe(self, sub: Subscription) -> None:
         if sub.closed or self.subs.get(sub.name) is not sub:  # a handle closed before: the live one of its name stays
@@ -133,9 +208,7 @@ class Broker:
         sub.closed = True
         # recorded as delivered but never handed over: no longer delivered, so the next subscription of this name gets them
         self._outbox = [entry for entry in self._outbox if entry[0] is not sub]
-        if sub.backlog:
-            self._forget_delivered(sub.name, [bytes.fromhex(item["hash"]) for item in sub.backlog])
-            sub.backlog.clear()
+        self._forget_backlog(sub)
         for key in [k for k in self._backstop if k[0] == sub.name]:
             del self._backstop[key]
 
@@ -297,7 +370,8 @@ class Broker:
             return
         out = self._read_back(out)
         try:
-            self.ledger.commit([(sub.name, ready.epoch, ready.hash) for sub, ready, _m in out])
+            self.ledger.commit([(sub.name, ready.epoch, ready.hash) for sub, ready, _m in out],
+                               [(sub.name, ready.epoch, ready.hash, ready.seq) for sub, ready, _m in out])
         except Exception:  # noqa: BLE001 - a disk error: keep them and try again, never push unrecorded
             self.counts["ledger_failed"] += 1
             log.warning("causal: the ledger %s could not record %d deliveries; retrying", self.ledger.path, len(out), exc_info=True)
@@ -307,7 +381,7 @@ class Broker:
             return
         self._retry = 0.0
         for sub, ready, msg in out:
-            self._push(sub, delivery(msg, ready.lag))
+            self._push(sub, delivery(msg, ready.lag, sub.name))
             sub.delivered += 1
             if self.hooks.delivered is not None:
                 self.hooks.delivered(sub, ready)
@@ -354,8 +428,7 @@ class Broker:
     def _push(self, sub: Subscription, item: dict[str, Any]) -> None:
         if sub.closed:
             return
-        queue = self.store.queue(sub.into)
-        if sub.backlog or not queue.push(item):
+        if sub.backlog or not self._hand(sub, item):
             sub.backlog.append(item)
             self.counts["backlogged"] += 1
             if self._draining is None:
@@ -371,12 +444,50 @@ class Broker:
         waiting = False
         for sub in self.subs.values():
             if sub.backlog:
-                queue = self.store.queue(sub.into)
-                while sub.backlog and queue.push(sub.backlog[0]):
+                while sub.backlog and self._hand(sub, sub.backlog[0]):
                     sub.backlog.popleft()
                 waiting = waiting or bool(sub.backlog)
         if waiting and not self.service._closed:
             self._draining = self.scheduler.call_later(DRAIN_EVERY, self.drain_backlogs)
+
+    @staticmethod
+    def _hand(sub: Subscription, item: dict[str, Any]) -> bool:
+        """Push ``item`` into the queue and owe it; False when there is no room (the queue's, or, for an
+        explicitly acknowledged subscription, MAX_OWED)."""
+        handoff = sub.handoff
+        if handoff.explicit and len(handoff) >= MAX_OWED:
+            return False
+        return handoff.push(item, item["hash"])
+
+    def _settle(self) -> None:
+        """A turn ended: what the flows took (or acked) is no longer owed; one commit for all of it."""
+        rows = []
+        for name, handoff in self.handoffs.items():
+            if len(handoff):
+                rows.extend((name, bytes.fromhex(key)) for key in handoff.settled())
+        if not rows:
+            return
+        try:
+            self.ledger.acknowledge(rows)
+        except Exception:  # noqa: BLE001 - still owed on disk: handed over again after a restart, never lost
+            self.counts["ack_failed"] += len(rows)
+            log.warning("causal: the ledger %s could not record %d acknowledgements; they are redelivered after a restart",
+                        self.ledger.path, len(rows), exc_info=True)
+        else:
+            self.counts["acked"] += len(rows)
+
+    def ack(self, item: Any) -> bool:
+        """The flow is done with ``item`` (a delivery of an ``ack="explicit"`` subscription); False if nothing owes it."""
+        handoff = self.handoffs.get(item.get("sub")) if isinstance(item, dict) else None
+        return handoff is not None and handoff.ack(item.get("hash"))
+
+    def _forget_backlog(self, sub: Subscription) -> None:
+        """``sub`` closes with deliveries never handed over: un-record the new ones (the next subscription of its
+        name delivers them); redelivered ones stay owed -- their successors may be delivered already."""
+        fresh = [bytes.fromhex(item["hash"]) for item in sub.backlog if not item["redelivered"]]
+        sub.backlog.clear()
+        if fresh:
+            self._forget_delivered(sub.name, fresh)
 
     def _forget_delivered(self, name: str, hashes: list[bytes]) -> None:
         """Un-record deliveries never handed over (a closed subscription's backlog): delivered again later."""
@@ -418,7 +529,10 @@ class Broker:
 
     def close(self) -> None:
         """Stop: nothing more is recorded or handed over, and what was recorded but still waits for room in
-        a queue is un-recorded, so the house started again delivers both (never twice: the ledger decides)."""
+        a queue is un-recorded, so the house started again delivers both (never twice: the ledger decides).
+        What the flows took in the last turn is acknowledged; what sits in their queues stays owed."""
+        self._settle()
+        self.store.off_turn_end(self._settle)
         if self._resume_timer is not None:
             self._resume_timer.cancel()
             self._resume_timer = None
@@ -426,9 +540,7 @@ class Broker:
             self._draining.cancel()
             self._draining = None
         for sub in self.subs.values():  # recorded, never handed over: the restarted house delivers them again
-            if sub.backlog:
-                self._forget_delivered(sub.name, [bytes.fromhex(item["hash"]) for item in sub.backlog])
-                sub.backlog.clear()
+            self._forget_backlog(sub)
 
     # -- epochs -----------------------------------------------------------------------
 

@@ -5,6 +5,18 @@ restarts rebuilds its mailboxes by offering Local Storage again, and only
 this record stops it from delivering a message twice.  One transaction per
 turn (one fsync for everything delivered in it), as CAST's inbox does.
 
+Why a delivery stays *owed* until the flow acknowledges it: the delivered
+hash is committed before the message is pushed into an in-memory queue
+share, so a house killed before its flow took it would have lost it (the
+mailbox counts it delivered, so its successors go on).  The ``owed`` table
+keeps, per subscription and in delivery order (a causal order), the hash
+and the cache seq of each delivery not yet acknowledged; a restarted
+subscription hands exactly those over again, first.  The bytes stay in
+Local Storage: a seq suffices unless the cache's retention expired it
+while it was owed, which the broker reports (``abandoned``), never hides.
+Acknowledgements commit with ``synchronous=NORMAL``: in WAL mode a killed
+process never loses a commit, and a power cut only redelivers.
+
 Why evidence copies the wire bytes: the CAST cache expires messages after
 its retention, and proof of a publisher's misbehaviour (a signed message
 the application refused, two messages claiming one place in a chain) is
@@ -21,7 +33,10 @@ from pathlib import Path
 from flowcast.cast.sqlitestore import open_store
 from flowcast.errors import Error
 
-__all__ = ["Ledger", "LedgerCorrupt"]
+__all__ = ["Ledger", "LedgerCorrupt", "Owed"]
+
+#: A row of ``owed`` as read back: (hash, epoch, cache seq), in delivery order.
+Owed = tuple[bytes, int, int]
 
 _FORMAT = "flowcast-causal-1"
 _SCHEMA = (
@@ -31,6 +46,9 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS evidence(hash BLOB NOT NULL, kind TEXT NOT NULL, topic TEXT NOT NULL,"
     " publisher BLOB NOT NULL, reason TEXT NOT NULL, other BLOB, stamp REAL NOT NULL, wire BLOB NOT NULL,"
     " PRIMARY KEY(hash, kind)) WITHOUT ROWID",
+    # delivered to the flow and not acknowledged: n is the delivery order across the ledger, seq the cache's
+    "CREATE TABLE IF NOT EXISTS owed(sub TEXT NOT NULL, hash BLOB NOT NULL, n INTEGER NOT NULL, epoch INTEGER NOT NULL,"
+    " seq INTEGER NOT NULL, PRIMARY KEY(sub, hash)) WITHOUT ROWID",
     # per topic: the current epoch, the newest closed one (-1: none), the current epoch's genesis id
     "CREATE TABLE IF NOT EXISTS epochs(topic TEXT PRIMARY KEY, current INTEGER NOT NULL, closed INTEGER NOT NULL,"
     " genesis_publisher BLOB, genesis_hash BLOB, genesis_hsig BLOB)",
@@ -48,6 +66,9 @@ class Ledger:
         self.path = Path(path)
         self.db = open_store(self.path, _SCHEMA, _FORMAT, "causal ledger", LedgerCorrupt)
 
+    #: the newest delivery order given to an owed row (None: not read from the file yet)
+    _owed_n: int | None = None
+
     def delivered(self, sub: str) -> dict[int, list[bytes]]:
         """epoch -> the hashes ``sub`` delivered."""
         out: dict[int, list[bytes]] = {}
@@ -55,12 +76,20 @@ class Ledger:
             out.setdefault(int(epoch), []).append(bytes(digest))
         return out
 
-    def commit(self, rows: Iterable[tuple[str, int, bytes]]) -> None:
-        """Record (sub, epoch, hash) rows in one durable transaction."""
+    def commit(self, rows: Iterable[tuple[str, int, bytes]], owed: Iterable[tuple[str, int, bytes, int]] = ()) -> None:
+        """Record (sub, epoch, hash) rows, and the (sub, epoch, hash, seq) now owed to the flow, in that
+        order, in one durable transaction."""
         db = self.db
         try:
             db.execute("BEGIN")
             db.executemany("INSERT OR IGNORE INTO delivered VALUES(?, ?, ?)", rows)
+            owed = list(owed)
+            if owed:
+                if self._owed_n is None:  # once per open: the newest delivery order recorded
+                    self._owed_n = int(db.execute("SELECT coalesce(max(n), 0) FROM owed").fetchone()[0])
+                n, self._owed_n = self._owed_n, self._owed_n + len(owed)
+                db.executemany("INSERT OR REPLACE INTO owed VALUES(?, ?, ?, ?, ?)",
+                               [(sub, digest, n + i, epoch, seq) for i, (sub, epoch, digest, seq) in enumerate(owed, 1)])
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -68,16 +97,39 @@ class Ledger:
             raise
 
     def undeliver(self, sub: str, hashes: Iterable[bytes]) -> None:
-        """Un-record deliveries that were never handed over, in one transaction."""
+        """Un-record deliveries that were never handed over (delivered and owed), in one transaction."""
         db = self.db
+        rows = [(sub, h) for h in hashes]
         try:
             db.execute("BEGIN")
-            db.executemany("DELETE FROM delivered WHERE sub=? AND hash=?", [(sub, h) for h in hashes])
+            db.executemany("DELETE FROM delivered WHERE sub=? AND hash=?", rows)
+            db.executemany("DELETE FROM owed WHERE sub=? AND hash=?", rows)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
+
+    def owed(self, sub: str) -> list[Owed]:
+        """What ``sub`` handed to its flow and the flow never acknowledged: (hash, epoch, seq), in delivery order."""
+        rows = self.db.execute("SELECT hash, epoch, seq FROM owed WHERE sub=? ORDER BY n", (sub,)).fetchall()
+        return [(bytes(digest), int(epoch), int(seq)) for digest, epoch, seq in rows]
+
+    def acknowledge(self, rows: Iterable[tuple[str, bytes]]) -> None:
+        """The flow is done with these (sub, hash): no longer owed.  Without an fsync (the module says why)."""
+        db = self.db
+        db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            db.execute("BEGIN")
+            try:
+                db.executemany("DELETE FROM owed WHERE sub=? AND hash=?", rows)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        finally:
+            db.execute("PRAGMA synchronous=FULL")
 
     def forget(self, sub: str, before_epoch: int) -> int:
         """Prune ``sub``'s delivered hashes of epochs before ``before_epoch`` (closed ones)."""

@@ -9,6 +9,15 @@ amplification).
 
 Nothing waits here: an accepted message is queued for the disk at once and
 handed on (``on_stored``) in the order the disk stored it.
+
+Why ``accept`` takes a ``durable`` callback: a message leaves one durable
+store only when the next has it.  What feeds the relay from another store
+(its CAST subscriptions to peer relays) must not acknowledge a message
+until this relay's own write is on disk -- the write is asynchronous (the
+cache's group commit), so "accepted" is not yet "kept".  The callback says
+when the sender's copy is no longer needed: stored here (now, or by an
+earlier arrival still on its way to the disk), or refused for good; or
+that the write failed and the copy must be offered again.
 """
 
 from __future__ import annotations
@@ -22,7 +31,10 @@ from flowcast.causal.config import CausalConfig
 from flowcast.causal.message import CausalError, TopicMsg, decode, verify_id
 from flowcast.causal.storage import LocalStorage
 
-__all__ = ["Held", "Relay"]
+__all__ = ["Durable", "Held", "Relay"]
+
+#: Called once per ``accept``: True when the sender's copy is no longer needed, False when the write failed.
+Durable = Callable[[bool], Any]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +75,8 @@ class Relay:
         self.index: dict[bytes, Held] = {}
         #: hash -> (message, source): accepted, waiting for the disk
         self.pending: dict[bytes, tuple[TopicMsg, str]] = {}
+        #: hash -> who waits to hear that the pending write of it is durable (or failed)
+        self._waiting: dict[bytes, list[Durable]] = {}
         #: hash -> (topic, epoch, reason): signed, but failed the shape rules (or a dep of it did)
         self.rejected: dict[bytes, tuple[str, int, str]] = {}
         #: (topic, publisher, epoch, prev hash or b"") -> the hash that claimed it first
@@ -84,8 +98,18 @@ class Relay:
 
     # -- predicate 1 ------------------------------------------------------------------
 
-    def accept(self, wire: Any, source: str = "", msg: TopicMsg | None = None) -> str:
-        """Check and, if new and valid, store ``wire``; the outcome ('stored' or the drop reason)."""
+    def accept(self, wire: Any, source: str = "", msg: TopicMsg | None = None, durable: Durable | None = None) -> str:
+        """Check and, if new and valid, store ``wire``; the outcome ('stored' or the drop reason).
+
+        ``durable`` (the module says why) is called once: True when this relay holds the message on disk
+        or refused it for good, False when its write failed (``store_*``).
+        """
+        outcome = self._accept(wire, source, msg, durable)
+        if durable is not None and outcome != "stored" and outcome != "pending":
+            durable(not outcome.startswith("store_"))
+        return "duplicate" if outcome == "pending" else outcome
+
+    def _accept(self, wire: Any, source: str, msg: TopicMsg | None, durable: Durable | None) -> str:
         try:
             if msg is None:
                 msg = decode(wire)
@@ -98,7 +122,11 @@ class Relay:
         msg.topic, msg.publisher = topic.name, self._keys[msg.publisher]
         digest = msg.hash
         if digest in self.index or digest in self.pending or digest in self.rejected:
-            return self._drop(msg.topic, "duplicate", source, msg.publisher)
+            self._drop(msg.topic, "duplicate", source, msg.publisher)
+            if durable is not None and digest in self.pending:  # not on disk yet: hear when it is
+                self._waiting.setdefault(digest, []).append(durable)
+                return "pending"
+            return "duplicate"
         if not verify_id(msg.publisher, digest, msg.hsig):
             return self._drop(msg.topic, "bad_signature", source, msg.publisher)
         window = self._window(msg, topic.owner)
@@ -116,6 +144,8 @@ class Relay:
             self.pending.pop(digest, None)
             self._unclaim(msg)
             return self._drop(msg.topic, f"store_{getattr(error, 'reason', 'failed')}", source, msg.publisher)
+        if durable is not None:
+            self._waiting.setdefault(digest, []).append(durable)
         ticket.add_done(lambda done, digest=digest: self._stored(done, digest))
         self.counts["accepted"] += 1
         return "stored"
@@ -218,6 +248,7 @@ class Relay:
 
     def _stored(self, ticket: Any, digest: bytes) -> None:
         msg, source = self.pending.pop(digest, (None, ""))
+        waiting = self._waiting.pop(digest, ())
         if msg is None:
             return
         if ticket.error is not None:
@@ -225,8 +256,12 @@ class Relay:
             log.warning("causal: %r could not be stored (%s); it is not forwarded or delivered", msg, ticket.error)
             self._unclaim(msg)
             self._on_drop(msg.topic, "store_failed", source, msg.publisher)
+            for durable in waiting:
+                durable(False)
             return
         self.index[digest] = Held(msg.topic, msg.epoch, msg.publisher, msg.hsig, ticket.seq, source)
+        for durable in waiting:  # on disk: the copies that fed it may go
+            durable(True)
         self.counts["stored"] += 1
         if msg.is_genesis and msg.epoch > self.current.get(msg.topic, 0):
             self.open_epoch(msg.topic, msg.epoch)

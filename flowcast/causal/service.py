@@ -310,9 +310,20 @@ class CausalService:
 
     # -- subscribing -------------------------------------------------------------------
 
-    def subscribe(self, topic: str, into: str, *, predicate: Predicate | None = None, name: str | None = None) -> Subscription:
-        """Deliver ``topic`` in causal order into the queue share ``into``; ``predicate`` is predicate 2."""
-        return self.broker.subscribe(topic, into, predicate, name)
+    def subscribe(self, topic: str, into: str, *, predicate: Predicate | None = None, name: str | None = None,
+                  ack: str = "turn") -> Subscription:
+        """Deliver ``topic`` in causal order into the queue share ``into``; ``predicate`` is predicate 2.
+
+        ``ack``: ``turn`` (a delivery is acknowledged when the turn that took
+        it from the queue ends) or ``explicit`` (when :meth:`ack` is called).
+        What is not acknowledged is handed over again after a crash, first,
+        flagged ``redelivered``.
+        """
+        return self.broker.subscribe(topic, into, predicate, name, ack)
+
+    def ack(self, item: Any) -> bool:
+        """The flow is done with ``item``, a delivery of an ``ack="explicit"`` subscription; False if nothing owes it."""
+        return self.broker.ack(item)
 
     # -- shares and status ---------------------------------------------------------------
 
@@ -343,7 +354,8 @@ class CausalService:
             "subscriptions": [
                 {"name": s.name, "topic": s.topic, "into": s.into, "delivered": s.delivered, "rejected": s.rejected,
                  "buffered": len(s.mailbox.buffered), "deferred": s.mailbox.counts["deferred"],
-                 "deferred_publishers": len(s.mailbox.deferred), "backlog": len(s.backlog)}
+                 "deferred_publishers": len(s.mailbox.deferred), "backlog": len(s.backlog),
+                 "owed": len(s.handoff), "redelivered": s.redelivered}
                 for s in self.broker.subs.values()
             ],
             "counts": dict(self.counts),

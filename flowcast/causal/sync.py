@@ -7,6 +7,16 @@ epoch is open -- never "give up after N tries", which is how a gap
 becomes silent loss.  The missing ids, since when, and how often they were
 asked for are in the share ``causal.missing`` at all times.
 
+Why the relay acknowledges its CAST feed itself, and late: a message leaves
+one durable store only when the next has it.  A peer relay's messages
+arrive through a CAST subscription whose inbox would otherwise count them
+acknowledged when the turn that took them ended -- before this relay's own
+(asynchronous, group-committed) write reached the disk, so a kill -9 in
+between lost them at this hop for good, with nothing left to ask for them
+again (a CAST-only upstream answers no fetch).  So the subscription is
+``ack="explicit"`` and each message is acknowledged once the relay's store
+has it (or refused it for good); one whose write failed is offered again.
+
 Why dependencies are verified before they are fetched: a message may name
 an id nobody signed (a forged reference, or a publisher inventing one).
 Its hsig is checked under the named publisher first; a reference that
@@ -37,6 +47,10 @@ ACCESS = declare_access("causal")
 MAX_UNWAITED = 4096
 #: The most bytes of messages one ``causal.have`` carries; the rest are asked for again.
 HAVE_BYTES = 256 << 10
+#: Seconds before a message from a peer whose write here failed (a busy or full disk) is offered again.
+RETRY_STORE = 1.0
+#: Seconds acknowledgements of the peers' feeds may wait for a turn of this house's flows to settle them.
+SETTLE_WITHIN = 0.05
 
 
 def from_share(peer: str) -> str:
@@ -96,6 +110,11 @@ class Sync:
         self._timer: Any = None
         self._due = float("inf")
         self._closed = False
+        self._cast: Any = None
+        #: (peer, CAST delivery) whose write here failed: offered again after RETRY_STORE, still unacknowledged
+        self._unstored: list[tuple[str, dict[str, Any]]] = []
+        self._retrying: Any = None
+        self._settling: Any = None
         store = self.router.store
         store.share(FETCH_SHARE)
         store.queue(FETCH_SHARE + ".error", 100).watchers.append(self._on_error)
@@ -105,24 +124,62 @@ class Sync:
     # -- relay to relay, through CAST ------------------------------------------------------
 
     def follow_peers(self, cast: Any) -> None:
-        """Subscribe with CAST to each peer relay's stored messages of every topic."""
+        """Subscribe with CAST to each peer relay's stored messages of every topic, acknowledged explicitly:
+        a message is acknowledged to the inbox only once this relay's store has it (the module says why)."""
+        self._cast = cast
         for peer in self.config.peers:
             into = from_share(peer)
             queue = self.router.store.queue(into)
             queue.watchers.append(lambda share, peer=peer: self._arrived_from(peer, share))
             for topic in self.config.topics:
-                cast.subscribe(f"{peer}/causal/{topic}", estate=peer, into=into)
+                cast.subscribe(f"{peer}/causal/{topic}", estate=peer, into=into, ack="explicit")
 
     def _arrived_from(self, peer: str, share: Any) -> None:
         queue = share.queue
         while queue:
             item = queue.popleft()
             if item.get("tag") == "cast":
-                self.relay.accept(item.get("data"), peer)
+                self._offer(peer, item)
             else:  # a CAST gap: the peer's cache expired messages before they reached us
                 self.counts["peer_gaps"] += 1
                 self.service.note("gaps", "", hashlib.blake2b(repr(item.get("data")).encode(), digest_size=8).digest(),
                                   {"peer": peer, "range": item.get("data")})
+                self._ack(item)
+
+    def _offer(self, peer: str, item: dict[str, Any]) -> None:
+        """Give a peer's message to the relay; acknowledge it to the CAST inbox when it is durable here."""
+        def durable(ok: bool) -> None:
+            if ok:
+                self._ack(item)
+            elif not self._closed:  # still owed to the inbox: offered again soon, and after a restart in any case
+                self.counts["store_retries"] += 1
+                self._unstored.append((peer, item))
+                if self._retrying is None:
+                    self._retrying = self.scheduler.call_later(RETRY_STORE, self._retry_unstored)
+
+        self.relay.accept(item.get("data"), peer, durable=durable)
+
+    def _retry_unstored(self) -> None:
+        self._retrying = None
+        if self._closed:
+            return
+        again, self._unstored = self._unstored, []
+        for peer, item in again:
+            self._offer(peer, item)
+
+    def _ack(self, item: dict[str, Any]) -> None:
+        """Acknowledge ``item`` to the CAST inbox; the inbox settles acknowledgements when a turn of this house
+        ends, so make sure one does soon even in a house that runs no flows (its skedder never ticks)."""
+        if self._cast is None or not self._cast.ack(item):
+            return
+        if self._settling is None and not self._closed:
+            self._settling = self.scheduler.call_later(SETTLE_WITHIN, self._settle)
+
+    def _settle(self) -> None:
+        """Between two ticks every behaviour has returned, so ending a turn here acknowledges nothing early."""
+        self._settling = None
+        if not self._closed:
+            self.router.store.end_turn()
 
     # -- wanting ---------------------------------------------------------------------------
 
@@ -408,3 +465,7 @@ class Sync:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        for timer in (self._retrying, self._settling):
+            if timer is not None:
+                timer.cancel()
+        self._retrying = self._settling = None

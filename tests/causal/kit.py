@@ -71,8 +71,21 @@ class Causal:
         self.caches[n], self.casts[n], self.services[n] = cache, cast, service
         return service
 
-    def stop(self, n: str) -> None:
-        """Close a relay and its cache as a house exit would (its estate's roads stay up)."""
+    def stop(self, n: str, taken: bool = True) -> None:
+        """Close a relay and its cache as a house exit would (its estate's roads stay up).
+
+        ``taken``: the flow had taken and finished with everything its queues hold, so the last turn
+        acknowledged it (the queues keep their items, as the test's record of what the flow saw).
+        False: none of it was acknowledged; a restart hands it over again, flagged redelivered.
+        """
+        if taken:
+            held = {id(h.queue): h.queue for h in self.services[n].broker.handoffs.values()}
+            queues = [(queue, list(queue.queue)) for queue in held.values()]
+            for queue, _items in queues:
+                queue.queue.clear()
+            self.estates[n].store("manor").end_turn()
+            for queue, items in queues:
+                queue.queue.extend(items)
         self.services[n].close()
         self.casts[n].close()
         self.caches[n].close()
