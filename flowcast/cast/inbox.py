@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from flowcast.cast.sqlitestore import open_store
-from flowcast.errors import Error
+from flowcast.errors import DamagedFile
 
 __all__ = ["Inbox", "InboxCorrupt"]
 
@@ -29,7 +29,7 @@ _SCHEMA = (
 )
 
 
-class InboxCorrupt(Error):
+class InboxCorrupt(DamagedFile):
     """An inbox file that cannot be read: the house refuses to start rather than deliver twice."""
 
 
