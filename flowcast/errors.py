@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["ClosedError", "Error", "did_you_mean"]
+__all__ = ["ClosedError", "DamagedFile", "Error", "did_you_mean"]
 
 
 class Error(Exception):
@@ -26,6 +26,22 @@ class ClosedError(Error):
     that can never complete; not a ValueError, so it is never mistaken for
     bad input.
     """
+
+
+class DamagedFile(Error):
+    """A durable file that is present but cannot be taken for what it should be.
+
+    An empty or unreadable store, one of another format, a cache that lost
+    committed messages: each is refused and left byte for byte as it was,
+    never replaced by a new, empty one (that would silently deliver twice or
+    lose what was acknowledged).  One base so that every place a house starts
+    can say it in one line and exit with one status (3), whichever store it
+    was; ``path`` is the file, and the message names it.
+    """
+
+    def __init__(self, message: str, path: object = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:

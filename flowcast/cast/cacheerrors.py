@@ -7,7 +7,7 @@ without importing the whole cache.
 
 from __future__ import annotations
 
-from flowcast.errors import Error
+from flowcast.errors import DamagedFile, Error
 
 __all__ = ["CacheCorrupt", "CacheError", "CacheFull"]
 
@@ -31,7 +31,7 @@ class CacheFull(CacheError):
         super().__init__(message, "cache_full")
 
 
-class CacheCorrupt(CacheError):
+class CacheCorrupt(CacheError, DamagedFile):
     """The database file is unreadable, damaged, of another format or of another estate.
 
     The house refuses to start rather than replace it with a new, empty

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from flowcast.cast.sqlitestore import open_store
-from flowcast.errors import Error
+from flowcast.errors import DamagedFile
 
 __all__ = ["Contact", "Contacts", "ContactsCorrupt", "Held", "STATES"]
 
@@ -41,7 +41,7 @@ _SCHEMA = (
 )
 
 
-class ContactsCorrupt(Error):
+class ContactsCorrupt(DamagedFile):
     """A contacts file that cannot be read: the house refuses to start rather than forget acceptances."""
 
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from flowcast.cast.sqlitestore import open_store
-from flowcast.errors import Error
+from flowcast.errors import DamagedFile
 
 __all__ = ["Inbox", "InboxCorrupt", "Owed"]
 
@@ -50,7 +50,7 @@ _SCHEMA = (
 Owed = tuple[bytes, int, str, bytes | None, str | None, str | None, float | None, bytes | None, int | None]
 
 
-class InboxCorrupt(Error):
+class InboxCorrupt(DamagedFile):
     """An inbox file that cannot be read: the house refuses to start rather than deliver twice."""
 
 

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from flowcast.cast.sqlitestore import open_store
-from flowcast.errors import Error
+from flowcast.errors import DamagedFile
 
 __all__ = ["Ledger", "LedgerCorrupt", "Owed"]
 
@@ -55,7 +55,7 @@ _SCHEMA = (
 )
 
 
-class LedgerCorrupt(Error):
+class LedgerCorrupt(DamagedFile):
     """A causal ledger file that cannot be read: the house refuses to start rather than deliver twice."""
 
 
