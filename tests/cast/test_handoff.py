@@ -44,10 +44,10 @@ def test_a_table_write_and_the_acknowledgement_commit_together_or_not_at_all(tmp
     real = inbox.settle
     failing = [True]
 
-    def full_disk(acks, rows=()):
+    def full_disk(*args):
         if failing[0]:
             raise sqlite3.OperationalError("database or disk is full")
-        return real(acks, rows)
+        return real(*args)
 
     inbox.settle = full_disk
     stock = svc.table("stock")
