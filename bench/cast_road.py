@@ -131,6 +131,7 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
             state["got"] += len(queue)
             state["last"] = now
             queue.clear()
+            store.end_turn()  # the flow's turn ended: what it took is acknowledged (ack="turn")
 
     def read_all(count: int) -> float:
         start = time.perf_counter()
@@ -160,14 +161,16 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
         elif command == "subscribe":
             # A fresh subscription from cursor 0 into queue ``into`` (a new sid: the whole
             # cache again); the one before it is closed, so only the last one takes the live stream.
-            state["timing"], into = args
+            state["timing"], into, *mode = args
             if state.get("sub") is not None:
                 state["sub"].close()
             state["got"] = 0
             scheduler.spawn(receiver(into), name=f"receiver {into}")
             start = time.monotonic()
-            state["sub"] = cast.subscribe("abc/**", estate="abc", into=into)
+            state["sub"] = cast.subscribe("abc/**", estate="abc", into=into, ack=mode[0] if mode else "turn")
             reply("subscribed", start)
+        elif command == "cpu":
+            reply("cpu", time.process_time())
         elif command == "timing":
             state["timing"], state["lat"][:] = args[0], []
             reply("ok")
@@ -231,22 +234,36 @@ def road_run(replay: int, live: int, rate: float, seconds: float, repeats: int =
             if progress["got"] != replay:
                 raise RuntimeError(f"replay: {progress['got']:,} of {replay:,} arrived")
             out["replay"] = max(out.get("replay", 0.0), replay / (progress["last"] - start))
-        abc.send("publish", live, 0.0, "published")
-        sent = abc.expect("published", 60 + live / 2_000)
-        progress = _wait_for(xyz, replay + live, 60)
-        if progress["got"] != replay + live:
-            raise RuntimeError(f"live: {progress['got'] - replay:,} of {live:,} arrived")
-        out["live"] = live / (progress["last"] - sent["start"])
-        xyz.ask("ok", "timing", True)
+        # The live stream and the paced latency, with acknowledged processing (ack="turn", the
+        # default) and then at most once (ack="none", the path it replaced), in the same run.
+        held = replay
         paced = int(rate * seconds)
-        abc.send("publish", paced, rate, "paced")
-        abc.expect("paced", seconds + 60)
-        progress = _wait_for(xyz, replay + live + paced, 60)
-        lat = sorted(xyz.ask("latency", "latency"))
-        if len(lat) != paced:
-            raise RuntimeError(f"paced: {len(lat):,} of {paced:,} arrived")
-        out["p50"] = statistics.median(lat) * 1e6
-        out["p99"] = lat[int(len(lat) * 0.99) - 1] * 1e6
+        for mode in ("turn", "none"):
+            suffix = "" if mode == "turn" else "_none"
+            if mode == "none":  # a new subscription from cursor 0: everything cached comes first
+                xyz.ask("subscribed", "subscribe", False, "inbox_none", "none")
+                if _wait_for(xyz, held, 60 + held / 2_000)["got"] != held:
+                    raise RuntimeError("the at-most-once subscription did not catch up")
+                xyz.ask("ok", "timing", False)
+            cpu = xyz.ask("cpu", "cpu")
+            abc.send("publish", live, 0.0, "published")
+            sent = abc.expect("published", 60 + live / 2_000)
+            progress = _wait_for(xyz, held + live, 60)
+            if progress["got"] != held + live:
+                raise RuntimeError(f"live ({mode}): {progress['got'] - held:,} of {live:,} arrived")
+            out["live" + suffix] = live / (progress["last"] - sent["start"])
+            out["cpu_us" + suffix] = (xyz.ask("cpu", "cpu") - cpu) / live * 1e6
+            held += live
+            xyz.ask("ok", "timing", True)
+            abc.send("publish", paced, rate, "paced")
+            abc.expect("paced", seconds + 60)
+            progress = _wait_for(xyz, held + paced, 60)
+            lat = sorted(xyz.ask("latency", "latency"))
+            if len(lat) != paced:
+                raise RuntimeError(f"paced ({mode}): {len(lat):,} of {paced:,} arrived")
+            out["p50" + suffix] = statistics.median(lat) * 1e6
+            out["p99" + suffix] = lat[int(len(lat) * 0.99) - 1] * 1e6
+            held += paced
         out["offered"] = paced / seconds
     except Exception as error:  # noqa: BLE001 - a failed run is a figure of n/a, not a crash
         out["note"] = f"{type(error).__name__}: {str(error).splitlines()[0]}"
@@ -341,9 +358,21 @@ def add_figures(figures: Figures, run: dict[str, Any], replay: int, live: int, t
     figures.add("cast_replay_100B", ours, "msgs/s", ratios=ratios, extra={"cache_read": run.get("read")},
                 note=note or f"{replay:,} cached messages to a returning subscriber over a loopback road; in-process cache read {run['read']:,.0f} msgs/s"
                 + ("" if theirs else f"; peer n/a: {why}"))
-    figures.add("cast_live_100B", run.get("live"), "msgs/s", note=note or f"{live:,} published while subscribed, publish to arrival")
+    def vs_none(key: str) -> dict[str, float]:
+        ours, theirs = run.get(key), run.get(key + "_none")
+        return {"x ack none": ours / theirs} if ours and theirs else {}
+
+    figures.add("cast_live_100B", run.get("live"), "msgs/s", ratios=vs_none("live"),
+                note=note or f"{live:,} published while subscribed, publish to arrival, acknowledged when the flow's turn ends")
+    figures.add("cast_live_cpu_us", run.get("cpu_us"), "us", ratios=vs_none("cpu_us"),
+                note=note or "the subscribing process's CPU per live message, acknowledged processing")
     for name, key in (("cast_live_p50_us", "p50"), ("cast_live_p99_us", "p99")):
-        figures.add(name, run.get(key), "us", note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered")
+        figures.add(name, run.get(key), "us", ratios=vs_none(key),
+                    note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered")
+    figures.add("cast_live_none_100B", run.get("live_none"), "msgs/s", note=note or "the same with ack=none (at most once across a crash)")
+    figures.add("cast_live_none_cpu_us", run.get("cpu_us_none"), "us", note=note or "CPU per live message, ack=none")
+    for name, key in (("cast_live_none_p50_us", "p50_none"), ("cast_live_none_p99_us", "p99_none")):
+        figures.add(name, run.get(key), "us", note=note or "publish to arrival, ack=none")
     figures.add("cast_bytes_per_subscription", run["per_subscription"], "B", note="publisher memory per active subscription (tracemalloc)")
 
 

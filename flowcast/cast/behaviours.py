@@ -180,8 +180,8 @@ class CastSubscribe:
             raise ValueError("cast subscribe: k without mod; give 'mod M k K'")
         if lease < 0:
             raise ValueError(f"cast subscribe: lease must be positive seconds, not {lease!r}")
-        if ack not in ("turn", "explicit"):
-            raise ValueError(f"cast subscribe: ack is 'turn' or 'explicit', not {ack!r}")
+        if ack not in ("turn", "explicit", "none"):
+            raise ValueError(f"cast subscribe: ack is 'turn', 'explicit' or 'none', not {ack!r}")
         self.ack = ack
         self.io = io
         self.pattern = pattern

@@ -115,11 +115,18 @@ class Inbox:
     def owed_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM owed").fetchone()[0])
 
+    def _acknowledge(self, acks: Iterable[tuple[bytes, int]], ranges: dict[bytes, int] | None) -> None:
+        self.db.executemany("DELETE FROM owed WHERE sid=? AND seq=?", acks)
+        if ranges:
+            self.db.executemany("DELETE FROM owed WHERE sid=? AND seq<=?", list(ranges.items()))
+
     def settle(self, acks: Iterable[tuple[bytes, int]], rows: list[tuple[str, bytes, bytes | None]] = (),
-               publishes: list[tuple[bytes, str, str, str, bytes]] = (), published: list[bytes] = ()) -> None:
+               publishes: list[tuple[bytes, str, str, str, bytes]] = (), published: list[bytes] = (),
+               ranges: dict[bytes, int] | None = None) -> None:
         """One turn's end in one transaction: the ``(sid, seq)`` the flow is done with are no longer owed,
         the durable tables' ``(table, key, value)`` changes (None deletes) are written, the turn's
         ``publishes`` go into the outbox and the ``published`` ids (the cache has them) leave it.
+        ``ranges``: sid -> every seq up to it, acknowledged in one statement.
 
         Acknowledgements alone commit without an fsync (the module's note);
         table changes and publishes with one, since the flow may act on them outside.
@@ -131,7 +138,7 @@ class Inbox:
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.executemany("DELETE FROM owed WHERE sid=? AND seq=?", acks)
+                self._acknowledge(acks, ranges)
                 db.executemany("DELETE FROM tables WHERE name=? AND key=?", [(n, k) for n, k, v in rows if v is None])
                 db.executemany("INSERT OR REPLACE INTO tables VALUES(?, ?, ?)", [row for row in rows if row[2] is not None])
                 db.executemany("INSERT OR IGNORE INTO outbox(id, name, publisher, recipients, data, made) VALUES(?, ?, ?, ?, ?,"

@@ -58,7 +58,7 @@ class CastService:
         if self.subscriber is not None:
             from flowcast.cast.behaviours import word  # the one-word reason, however a refusal came
 
-            self.subscriber.outbox = Outbox(self._publish_now, router.scheduler.clock.now, word)
+            self.subscriber.settler.outbox = Outbox(self._publish_now, router.scheduler.clock.now, word)
         if self.publisher is None:
             router.store.share(_PUB_SHARE)
             errors = router.store.queue(_PUB_SHARE + ".error", 1000)
@@ -69,8 +69,8 @@ class CastService:
         """Put this service in ``house.cast`` and close it with the house."""
         house.cast = self
         house.on_close(self.close)
-        if self.subscriber is not None and self.subscriber.outbox is not None:  # a turn's publishes a crash interrupted
-            self.subscriber.outbox.resume(self.subscriber.inbox.outbox())
+        if self.subscriber is not None and self.subscriber.settler.outbox is not None:  # a turn's publishes a crash interrupted
+            self.subscriber.settler.outbox.resume(self.subscriber.inbox.outbox())
         return self
 
     def publish(self, name: str, data: Any, *, id: bytes | None = None, publisher: str = "",
@@ -92,14 +92,14 @@ class CastService:
         return self._publish_now(name, data, id, publisher, recipients)
 
     def _stage(self, name: str, data: Any, id: bytes, publisher: str, recipients: Sequence[str] | None) -> Any:
-        if self.subscriber is None or self.subscriber.outbox is None:
+        if self.subscriber is None or self.subscriber.settler.outbox is None:
             raise ValueError("publish(turn=True) needs this house's CAST inbox: the outbox lives in it")
         message: dict[str, Any] = {"id": id, "name": name, "publisher": publisher, "data": data}
         if recipients is not None:
             message["recipients"] = recipients if isinstance(recipients, str) else list(recipients)
         read_pub(message, self.router.estate)  # refused now, not after the commit
         text = recipients if isinstance(recipients, str) else " ".join(recipients or ())
-        return self.subscriber.outbox.stage((id, name, publisher, text, bytes(data)))
+        return self.subscriber.settler.outbox.stage((id, name, publisher, text, bytes(data)))
 
     def _publish_now(self, name: str, data: Any, id: bytes, publisher: str, recipients: Sequence[str] | None) -> Any:
         if self.publisher is not None:

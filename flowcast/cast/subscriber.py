@@ -25,7 +25,7 @@ from collections import Counter, deque
 from typing import Any
 
 from flowcast.cast.inbox import Inbox, Owed
-from flowcast.cast.outbox import Outbox
+from flowcast.cast.settle import Settler
 from flowcast.cast.table import Table
 from flowcast.cast.wire import BATCH, Batch, CURSOR, GAP, SUB, SUBOK, UNSUB, check_pattern, estate_of, read_batch, read_gap, read_subok
 from flowcast.routing import Landing, Route, envelope
@@ -38,8 +38,9 @@ __all__ = ["ACKS", "Subscriber", "Subscription", "TRANSIENT", "HOOKS"]
 #: Error kinds a subscription outlives: the network's, not the publisher's word.
 TRANSIENT = frozenset({"undelivered", "backlog_full", "no_remote", "closed", "no_road", "too_large"})
 _MARGIN = 600.0  # ids outlive retention by this, as the cache's dedupe does
-#: How a subscription's messages are acknowledged: when the turn that took them ends, or by ``ack``.
-ACKS = ("turn", "explicit")
+#: How a subscription's messages are acknowledged: when the turn that took them ends, or by ``ack``;
+#: ``none``: at most once across a crash of this house (the inbox keeps no copy: what sat in the queue is gone).
+ACKS = ("turn", "explicit", "none")
 #: Messages an explicitly acknowledged subscription may have taken and not acknowledged; past it, delivery waits.
 MAX_OWED = 10_000
 log = logging.getLogger("flowcast.cast")
@@ -80,6 +81,7 @@ class Subscription:
         #: owed from before a restart, not yet pushed again (the queue was full): these go before anything new
         self.replay: deque[Owed] = deque()
         self.redelivered = 0
+        self.keeps = True  # owed messages kept in the inbox until acknowledged (False: ack="none")
 
     def ack(self, item: Any) -> bool:
         """The flow is done with ``item`` (a delivery of this subscription): needed with ``ack="explicit"``."""
@@ -120,10 +122,10 @@ class Subscriber:
         self._forget_at = self.clock() + 3600.0
         #: sid -> Handoff, for the life of this object: a subscription closed and made again keeps what it owes
         self.handoffs: dict[bytes, Handoff] = {}
-        self.tables: dict[str, Table] = {}
-        self._unsettled: tuple[list[tuple[bytes, int]], list[tuple[str, bytes, bytes | None]]] = ([], [])
-        #: the turn's publishes (set by the service, which knows how to publish): None until then
-        self.outbox: Outbox | None = None
+        #: sid -> lowest seq loaded to hand over again and not yet pushed (no range acknowledgement below it)
+        self._replaying: dict[bytes, int] = {}
+        #: the turn's end: acknowledgements, durable tables, the outbox (``settler.outbox``, set by the service)
+        self.settler = Settler(self.inbox, self.handoffs, self._replaying.__contains__, self.counts)
         router.store.on_turn_end(self._settle)
 
     # -- the API ------------------------------------------------------------------------
@@ -151,9 +153,13 @@ class Subscriber:
             handoff = self.handoffs[sid] = Handoff(queue, explicit=ack == "explicit")
         handoff.explicit = ack == "explicit"
         sub = Subscription(self, sid, estate, pattern, split, into, lease, cursor, Route("cast", yard, estate, channel), handoff)
+        sub.keeps = ack != "none"
         store.share(sub.share)
         if found is not None:  # owed and not in the queue now: a restart's, or a closed subscription's not yet pushed
+            self.settler.commit()  # acknowledgements still pending are not owed any more
             sub.replay.extend(row for row in self.inbox.owed(sid) if not handoff.owes(row[1]))
+            if sub.replay:
+                self._replaying[sid] = sub.replay[0][1]
             self._replay(sub)
         if sid not in self._watched:  # once per share: a resumed subscription is found by its sid
             self._watched.add(sid)
@@ -169,7 +175,8 @@ class Subscriber:
         self.router.send(sub.at, {"sid": sub.sid}, src=sub.share, tag=UNSUB)
 
     def close(self) -> None:
-        self._settle()  # the last turn's acknowledgements
+        self._settle()
+        self.settler.commit()  # the last turns' acknowledgements
         self.router.store.off_turn_end(self._settle)
         for sub in list(self.subs.values()):
             self.close_subscription(sub)
@@ -196,39 +203,11 @@ class Subscriber:
 
     def table(self, name: str) -> Table:
         """The durable table ``name``: its changes commit with the acknowledgements of the turn that made them."""
-        table = self.tables.get(name)
-        if table is None:
-            table = self.tables[name] = Table(name, self.inbox)
-        return table
+        return self.settler.table(name)
 
     def _settle(self) -> None:
-        """A turn ended: what the flow took (or acked) is no longer owed, and the tables' changes are
-        written, in one commit.  A commit that fails is tried again at the next turn's end, with its
-        changes still readable: nothing is acknowledged without its effects, or the reverse."""
-        acks, rows = self._unsettled
-        for sid, handoff in self.handoffs.items():
-            if len(handoff):
-                acks.extend((sid, seq) for seq in handoff.settled())
-        for table in self.tables.values():
-            rows.extend(table.staged())
-        outbox = self.outbox
-        publishes = outbox.staged_rows() if outbox is not None else []
-        published = outbox.finished() if outbox is not None and len(outbox) else []
-        if acks or rows or publishes or published:
-            try:
-                self.inbox.settle(acks, rows, publishes, published)
-            except Exception:  # noqa: BLE001 - still owed on disk: tried again next turn, redelivered after a restart
-                log.warning("CAST inbox %s: %d acknowledgements and %d table changes not recorded; trying again next turn",
-                            self.inbox.path, len(acks), len(rows), exc_info=True)
-                self.counts["settle_failed"] += 1
-                for name, key, value in rows:  # still what the flow reads, and staged for the next try
-                    self.table(name).restage(key, value)
-                self._unsettled = (acks, [])
-                return
-            self.counts["acked"] += len(acks)
-            self._unsettled = ([], [])
-            if publishes:
-                outbox.committed()  # type: ignore[union-attr]
+        """A turn ended (flowcast.cast.settle); then what waited to be handed over again, as room allows."""
+        self.settler.turn_end()
         for sub in self.subs.values():
             if sub.replay:
                 self._replay(sub)
@@ -249,6 +228,8 @@ class Subscriber:
             handoff.push(item, seq, estimate(data) if data is not None and handoff.queue.budget else 0)
             sub.redelivered += 1
             self.counts["redelivered"] += 1
+        if not sub.replay:
+            self._replaying.pop(sub.sid, None)
         sub.blocked = bool(sub.replay) or sub.blocked
 
     # -- sending ------------------------------------------------------------------------
@@ -345,7 +326,10 @@ class Subscriber:
                     self.hooks.gap(sub, item["data"]["from"], item["data"]["upto"])
                 sub.handoff.push(item, item["seq"], force=True)  # past the bound: a gap notice is never the one dropped
                 continue
-            sub.handoff.push(item, item["seq"], size)  # room was checked: this fits
+            if sub.keeps:
+                sub.handoff.push(item, item["seq"], size)  # room was checked: this fits
+            else:
+                queue.push(item, size)
             sub.delivered += 1
             self.counts["delivered"] += 1
             if self.hooks.delivered is not None:
@@ -377,6 +361,7 @@ class Subscriber:
     def _on_tick(self) -> None:
         if self._closed:
             return
+        self.settler.commit()  # a commit that failed at a turn's end, tried again
         now = self.clock()
         for sub in list(self.subs.values()):
             if sub.replay:
@@ -483,7 +468,8 @@ class _Plan:
             self.rows.append((sub.sid, id, self._until))
             item = envelope(src, dst, "cast", stamp, data)
             item.update(name=name, id=id, publisher=publisher, seq=seq, sid=sub.sid, redelivered=False)
-            self.owed.append((sub.sid, seq, "cast", id, name, publisher, stamp, data, None))
+            if sub.keeps:
+                self.owed.append((sub.sid, seq, "cast", id, name, publisher, stamp, data, None))
             self.pushes.append((sub, queue, item, size))
         self.cursors[sub.sid] = cursor
         self.touched[sub] = None

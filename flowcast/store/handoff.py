@@ -79,6 +79,10 @@ class Handoff:
         self._keys[key] = item
         return True
 
+    def oldest(self) -> Any:
+        """The key pushed first of those still owed (None when nothing is)."""
+        return self._owed[0][1] if self._owed else None
+
     def owes(self, key: Hashable) -> bool:
         return key in self._keys
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = ["cast_publish_100B", "cast_replay_100B", "cast_live_100B", "cast_live_p50_us", "cast_live_p99_us",
+NAMES = ["cast_publish_100B", "cast_replay_100B", "cast_live_100B", "cast_live_cpu_us", "cast_live_p50_us", "cast_live_p99_us",
+         "cast_live_none_100B", "cast_live_none_cpu_us", "cast_live_none_p50_us", "cast_live_none_p99_us",
          "cast_bytes_per_subscription", "cast_replay_cache_100B", "cast_bytes_per_message",
          "peer.jetstream_publish_100B", "peer.jetstream_replay_100B", "peer.jetstream_bytes_per_message"]
 
@@ -33,6 +34,9 @@ def test_cast_bench_quick_json():
     assert 100 < figures["cast_bytes_per_message"]["value"] < 2000  # 100 B of data plus what a row costs
     assert 100 < figures["cast_bytes_per_subscription"]["value"] < 100_000
     assert figures["cast_live_p50_us"]["value"] <= figures["cast_live_p99_us"]["value"]
+    # acknowledged processing against the at-most-once path, same run: the ratio is stated
+    cpu = figures["cast_live_cpu_us"]
+    assert cpu["ratios"]["x ack none"] == pytest.approx(cpu["value"] / figures["cast_live_none_cpu_us"]["value"])
     # The replay figure is the road's (the definition), against the in-process read of the same count.
     replay = figures["cast_replay_100B"]
     assert "over a loopback road" in replay["note"] and replay["cache_read"] > 0

@@ -4,7 +4,7 @@ applies every message exactly once, and what it publishes in the same turn is pu
 abc's manor publishes a numbered stream (``cast publish`` fed by
 ``handoffplay.feed``); xyz's manor subscribes and applies each message
 into the durable table ``applied`` (tests/cast/handoffplay.py).  The test
-kills xyz -- supervisor and house, ``SIGKILL`` to the process group --
+kills xyz -- ``SIGKILL`` to its house, then to its supervisor --
 at a random instant once it is applying, starts it again, 30 times, then
 lets it catch up.  Before the hand-off was durable, what the inbox had
 committed and the flow had not taken yet was lost at each kill (the
@@ -13,15 +13,13 @@ cursor was past it), so ``applied`` never reached the count.
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import signal
 import sqlite3
 import time
 from pathlib import Path
 
-from tests.house.estates import free_udp_port, start_estate, stop_estate, wait_for
+from tests.house.estates import free_udp_port, house_pids, kill_estate, start_estate, stop_estate, wait_for
 
 PLAY = Path(__file__).resolve().parent / "handoffplay.py"
 KILLS = 30
@@ -97,16 +95,7 @@ def _applied(inbox: Path, table: str = "applied", totals_table: str = "totals") 
 
 
 def _running(tmp_path: Path) -> bool:
-    try:
-        houses = json.loads((tmp_path / "run" / "xyz" / "supervisor.json").read_text())["houses"]
-    except (FileNotFoundError, json.JSONDecodeError, KeyError):
-        return False
-    return bool(houses) and all(h.get("pid") for h in houses)
-
-
-def _kill(process) -> None:
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait(10)
+    return bool(house_pids(tmp_path / "run" / "xyz"))
 
 
 def _kill_at_random(tmp_path: Path, kills: int, apply: str, table: str, totals_table: str):
@@ -123,7 +112,8 @@ def _kill_at_random(tmp_path: Path, kills: int, apply: str, table: str, totals_t
             before = progress()
             wait_for(lambda: progress() > before, 30, what=f"xyz applying again before kill {kill}")
             time.sleep(rng.uniform(0.0, 0.3))  # the random instant, not a synchronisation
-            _kill(xyz)
+            wait_for(lambda: _running(tmp_path), 30, what="xyz's house pid")
+            kill_estate(xyz, tmp_path / "run" / "xyz")  # the house by SIGKILL, not by its supervisor's death
             (tmp_path / "run" / "xyz" / "supervisor.json").unlink(missing_ok=True)  # the dead one's
             xyz = start_estate(xyz_layout)
         (tmp_path / "stop").touch()
@@ -133,9 +123,9 @@ def _kill_at_random(tmp_path: Path, kills: int, apply: str, table: str, totals_t
         code, out = stop_estate(xyz)
         assert code == 0, out
     finally:
-        for process in (xyz, abc):
+        for process, name in ((xyz, "xyz"), (abc, "abc")):
             if process.poll() is None:
-                _kill(process)
+                kill_estate(process, tmp_path / "run" / name)
     return count, _applied(inbox, table, totals_table)
 
 

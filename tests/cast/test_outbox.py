@@ -39,7 +39,7 @@ class Cache:
 def _house(tmp_path, cache: Cache):
     cast = Cast(tmp_path)
     svc = cast.service()
-    svc.subscriber.outbox = Outbox(cache.send, cast.world.scheduler.clock.now, word)
+    svc.subscriber.settler.outbox = Outbox(cache.send, cast.world.scheduler.clock.now, word)
     return cast, svc, cast.estates["xyz"].store("bob")
 
 
@@ -81,7 +81,7 @@ def test_what_the_outbox_held_at_a_crash_is_sent_again_under_its_id(tmp_path):
     cast2 = Cast(tmp_path, cache=cast.cache)
     svc2 = cast2.service()
     outbox = Outbox(again.send, cast2.world.scheduler.clock.now, word)
-    svc2.subscriber.outbox = outbox
+    svc2.subscriber.settler.outbox = outbox
     outbox.resume(svc2.subscriber.inbox.outbox())
     assert again.sent == [(ticket.id, "xyz/confirms/1")]
 

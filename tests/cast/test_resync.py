@@ -76,11 +76,11 @@ def test_an_inbox_that_cannot_commit_pushes_nothing_and_the_messages_come_again(
     real = subscriber.inbox.commit_many
     failures = []
 
-    def full_disk(cursors, rows, owed=()):
+    def full_disk(cursors, rows, *more):
         if len(failures) < 3:
             failures.append(len(rows))
             raise sqlite3.OperationalError("database or disk is full")
-        return real(cursors, rows, owed)
+        return real(cursors, rows, *more)
 
     subscriber.inbox.commit_many = full_disk
     cast.publish_many(25)

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = ["cast_replay_100B", "cast_live_100B", "cast_live_p50_us", "cast_live_p99_us", "cast_bytes_per_subscription", "peer.jetstream_replay_100B"]
+NAMES = ["cast_replay_100B", "cast_live_100B", "cast_live_cpu_us", "cast_live_p50_us", "cast_live_p99_us",
+         "cast_live_none_100B", "cast_live_none_cpu_us", "cast_live_none_p50_us", "cast_live_none_p99_us",
+         "cast_bytes_per_subscription", "peer.jetstream_replay_100B"]
 
 
 def test_cast_road_bench_quick_json():

@@ -34,7 +34,7 @@ from pathlib import Path
 from flowcast.cast import Cache
 from flowcast.causal.keys import create_signer
 from flowcast.causal.message import decode
-from tests.house.estates import free_udp_port, lines, start_estate, wait_for
+from tests.house.estates import kill_estate, free_udp_port, lines, start_estate, wait_for
 
 FLOW = Path(__file__).with_name("kill9_flow.py")
 
@@ -114,25 +114,9 @@ def _done(tmp: Path) -> bool:
 
 
 def _kill(process: subprocess.Popen, layout: Path | None = None) -> str:
-    """SIGKILL the estate's houses and then its supervisor; its output.
-
-    The houses first: a house whose supervisor dies is sent SIGTERM
-    (PR_SET_PDEATHSIG) and stops cleanly, which is not what is tested here.
-    """
-    if layout is not None:
-        try:
-            houses = json.loads((layout.parent / "run" / layout.stem / "supervisor.json").read_text())["houses"]
-        except (FileNotFoundError, json.JSONDecodeError, KeyError):
-            houses = []
-        for house in houses:
-            if house.get("pid"):
-                try:
-                    os.kill(house["pid"], signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-    os.killpg(process.pid, signal.SIGKILL)
-    out, _ = process.communicate(timeout=10)
-    return out.decode(errors="replace")
+    """SIGKILL the estate's houses and then its supervisor (tests.house.estates.kill_estate); its output."""
+    run = layout.parent / "run" / layout.stem if layout is not None else Path("/nonexistent")
+    return kill_estate(process, run)
 
 
 def _end(process: subprocess.Popen) -> str:

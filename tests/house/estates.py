@@ -50,6 +50,32 @@ def stop_estate(process: subprocess.Popen, timeout: float = 15.0) -> tuple[int, 
     return process.returncode, out.decode(errors="replace")
 
 
+def house_pids(run: Path) -> list[int]:
+    """The pids of the estate's houses, as its supervisor last wrote them (``RUN/supervisor.json``)."""
+    try:
+        houses = json.loads((run / "supervisor.json").read_text())["houses"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return []
+    return [house["pid"] for house in houses if house.get("pid")]
+
+
+def kill_estate(process: subprocess.Popen, run: Path) -> str:
+    """SIGKILL the estate's houses, then its supervisor; its output.
+
+    The houses first: a house whose supervisor dies is sent SIGTERM
+    (PR_SET_PDEATHSIG) and stops cleanly, so killing the supervisor's
+    process group alone tests a clean stop, not a kill -9.
+    """
+    for pid in house_pids(run):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    os.killpg(process.pid, signal.SIGKILL)
+    out, _ = process.communicate(timeout=10)
+    return out.decode(errors="replace")
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, every: float = 0.05, what: str = "condition") -> Any:
     """Poll ``predicate`` until it returns something true; AssertionError after ``timeout``."""
     end = time.monotonic() + timeout
