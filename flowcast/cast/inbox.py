@@ -92,12 +92,14 @@ class Inbox:
             raise
 
     def commit_many(self, cursors: dict[bytes, int], rows: Iterable[tuple[bytes, bytes, float]],
-                    owed: Iterable[Owed] = ()) -> None:
+                    owed: Iterable[Owed] = (), acks: Iterable[tuple[bytes, int]] = (), ranges: dict[bytes, int] | None = None) -> None:
         """Several subscriptions' cursors, ``(sid, id, until)`` rows and the messages now owed to the flow
-        in one transaction: one fsync per turn."""
+        in one transaction: one fsync per turn.  ``acks`` and ``ranges`` (sid -> every seq up to it):
+        acknowledgements riding with it (flowcast.cast.settle)."""
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
+            self._acknowledge(acks, ranges)
             db.executemany("INSERT OR IGNORE INTO seen VALUES(?, ?, ?)", rows)
             db.executemany("INSERT OR REPLACE INTO owed VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)", owed)
             db.executemany("UPDATE subs SET cursor=? WHERE sid=?", [(cursor, sid) for sid, cursor in cursors.items()])

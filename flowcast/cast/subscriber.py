@@ -125,7 +125,8 @@ class Subscriber:
         #: sid -> lowest seq loaded to hand over again and not yet pushed (no range acknowledgement below it)
         self._replaying: dict[bytes, int] = {}
         #: the turn's end: acknowledgements, durable tables, the outbox (``settler.outbox``, set by the service)
-        self.settler = Settler(self.inbox, self.handoffs, self._replaying.__contains__, self.counts)
+        self.settler = Settler(self.inbox, self.handoffs, self._replaying.__contains__, self.counts, self._acks_soon)
+        self._acking: Any = None
         router.store.on_turn_end(self._settle)
 
     # -- the API ------------------------------------------------------------------------
@@ -157,7 +158,8 @@ class Subscriber:
         store.share(sub.share)
         if found is not None:  # owed and not in the queue now: a restart's, or a closed subscription's not yet pushed
             self.settler.commit()  # acknowledgements still pending are not owed any more
-            sub.replay.extend(row for row in self.inbox.owed(sid) if not handoff.owes(row[1]))
+            in_queue = handoff.keys()
+            sub.replay.extend(row for row in self.inbox.owed(sid) if row[1] not in in_queue)
             if sub.replay:
                 self._replaying[sid] = sub.replay[0][1]
             self._replay(sub)
@@ -190,6 +192,8 @@ class Subscriber:
         self._tick.cancel()
         if self._flushing is not None:
             self._flushing.cancel()
+        if self._acking is not None:
+            self._acking.cancel()
         self.inbox.close()
 
     def ack(self, item: Any) -> bool:
@@ -204,6 +208,16 @@ class Subscriber:
     def table(self, name: str) -> Table:
         """The durable table ``name``: its changes commit with the acknowledgements of the turn that made them."""
         return self.settler.table(name)
+
+    def _acks_soon(self) -> None:
+        if self._acking is None and not self._closed:
+            self._acking = self.scheduler.call_later(0.0, self._acks_due)
+
+    def _acks_due(self) -> None:
+        """This pass's acknowledgements: with the arrivals' commit if one is due now, else alone."""
+        self._acking = None
+        if self._flushing is None:
+            self.settler.commit()
 
     def _settle(self) -> None:
         """A turn ended (flowcast.cast.settle); then what waited to be handed over again, as room allows."""
@@ -308,9 +322,11 @@ class Subscriber:
         for sub, src, what in arrived:
             if self.subs.get(sub.sid) is sub:
                 plan.add(sub, src, what)
+        acks, ranges = self.settler.take_acks()  # acknowledgements of the turns just ended ride with it
         try:
-            self.inbox.commit_many(plan.cursors, plan.rows, plan.owed)
+            self.inbox.commit_many(plan.cursors, plan.rows, plan.owed, acks, ranges)
         except Exception:  # noqa: BLE001 - nothing was pushed: asked for again (at most once a period)
+            self.settler.put_back(acks, ranges)
             log.warning("CAST inbox %s: commit failed, %d batches will be sent again", self.inbox.path, len(arrived), exc_info=True)
             self.counts["inbox_failed"] += 1
             for sub in dict.fromkeys(sub for sub, _src, _what in arrived):

@@ -174,7 +174,8 @@ class Broker:
         retention expired while owed cannot be handed over again, and is
         reported abandoned (``expired_while_owed``) instead of vanishing.
         """
-        rows = [row for row in self.ledger.owed(sub.name) if not sub.handoff.owes(row[0].hex())]
+        in_queue = sub.handoff.keys()
+        rows = [row for row in self.ledger.owed(sub.name) if row[0].hex() not in in_queue]
         gone: list[tuple[str, bytes]] = []
         for start in range(0, len(rows), 500):
             chunk = rows[start:start + 500]

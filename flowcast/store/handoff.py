@@ -44,14 +44,28 @@ class Handoff:
     what it returns; until then those keys stay owed on its disk.
     """
 
-    __slots__ = ("queue", "explicit", "_owed", "_acked", "_keys")
+    __slots__ = ("queue", "_explicit", "_owed", "_acked", "_keys")
 
     def __init__(self, queue: QueueShare, *, explicit: bool = False) -> None:
         self.queue = queue
-        self.explicit = explicit
         self._owed: deque[tuple[Any, Hashable]] = deque()  # (item, key), push order
         self._acked: set[Hashable] = set()  # explicit acks not yet settled
-        self._keys: dict[Hashable, Any] = {}  # key -> item, for ack by key
+        self._keys: set[Hashable] = set()  # keys owed, for ack by key: explicit mode only (a set insert per push costs)
+        self._explicit = explicit
+
+    @property
+    def explicit(self) -> bool:
+        return self._explicit
+
+    @explicit.setter
+    def explicit(self, explicit: bool) -> None:
+        """A subscription made again may change its mode: what is owed stays owed either way."""
+        self._explicit = explicit
+        self._keys = self.keys() if explicit else set()
+
+    def keys(self) -> set[Hashable]:
+        """The keys owed now."""
+        return {key for _item, key in self._owed}
 
     def __len__(self) -> int:
         """Items owed: pushed, not yet settled."""
@@ -76,7 +90,8 @@ class Handoff:
         elif not queue.push(item, size):
             return False
         self._owed.append((item, key))
-        self._keys[key] = item
+        if self._explicit:
+            self._keys.add(key)
         return True
 
     def oldest(self) -> Any:
@@ -84,7 +99,7 @@ class Handoff:
         return self._owed[0][1] if self._owed else None
 
     def owes(self, key: Hashable) -> bool:
-        return key in self._keys
+        return key in self._keys if self._explicit else key in self.keys()
 
     def ack(self, key: Hashable) -> bool:
         """The consumer is done with ``key`` (explicit mode; harmless otherwise). False if not owed here."""
@@ -122,8 +137,8 @@ class Handoff:
                 if not done:
                     return []
                 self._owed = deque(pair for pair in owed if id(pair[0]) in present)
-        for key in done:
-            self._keys.pop(key, None)
+        if self._explicit:
+            self._keys.difference_update(done)
         return done
 
     def forget(self) -> list[Hashable]:

@@ -57,6 +57,11 @@ class Cast:
     def queue(self, estate: str = "xyz", yard: str = "bob", name: str = "inbox"):
         return self.estates[estate].store(yard).queue(name)
 
+    def turn(self, estate: str = "xyz", yard: str = "bob") -> None:
+        """A turn of that house's flow ends, and the house runs on to the commit of its acknowledgements."""
+        self.estates[estate].store(yard).end_turn()
+        self.world.run_for(0.001)
+
     def run_until(self, predicate, limit: float = 60.0) -> bool:
         return self.world.run_until(predicate, limit)
 

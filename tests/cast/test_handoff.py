@@ -25,7 +25,7 @@ def test_an_explicit_subscription_redelivers_what_was_taken_but_not_acked(tmp_pa
     taken = [first.queue().queue.popleft() for _ in range(10)]
     for item in taken[:4]:
         assert svc.ack(item)
-    _bob(first).end_turn()
+    first.turn()
     assert svc.subscriber.inbox.owed_count() == 6  # taken is not enough in explicit mode
     again = Cast(tmp_path, cache=first.cache)
     again.service().subscribe("abc/messages/**", estate="abc", into="inbox", ack="explicit")
@@ -53,11 +53,11 @@ def test_a_table_write_and_the_acknowledgement_commit_together_or_not_at_all(tmp
     stock = svc.table("stock")
     item = cast.queue().queue.popleft()
     stock["apples"] = 7
-    _bob(cast).end_turn()
+    cast.turn()
     assert inbox.owed_count() == 3 and inbox.table_get("stock", b"\xa6apples") is None  # neither
     assert stock["apples"] == 7  # still what the flow reads
     failing[0] = False
-    _bob(cast).end_turn()  # the next turn's end tries again: both
+    cast.turn()  # the next turn's end tries again: both
     assert inbox.owed_count() == 2 and stock["apples"] == 7
     assert inbox.table_get("stock", b"\xa6apples") == b"\x07"
     assert item["data"] == b"m000000"
@@ -68,12 +68,12 @@ def test_a_table_survives_a_restart_and_refuses_what_msgpack_cannot_pack(tmp_pat
     table = first.service().table("totals")
     table["n"] = 41
     table[b"raw"] = [1, 2]
-    _bob(first).end_turn()
+    first.turn()
     again = Cast(tmp_path, cache=first.cache)
     totals = again.service().table("totals")
     assert totals["n"] == 41 and dict(totals.items()) == {"n": 41, b"raw": [1, 2]}
     del totals["n"]
-    _bob(again).end_turn()
+    again.turn()
     assert "n" not in totals and len(totals) == 1
     with pytest.raises(TypeError, match="msgpack"):
         totals["x"] = object()
@@ -86,7 +86,7 @@ def test_a_gap_notice_not_taken_before_a_crash_is_handed_over_again(tmp_path):
     first.publish_many(2)
     assert first.run_until(lambda: sub.cursor == 2, 10)
     first.queue().queue.clear()
-    _bob(first).end_turn()
+    first.turn()
     sub.close()
     first.publish_many(4, prefix="abc/messages/missed")
     first.world.run_for(1.1 * HOUR)  # expired while the subscription was closed
@@ -125,7 +125,7 @@ def test_acknowledgements_out_of_order_go_one_by_one_and_a_range_takes_only_what
                                                                      real(acks, rows, publishes, published, ranges))
     items = list(cast.queue().queue)
     svc.ack(items[3])  # the 4th acked while the 3rd is not: one by one, never a range over the 3rd
-    _bob(cast).end_turn()
+    cast.turn()
     assert inbox.owed_count() == 5
     inbox.settle(*([],) * 4, {items[0]["sid"]: 1})  # (a range is what an in-order reader's turn commits)
     assert inbox.owed_count() == 4

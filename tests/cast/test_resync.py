@@ -14,7 +14,7 @@ def test_a_subscriber_restarted_resumes_from_its_durable_cursor_and_delivers_not
     assert first.run_until(lambda: len(first.queue().queue) == 20, 10)
     taken = payloads(first.queue())
     first.queue().queue.clear()  # the flow took them, and its turn ended: acknowledged
-    first.estates["xyz"].store("bob").end_turn()
+    first.turn()
     sid = sub.sid
     # the cache takes more; they reach the queue, but the flow never takes them before the house is killed
     first.publish_many(15, prefix="abc/messages/away")
@@ -117,7 +117,7 @@ def test_both_houses_restarted_mid_stream_deliver_every_acknowledged_message_onc
     assert sub.cursor < 300  # batches still in flight when both houses stop: nothing closed, nothing flushed
     queue = first.queue().queue
     taken = [queue.popleft() for _ in range(len(queue) // 2)]  # the flow took half and its turn ended
-    first.estates["xyz"].store("bob").end_turn()
+    first.turn()
     again = Cast(tmp_path, cache=first.cache, config={"window": 20})
     resumed = again.service().subscribe("abc/messages/**", estate="abc", into="inbox")
     more = again.publish_many(20, prefix="abc/messages/after")
