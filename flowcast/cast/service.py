@@ -151,6 +151,28 @@ class CastService:
             out["subscriber"] = dict(self.subscriber.counts)
         return out
 
+    # -- a stop (flowcast.house.drain) ----------------------------------------------
+
+    def in_flight(self) -> int:
+        """Publishes not answered yet: waiting for the cache's house, or (in it) for the disk and the answer."""
+        waiting = len(self._tickets)
+        if self.publisher is not None:
+            waiting += self.publisher.cache.pending + len(self.publisher._done)
+        return waiting
+
+    def drain_report(self, reason: str) -> list[bytes]:
+        """The ids of the publishes still waiting for the cache's answer, each failed now with ``reason``.
+
+        For a house that stops: the answer could only come to a house that
+        is gone, so the ticket ends here, refused, and the caller reports the
+        ids (log, status) -- the cache may still have stored them, which a
+        resend by id (the cache's dedupe) settles.
+        """
+        ids = list(self._tickets)
+        for id in ids:
+            self._fail(id, reason)
+        return ids
+
     def close(self) -> None:
         if self.publisher is None:
             self.router.unhandle(PUBACK, self._on_puback)

@@ -361,6 +361,18 @@ class CausalService:
             "counts": dict(self.counts),
         }
 
+    def in_flight(self) -> int:
+        """Publishes made here that are not durable yet (a stop drains them: flowcast.house.drain)."""
+        return len(self._published)
+
+    def drain_report(self) -> list[bytes]:
+        """The hashes of the publishes made here that are still not known durable, for a stop to report.
+
+        The cache's close still writes what it has queued, so these may
+        survive; a stop says which ones it could not see stored.
+        """
+        return [digest for digest, ticket in self._published.items() if not ticket.done]
+
     def close(self) -> None:
         if self._closed:
             return

@@ -108,7 +108,9 @@ def cmd_run(argv: Sequence[str]) -> int:
 
         follow(house, recorder)  # segments flushed each tick; routed, CAST and causal events once the house has them
     try:
-        house.run(args.until, handle_signals=True)
+        from flowcast.house.layoutspec import DEFAULT_DRAIN
+
+        house.run(args.until, handle_signals=True, drain=DEFAULT_DRAIN)  # a stop drains what the flow's stacks carry
     finally:
         if recorder is not None:
             published = recorder.close()

@@ -103,6 +103,8 @@ class ChildSpec:
     cwd: Path | None = None
     stdin: bytes | None = field(default=None, repr=False)
     last_words: Path | None = None
+    stop_stage: int = 0
+    drain: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -111,6 +113,8 @@ class ChildSpec:
             raise ValueError(f"ChildSpec {self.name!r}: argv must not be empty")
         if self.stdin is not None and len(self.stdin) > _PIPE_MAX:
             raise ValueError(f"ChildSpec {self.name!r}: stdin is {len(self.stdin)} bytes, at most {_PIPE_MAX}")
+        if not self.drain >= 0:
+            raise ValueError(f"ChildSpec {self.name!r}: drain must be >= 0 seconds")
 
 
 @dataclass(frozen=True)

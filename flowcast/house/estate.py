@@ -149,7 +149,7 @@ def _rule(rule: Any) -> dict[str, str]:
     return out
 
 
-def _status_writer(house: HouseLike, path: Path, yard: str, manor: bool):  # type: ignore[no-untyped-def]
+def _status_writer(house: HouseLike, path: Path, yard: str, manor: bool, wall_started: float | None = None):  # type: ignore[no-untyped-def]
     """A micro-thread: the house's status (and message rates) into ``path`` each period.
 
     Rates are measured on the house's clock, like everything the house
@@ -157,46 +157,72 @@ def _status_writer(house: HouseLike, path: Path, yard: str, manor: bool):  # typ
     denial's ``at``) are wall time, converted here and nowhere sooner.
     """
     clock = house.scheduler.clock
-    wall_started = wall_now()
+    wall_started = wall_now() if wall_started is None else wall_started
     previous: dict[str, int] | None = None  # no rates before a second look
     previous_at = clock.now()
     while True:
         now = clock.now()
-        router = house.router
-        status = router.status() if router is not None else {}
+        status = house_status(house, yard, manor, wall_started)
         counts = status.get("counts", {})
         span = max(now - previous_at, 1e-6)
         status["rates"] = {
             key: 0.0 if previous is None else (value - previous.get(key, 0)) / span for key, value in counts.items()
         }
         previous, previous_at = dict(counts), now
-        wall = wall_now()
-        if "denials" in status:
-            status["denials"] = [_wall_denial(entry, wall - now) for entry in status["denials"]]
-        status.update(
-            {"pid": os.getpid(), "house": house.name, "started": wall_started, "updated": wall, "manor": manor, "yard": yard}
-        )
-        if router is not None:
-            status["ports"] = {ch: list(road.address[:2]) for ch, road in router.roads.items()}
-        joining = getattr(house, "joining", None)
-        if joining:  # the remotes the layout names, each with where it is tried and the last answer
-            status["joining"] = {ch: {estate: tries.as_dict() for estate, tries in remotes.items()} for ch, remotes in joining.items()}
-        cast = getattr(house, "cast", None)  # a house-like without the slot (a test's stand-in) has none
-        if cast is not None:  # leases held and subscriptions, for 'flowcast cast ls' (the cache itself it reads from disk)
-            status["cast"] = cast.status()
-        causal = getattr(house, "causal", None)
-        if causal is not None:  # counts, buffered and missing per topic, for 'flowcast causal status'
-            status["causal"] = causal.status()
-        try:
-            # Replaced whole (readers never see half a file) but not fsynced:
-            # a status is worth nothing after a crash, and a house must not
-            # stall on the disk once a second.
-            temporary = path.with_name(f".{path.name}.{os.getpid()}")
-            temporary.write_bytes(json.dumps(status, default=str).encode())
-            os.replace(temporary, path)
-        except (OSError, TypeError, ValueError) as error:
-            log.warning("status file %s: %s", path, error)
+        write_status(path, status)
         yield sleep(STATUS_PERIOD)
+
+
+def house_status(house: HouseLike, yard: str, manor: bool, wall_started: float) -> dict[str, Any]:
+    """One snapshot of the house for its status file (without rates: they need two looks)."""
+    clock = house.scheduler.clock
+    now = clock.now()
+    router = house.router
+    status = router.status() if router is not None else {}
+    wall = wall_now()
+    if "denials" in status:
+        status["denials"] = [_wall_denial(entry, wall - now) for entry in status["denials"]]
+    status.update(
+        {"pid": os.getpid(), "house": house.name, "started": wall_started, "updated": wall, "manor": manor, "yard": yard}
+    )
+    if router is not None:
+        status["ports"] = {ch: list(road.address[:2]) for ch, road in router.roads.items()}
+    joining = getattr(house, "joining", None)
+    if joining:  # the remotes the layout names, each with where it is tried and the last answer
+        status["joining"] = {ch: {estate: tries.as_dict() for estate, tries in remotes.items()} for ch, remotes in joining.items()}
+    cast = getattr(house, "cast", None)  # a house-like without the slot (a test's stand-in) has none
+    if cast is not None:  # leases held and subscriptions, for 'flowcast cast ls' (the cache itself it reads from disk)
+        status["cast"] = cast.status()
+    causal = getattr(house, "causal", None)
+    if causal is not None:  # counts, buffered and missing per topic, for 'flowcast causal status'
+        status["causal"] = causal.status()
+    return status
+
+
+def write_status(path: Path, status: dict[str, Any]) -> None:
+    """Replace the status file whole (readers never see half a file); a failure is logged, never raised.
+
+    Not fsynced: a status is worth nothing after a crash, and a house must
+    not stall on the disk once a second.
+    """
+    try:
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_bytes(json.dumps(status, default=str).encode())
+        os.replace(temporary, path)
+    except (OSError, TypeError, ValueError) as error:
+        log.warning("status file %s: %s", path, error)
+
+
+def _final_status(house: House, path: Path, yard: str, manor: bool, wall_started: float) -> None:
+    """The status a stopped house leaves: its last counts and how its stop went (``stop``: flowcast.house.drain)."""
+    try:
+        status = house_status(house, yard, manor, wall_started)
+    except Exception:  # noqa: BLE001 - a closed part that cannot say its status: the stop section still goes out
+        log.exception("house %s: status after the stop", yard)
+        status = {"pid": os.getpid(), "house": house.name, "yard": yard, "manor": manor, "updated": wall_now()}
+    status["state"] = "stopped"
+    status["stop"] = house.drained.as_dict()
+    write_status(path, status)
 
 
 def _wall_denial(entry: dict[str, Any], wall_offset: float) -> dict[str, Any]:
@@ -273,9 +299,13 @@ def run_house(handoff: Handoff, *, fatal: Callable[[str], None] | None = None,
         status = status_dir(layout)
         status.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = status / f"{yard}.json"
-        house.scheduler.spawn(_status_writer(house, path, yard, _find(plan, yard).manor), name="status")
+        mine = _find(plan, yard)
+        started = wall_now()
+        house.scheduler.spawn(_status_writer(house, path, yard, mine.manor, started), name="status")
         log.info("house %s (%s) of estate %s running, pid %d", yard, house.name, layout.estate, os.getpid())
-        house.run(handle_signals=True)
+        house.run(handle_signals=True, drain=layout.drain_of(mine.entry))
+        if house.drained is not None:  # the status file says how the stop went, and what it did not deliver
+            _final_status(house, path, yard, mine.manor, started)
     except StartInterrupted as stop:
         if house is not None:  # between open_house and run: what open_house opened is the house's to close
             house.close()
@@ -342,6 +372,30 @@ def launch(layout_path: str | Path, *, houses: int | None = None, export: str | 
         os.close(lock)  # the lock goes only now, after the last house was reaped
 
 
+#: The order an estate's houses stop in (ChildSpec.stop_stage): workers, then the house holding
+#: the CAST cache (and causal relay) when that is not the manor, then the manor.
+STAGE_WORKER, STAGE_CACHE, STAGE_MANOR = 0, 1, 2
+
+
+def stop_stage(layout: EstateLayout, house: HousePlan) -> int:
+    """When ``house`` stops, relative to the others: after every house that may be sending to it.
+
+    A worker reaches other estates only through the manor (its roads) and
+    publishes through the cache's house, over the lane; what it has in
+    flight at a stop can only be acknowledged while those still run.  So
+    workers drain first, then the cache's house (its publishes and
+    answers go through the manor), then the manor.  Traffic the other
+    way -- the manor passing a road's message to a worker already gone --
+    is what the manor's own drain reports.
+    """
+    if house.manor:
+        return STAGE_MANOR
+    cast = layout.cast
+    if cast is not None and house.yard == cast.house:  # the yard wire_cast opens the cache in
+        return STAGE_CACHE
+    return STAGE_WORKER
+
+
 def _supervise(layout: EstateLayout, text: bytes, plan: list[HousePlan], total: int, out: Any, events: Path | None = None,
                period: float = DEFAULT_PERIOD) -> int:
     from flowcast.house.supervisor import ChildSpec, Supervisor
@@ -366,6 +420,8 @@ def _supervise(layout: EstateLayout, text: bytes, plan: list[HousePlan], total: 
                 None if events is None else str(events), period,
             ).encode(),
             last_words=last_words_path(layout, p.yard),
+            stop_stage=stop_stage(layout, p),
+            drain=layout.drain_of(p.entry),
         )
         for p in plan
     ]

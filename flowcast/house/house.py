@@ -4,7 +4,10 @@ One house runs per CPU core, each in its own process; this class is what
 runs inside that process.  It owns the clock choice (real or virtual), the
 skedder micro-thread, and a clean stop: on SIGINT/SIGTERM or :meth:`stop`
 the scheduler returns, the skedder is cancelled and every running framer is
-aborted, so its exit acts run before the process leaves.
+aborted, so its exit acts run before the process leaves.  Then, before it
+closes, the house drains (flowcast.house.drain): its stacks run on until
+what is in flight is acknowledged or ``drain`` seconds pass, and whatever
+did not make it is reported -- a stop never loses a message silently.
 """
 
 from __future__ import annotations
@@ -78,6 +81,9 @@ class House:
         self.skedder = Skedder(self.built.taskables, period, self.stamp)
         self.skedder.after_tick.append(self.store.end_turn)  # a tick is a turn: what it took is acknowledged
         self.stopped_by: signal.Signals | None = None
+        #: How the last stop went (flowcast.house.drain.DrainReport); None until a run was stopped.
+        self.drained: Any = None
+        self._stop_asked = 0  # stops asked (signals or stop()); a second one cuts a drain short
         for framer in self.built.taskables:
             if 0 < framer.period < period:  # Ioflo runs it so too; said, never silently different from what was asked
                 log.warning("house %s: framer %s asks to run every %g s, but the house ticks every %g s, so it runs every tick; "
@@ -100,28 +106,46 @@ class House:
         """Run ``closer`` when the house stops (stacks, ports, status writers), newest first."""
         self._closers.append(closer)
 
-    def run(self, until: float | None = None, *, handle_signals: bool = False) -> None:
-        """Run until the framers finish, ``until`` flow seconds pass, or a stop."""
+    def run(self, until: float | None = None, *, handle_signals: bool = False, drain: float = 0.0) -> None:
+        """Run until the framers finish, ``until`` flow seconds pass, or a stop.
+
+        After a stop the house drains for up to ``drain`` seconds, then
+        closes and reports what was still undelivered (:attr:`drained`;
+        with 0 it reports without waiting).  A second signal cuts it short.
+        """
         scheduler = self.scheduler
-        scheduler.spawn(self.skedder.run(scheduler, until), name=f"skedder:{self.name}")
+        skedder = scheduler.spawn(self.skedder.run(scheduler, until), name=f"skedder:{self.name}")
         previous = {}
         if handle_signals:
             scheduler.enable_wakeup()
 
             def on_signal(signum: int, _stack: object) -> None:
                 self.stopped_by = signal.Signals(signum)
+                self._stop_asked += 1
                 scheduler.stop()
 
             previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        stopping = None
         try:
             scheduler.run()
+            if self._stop_asked:  # stopped, not ended: drain before closing
+                from flowcast.house.drain import Drain
+
+                by = self.stopped_by.name if self.stopped_by is not None else "stop"
+                stopping = Drain(self, drain, by)
+                asked = self._stop_asked
+                stopping.run(skedder, lambda: self._stop_asked > asked)
         finally:
             try:
-                scheduler.close()  # cancels the skedder: running framers' exit acts run
+                scheduler.close()  # cancels the skedder (if the drain did not): running framers' exit acts run
             finally:
                 for s, handler in previous.items():
                     signal.signal(s, handler)
-                self.close()
+                try:
+                    self.close()
+                finally:
+                    if stopping is not None:  # after the closers: what the stacks failed as they closed is in
+                        self.drained = stopping.finish()
 
     def close(self) -> None:
         """Run the closers, newest first, each once; what :meth:`run` does when it ends.
@@ -139,6 +163,8 @@ class House:
                 logging.getLogger("flowcast.house").exception("closing %s", name)
 
     def stop(self) -> None:
+        """Stop the run (it drains, then closes); safe in a signal handler."""
+        self._stop_asked += 1
         self.scheduler.stop()
 
 

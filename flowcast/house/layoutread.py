@@ -39,6 +39,7 @@ from flowcast.house.layoutspec import (
     MAX_GLOB,
     MAX_PATH,
     PERIOD,
+    DRAIN,
     REMOTE_KEYS,
     ROAD_KEYS,
     RULE_KEYS,
@@ -258,13 +259,14 @@ class LayoutReader(NodeReader):
         cast = read_cast(self, top["cast"][1], houses, run) if "cast" in top else None
         causal = read_causal(self, top["causal"][1], cast, run, estate, "cast" in top) if "causal" in top else None
         period = self.seconds(top["period"][1], "period", *PERIOD) if "period" in top else None
+        drain = self.seconds(top["drain"][1], "drain", *DRAIN) if "drain" in top else None
         export = None
         if "export" in top:
             export = read_export(self, top["export"][1], run, estate, top["estate"][1] if "estate" in top else None)
 
         if self.errors or estate is None or keep is None or run is None:
             return None
-        return EstateLayout(abspath, estate, role, keep, run, roads, policy, houses, cast, causal, export, period)
+        return EstateLayout(abspath, estate, role, keep, run, roads, policy, houses, cast, causal, export, period, drain)
 
     def roads(self, node: yaml.Node, estate: str | None) -> dict[str, RoadSpec]:
         if self.is_null(node):
@@ -421,8 +423,9 @@ class LayoutReader(NodeReader):
             count: int | Literal["auto"] | None = 1
             if "count" in pairs:
                 count = self.count(pairs["count"][1], f"count of {what}")
+            drain = self.seconds(pairs["drain"][1], f"drain of {what}", *DRAIN) if "drain" in pairs else None
             if name is not None and flow is not None and count is not None:
-                entries.append(HouseEntry(name, flow, house, manor, count, self.where(item)))
+                entries.append(HouseEntry(name, flow, house, manor, count, self.where(item), drain))
         if manor_at is None:
             if first_says_not:
                 self.report("no manor: the first house says 'manor: false' and no other says "
@@ -479,4 +482,4 @@ def _entry_what(item: yaml.Node, index: int) -> str:
 
 
 def _replace_manor(entry: HouseEntry) -> HouseEntry:
-    return HouseEntry(entry.name, entry.flow, entry.house, True, entry.count, entry.where)
+    return HouseEntry(entry.name, entry.flow, entry.house, True, entry.count, entry.where, entry.drain)

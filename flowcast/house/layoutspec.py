@@ -18,6 +18,7 @@ from flowcast.transport.keep import Acceptance
 
 __all__ = [
     "ACCEPTANCES",
+    "DEFAULT_DRAIN",
     "ACCESSES",
     "EstateLayout",
     "HouseEntry",
@@ -51,9 +52,15 @@ MAX_FILE_BYTES = 1 << 20
 #: Errors listed before the rest are summarised in one line.
 MAX_ERRORS = 100
 
-TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses", "cast", "causal", "export", "period")
+TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses", "cast", "causal", "export", "period", "drain")
 #: Seconds between a house's ticks (its skedder's period), when the layout gives one: a millisecond to a minute.
 PERIOD = (0.001, 60.0)
+#: Seconds a stopping house lets its stacks flush (``drain:``, per estate or per house entry): none to ten minutes.
+DRAIN = (0.0, 600.0)
+#: The drain when the layout gives none: long enough for a lane or a loopback road to answer many
+#: times over (a round trip is well under a millisecond), short enough that a stop with a dead peer
+#: is still a stop a person waits for.
+DEFAULT_DRAIN = 3.0
 #: A road's whole-number options (bytes, seconds, messages), with their ranges: mostly bounds on what it holds for peers.
 LIMIT_KEYS = {
     "hold_budget": (1 << 20, 1 << 40),  # bytes held for order or reassembly, all sessions together
@@ -69,7 +76,7 @@ LIMIT_KEYS = {
 ROAD_KEYS = ("host", "port", "acceptance", "remotes", *LIMIT_KEYS)
 REMOTE_KEYS = ("estate", "host", "port")
 RULE_KEYS = ("allow", "deny", "estate", "role", "share", "tag", "channel")
-HOUSE_KEYS = ("name", "flow", "house", "manor", "count")
+HOUSE_KEYS = ("name", "flow", "house", "manor", "count", "drain")
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,8 @@ class HouseEntry:
     manor: bool = False
     count: int | Literal["auto"] = 1
     where: Where | None = field(default=None, compare=False)
+    #: Seconds its houses drain when they stop (``drain:`` of the entry); None: the estate's.
+    drain: float | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,14 @@ class EstateLayout:
     export: Path | None = None
     #: Seconds between every house's ticks (``period:``); None: ``flowcast run --period``, else 0.125.
     period: float | None = None
+    #: Seconds every house drains when it stops (``drain:``); None: DEFAULT_DRAIN.  An entry's own wins.
+    drain: float | None = None
+
+    def drain_of(self, entry: HouseEntry) -> float:
+        """How long a house of ``entry`` lets what is in flight finish when it stops."""
+        if entry.drain is not None:
+            return entry.drain
+        return self.drain if self.drain is not None else DEFAULT_DRAIN
 
     @property
     def manor(self) -> HouseEntry:

@@ -34,8 +34,11 @@ flows; it only keeps processes alive:
   order), and on Linux each child asks the kernel for ``SIGTERM`` when the
   supervisor dies (``PR_SET_PDEATHSIG``), so even ``kill -9`` of the supervisor
   leaves no orphan houses holding ports and keeps.
-* Stopping (``stop()``, ``SIGINT``, ``SIGTERM``) sends ``SIGTERM`` to every child,
-  waits up to ``stop_timeout`` for them, ``SIGKILL``\\s what is left and reaps all.
+* Stopping (``stop()``, ``SIGINT``, ``SIGTERM``) sends ``SIGTERM`` to the children
+  stage by stage (``ChildSpec.stop_stage``, lowest first; an estate stops its
+  workers before the manor they send through), waits up to ``stop_timeout``
+  plus the stage's longest ``drain`` for each stage, ``SIGKILL``\\s what is left
+  and reaps all.
 * Idle means idle: the loop blocks in a selector on one pidfd per child plus a
   wake-up pipe; the only timeout is the nearest back-off or health timer.
 * With ``status_path`` the current state is written as JSON on every change, by
@@ -427,7 +430,8 @@ class Supervisor:
     # ---------------------------------------------------------------- stopping
 
     def _shutdown(self) -> bool:
-        """SIGTERM all (last started first), wait, SIGKILL leftovers, reap. True if no SIGKILL."""
+        """SIGTERM all, stage by stage (last started first within one), wait, SIGKILL leftovers, reap.
+        True if no SIGKILL."""
         with self._lock:
             self._phase = "stopping"
             live = [c for c in reversed(self._children) if c.proc is not None]
@@ -441,37 +445,10 @@ class Supervisor:
         if live:
             log.info("stopping %d children", len(live))
         requests = self._stop_requests
-        for child in live:
-            self._signal(child, signal.SIGTERM)
-        deadline = time.monotonic() + self._stop_timeout
-        while any(c.proc is not None for c in live):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._stop_requests > max(requests, 1):
-                break  # out of patience, or asked twice: kill now
-            if not HAVE_PIDFD:
-                remaining = min(remaining, FALLBACK_POLL)
-            for key, _ in self._selector.select(remaining):
-                if key.data is None:
-                    self._drain_wake()
-                else:
-                    self._reap(key.data)
-            if not HAVE_PIDFD:
-                for child in live:
-                    if child.proc is not None and child.proc.poll() is not None:
-                        self._reap(child)
         clean = True
-        for child in live:
-            if child.proc is None:
-                continue
-            clean = False
-            log.warning(
-                "%s pid %d did not stop in %.3gs; sending SIGKILL",
-                child.spec.name,
-                child.proc.pid,
-                self._stop_timeout,
-                extra={"house": child.spec.name, "event": "killed", "pid": child.proc.pid},
-            )
-            self._signal(child, signal.SIGKILL)
+        for stage in sorted({c.spec.stop_stage for c in live}):
+            if not self._stop_stage([c for c in live if c.spec.stop_stage == stage], requests):
+                clean = False
         for child in live:
             if child.proc is not None:
                 child.proc.wait()  # SIGKILL cannot be ignored
@@ -483,6 +460,49 @@ class Supervisor:
                     child.state = "stopped"
         self._write_status()
         log.info("supervisor stopped")
+        return clean
+
+    def _stop_stage(self, stage: list[_Child], requests: int) -> bool:
+        """SIGTERM one stage's children, wait for them, SIGKILL what is left; True if none needed it.
+
+        Stages go one after the other (``ChildSpec.stop_stage``): the houses
+        that send to others drain while those others still run.  A stage
+        waits its longest ``drain`` plus ``stop_timeout``; a second stop
+        request ends every wait at once (kill now).
+        """
+        for child in stage:
+            if child.proc is not None:
+                self._signal(child, signal.SIGTERM)
+        patience = self._stop_timeout + max((c.spec.drain for c in stage), default=0.0)
+        deadline = time.monotonic() + patience
+        while any(c.proc is not None for c in stage):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._stop_requests > max(requests, 1):
+                break  # out of patience, or asked twice: kill now
+            if not HAVE_PIDFD:
+                remaining = min(remaining, FALLBACK_POLL)
+            for key, _ in self._selector.select(remaining):
+                if key.data is None:
+                    self._drain_wake()
+                else:
+                    self._reap(key.data)
+            if not HAVE_PIDFD:
+                for child in stage:
+                    if child.proc is not None and child.proc.poll() is not None:
+                        self._reap(child)
+        clean = True
+        for child in stage:
+            if child.proc is None:
+                continue
+            clean = False
+            log.warning(
+                "%s pid %d did not stop in %.3gs; sending SIGKILL",
+                child.spec.name,
+                child.proc.pid,
+                patience,
+                extra={"house": child.spec.name, "event": "killed", "pid": child.proc.pid},
+            )
+            self._signal(child, signal.SIGKILL)
         return clean
 
     @staticmethod

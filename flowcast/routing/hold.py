@@ -19,7 +19,7 @@ from typing import Any
 from flowcast.errors import ClosedError
 from flowcast.routing.handlers import Refused
 
-__all__ = ["Hold", "Held", "hold", "release", "expire_held"]
+__all__ = ["Hold", "Held", "hold", "release", "expire_held", "refuse_held"]
 
 #: One waiting parcel: (deadline, pair, tag, parcel, reliable, messages it stands for: more than 1 for a batch).
 Held = tuple[float, Any, str, bytes, bool, int]
@@ -153,3 +153,22 @@ def expire_held(router: Any) -> None:
         router._refuse(pair, tag, refused)
     if first is not None:
         router._hold_timer = router.scheduler.call_at(first, partial(expire_held, router))
+
+
+def refuse_held(router: Any, reason: str, kind: str = "stopped") -> int:
+    """Refuse everything still waiting (the house is stopping); how many messages.
+
+    Each through the router's usual path, so it is counted, noted and its
+    sender told, like an expiry -- held parcels must not vanish with the house.
+    """
+    expired, _first = router._held.due(float("inf"))
+    total = 0
+    for _deadline, pair, tag, _parcel, _reliable, count in expired:
+        refused = Refused(reason, kind)
+        refused.count = count
+        total += count
+        router._refuse(pair, tag, refused)
+    if router._hold_timer is not None:
+        router._hold_timer.cancel()
+        router._hold_timer = None
+    return total

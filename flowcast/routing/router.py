@@ -557,6 +557,11 @@ class Router:
         # Each pair once (it is cached under more than one key), in first-use order: not a set's address order.
         return {(pair.src, pair.dst): pair.count for pair in dict.fromkeys(self._pairs.values()) if pair.count}
 
+    @property
+    def holding(self) -> int:
+        """Messages waiting for an estate that has not joined yet (flowcast.routing.hold)."""
+        return self._held.count
+
     def status(self) -> dict[str, Any]:
         """A plain snapshot for ``flowcast status`` (flowcast.routing.snapshot)."""
         return snapshot(self)

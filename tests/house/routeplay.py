@@ -139,3 +139,65 @@ class SlowStart:
 
     def __call__(self) -> None:
         return None
+
+
+@behaviour("routeplay.pour")
+class Pour:
+    """A steady numbered stream: ``per_tick`` messages ``{"n": i}`` to ``dst`` each tick, ``count`` in all.
+
+    Every number handed to the router goes to ``sent`` (a JSON line per
+    tick, written before the next tick), every error report that comes back
+    to ``errors`` the moment it lands (a watcher: it runs while the house
+    drains, after the framers stopped) -- so a test can tell, after a stop,
+    what was sent, and what the sender was told did not arrive.
+    """
+
+    def __init__(self, io: Io, dst: str, per_tick: int, sent: str, errors: str, count: int = 10**9) -> None:
+        self.io = io
+        self.dst = dst
+        self.per_tick = per_tick
+        self.count = count
+        self.sent = sent
+        self.errors = errors
+        self.next = 0
+        io.store.queue("pour.out")
+        io.store.queue("pour.out.error").watchers.append(self._error)
+
+    def _error(self, share) -> None:
+        queue = share.queue
+        while queue:
+            message = queue.popleft()
+            _append(self.errors, {"error": message["data"], "src": message["route"]["src"]})
+
+    def __call__(self) -> None:
+        router = self.io.house.router
+        end = min(self.count, self.next + self.per_tick)
+        if end <= self.next:
+            return
+        for n in range(self.next, end):
+            router.send(self.dst, {"n": n}, src="pour.out")
+        _append(self.sent, {"ns": [self.next, end]})
+        self.next = end
+
+
+@behaviour("routeplay.take")
+class Take:
+    """Each tick, take what waits in the input queue and write it to ``out`` -- at the flow's pace.
+
+    Unlike ``routeplay.record`` (a watcher, at landing), this is how a flow
+    that forwards or publishes what it is sent works (``causal publish``
+    takes its source queue on its ticks): what landed since the last tick
+    waits in the share, and a stop finds it there.
+    """
+
+    def __init__(self, io: Io, out: str) -> None:
+        self.share = io.store.queue(io.input.name)
+        self.out = out
+
+    def __call__(self) -> None:
+        queue = self.share.queue
+        taken = []
+        while queue:
+            taken.append(queue.popleft()["data"]["n"])
+        if taken:
+            _append(self.out, {"ns": taken})

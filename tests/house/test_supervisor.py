@@ -468,3 +468,41 @@ def test_children_die_with_a_killed_supervisor(tmp_path: Path) -> None:
         wait_for(lambda: not any(alive(p) for p in pids), "orphaned houses to die")
         stale = read_status(status_path)
         assert stale is not None and stale["state"] == "running" and stale["alive"] is False
+
+
+# On SIGTERM: notes it, takes ``argv[3]`` seconds to finish (a house draining), notes its exit.
+SLOW_STOPPER = """\
+import os, signal, sys, time
+name, notes, takes = sys.argv[1], sys.argv[2], float(sys.argv[3])
+def note(what):
+    fd = os.open(notes, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.write(fd, f"{name} {what}\\n".encode())
+    os.close(fd)
+def stop(_signum, _frame):
+    note("term")
+    time.sleep(takes)
+    note("exit")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+note("ready")
+time.sleep(60)
+"""
+
+
+def test_a_stop_goes_stage_by_stage_and_waits_each_stage_its_drain(tmp_path: Path) -> None:
+    code = script(tmp_path, "slow.py", SLOW_STOPPER)
+    notes = tmp_path / "notes"
+    children = [
+        spec(tmp_path, "manor", code, "manor", str(notes), "0.1", stop_stage=2),
+        spec(tmp_path, "worker", code, "worker", str(notes), "0.8", stop_stage=0, drain=1.5),
+        spec(tmp_path, "cache", code, "cache", str(notes), "0.1", stop_stage=1),
+    ]
+    with supervising(children, stop_timeout=0.3) as (sup, result):
+        wait_for(lambda: notes.exists() and notes.read_text().count("ready") == 3, "all three ready")
+        sup.stop()
+        wait_for(lambda: "rc" in result, "run() to return", timeout=10)
+    assert result["rc"] == 0  # the worker's 0.8 s was within its drain plus stop_timeout: no SIGKILL
+    said = [line for line in notes.read_text().splitlines() if not line.endswith("ready")]
+    # each stage is told only once the one before it has exited
+    assert said == ["worker term", "worker exit", "cache term", "cache exit", "manor term", "manor exit"]
+    assert all(s.last_exit == 0 for s in sup.status())
