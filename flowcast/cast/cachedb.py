@@ -69,6 +69,11 @@ def connect(path: Path, estate: str, *, readonly: bool = False, check: bool = Tr
     ``PRAGMA quick_check`` (once per open, not per connection).
     """
     try:
+        if path.stat().st_size == 0:  # SQLite would take it for an empty database
+            raise CacheCorrupt(path, "it is empty (0 bytes)")
+    except OSError as error:
+        raise CacheCorrupt(path, f"it cannot be read ({error.strerror or error})") from None
+    try:
         if readonly:
             conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
         else:

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from flowcast.cast import Cache, CacheError, check_pattern
+from flowcast.cast.inbox import check_inbox
 from flowcast.cast.names import CastNameError
+from flowcast.errors import DamagedFile
 from flowcast.house.estate import status_dir
 from flowcast.house.layout import EstateLayout, load_layout
 
@@ -69,6 +71,7 @@ def _inboxes(layout: EstateLayout) -> dict[str, list[dict[str, Any]]]:
     if spec is None:
         return out
     for path in sorted(spec.dir.glob("inbox-*.sqlite3")):
+        check_inbox(path)  # an empty or damaged one is refused (DamagedFile), not listed as holding nothing
         try:
             db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
             try:
@@ -97,11 +100,26 @@ def _held(statuses: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _damaged(command: str, error: DamagedFile) -> int:
+    """A damaged file met by the CLI: one line naming it, exit 3 (what a house that meets it does)."""
+    print(f"flowcast cast {command}: {error}", file=sys.stderr)
+    return 3
+
+
 def cmd_ls(layout: EstateLayout, as_json: bool) -> int:
     statuses = _statuses(layout)
     held = _held(statuses)
     subscribed = {yard: (status.get("cast") or {}).get("subscriptions", []) for yard, status in statuses.items()}
-    inboxes = _inboxes(layout)
+    try:
+        cache = _cache(layout)  # the cursors listed below mean nothing against a damaged cache
+        if cache is not None:
+            cache.close()
+        inboxes = _inboxes(layout)
+    except DamagedFile as error:
+        return _damaged("ls", error)
+    except CacheError as error:
+        print(f"flowcast cast ls: {error}", file=sys.stderr)
+        return 1
     if as_json:
         print(json.dumps({"estate": layout.estate, "held": held, "subscriptions": subscribed, "inboxes": inboxes}, default=str))
         return 0
@@ -126,6 +144,8 @@ def cmd_ls(layout: EstateLayout, as_json: bool) -> int:
 def cmd_stats(layout: EstateLayout, as_json: bool) -> int:
     try:
         cache = _cache(layout)
+    except DamagedFile as error:
+        return _damaged("stats", error)
     except CacheError as error:
         print(f"flowcast cast stats: {error}", file=sys.stderr)
         return 1
@@ -177,6 +197,8 @@ def cmd_tail(layout: EstateLayout, args: argparse.Namespace) -> int:
         while cache is None:  # the estate may not have made its cache yet
             try:
                 cache = _cache(layout)
+            except DamagedFile as error:
+                return _damaged("tail", error)
             except CacheError as error:
                 print(f"flowcast cast tail: {error}", file=sys.stderr)
                 return 1
