@@ -16,8 +16,9 @@ from flowcast.cast.cacheerrors import CacheCorrupt, CacheError
 
 __all__ = ["FORMAT", "connect", "create"]
 
-#: Bumped when the table layout changes; a file of another format is refused.
-FORMAT = "flowcast-cast-cache-1"
+#: Bumped when the table layout changes; a file of another format is refused, not migrated
+#: (format 1 had no per-message ``crc``: its rows could not be told good from damaged).
+FORMAT = "flowcast-cast-cache-2"
 
 SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -30,7 +31,8 @@ CREATE TABLE messages(
     expires REAL NOT NULL,
     recipients TEXT,
     size INTEGER NOT NULL,
-    data BLOB
+    data BLOB,
+    crc INTEGER NOT NULL
 );
 CREATE INDEX messages_expires ON messages(expires);
 """
@@ -88,7 +90,8 @@ def connect(path: Path, estate: str, *, readonly: bool = False, check: bool = Tr
                 raise CacheCorrupt(path, "it has no meta table (not a CAST cache, or a damaged one)") from error
             raise
         if rows.get("format") != FORMAT:
-            raise CacheCorrupt(path, f"its format is {rows.get('format')!r}, not {FORMAT!r}")
+            older = " (an older cache, without per-message checksums; it is not migrated)" if rows.get("format") == "flowcast-cast-cache-1" else ""
+            raise CacheCorrupt(path, f"its format is {rows.get('format')!r}, not {FORMAT!r}{older}")
         if rows.get("estate") != estate:
             raise CacheCorrupt(path, f"it is the cache of estate {rows.get('estate')!r}, not of {estate!r}")
         if check:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from flowcast.cast.cacheerrors import CacheError, CacheFull
+from flowcast.cast.cachesum import checksum
 
 __all__ = ["BATCH_BYTES", "BATCH_ROWS", "Expire", "InlineWriter", "Job", "ThreadWriter", "Writes"]
 
@@ -105,8 +106,8 @@ class Writes:
         total = before
         high = self.high
         insert = (
-            "INSERT OR IGNORE INTO messages(id, name, publisher, stamp, expires, recipients, size, data)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            "INSERT OR IGNORE INTO messages(id, name, publisher, stamp, expires, recipients, size, data, crc)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
         lookup = "SELECT seq FROM messages WHERE id = ?"
         stored = duplicates = refused = 0
@@ -125,8 +126,8 @@ class Writes:
                             f" retention, a message of {job.size} does not fit (nothing is evicted early)")))
                         refused += 1
                     continue
-                cursor = execute(insert, (job.id, job.name, job.publisher, job.stamp, job.expires,
-                                          job.recipients, job.size, job.data))
+                cursor = execute(insert, (job.id, job.name, job.publisher, job.stamp, job.expires, job.recipients, job.size,
+                                          job.data, checksum(job.id, job.name, job.publisher, job.stamp, job.recipients, job.data)))
                 if cursor.rowcount == 1:
                     seq = cursor.lastrowid
                     total += job.size
