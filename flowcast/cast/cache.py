@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 from flowcast.cast import cachedb
 from flowcast.cast.cachedamage import Damage, intact
+from flowcast.cast.cachemark import MARK_EVERY, Marker, checked_high, loss, read_mark
 from flowcast.cast.cacheerrors import CacheCorrupt, CacheError, CacheFull
 from flowcast.cast.cachewriter import Expire, InlineWriter, Job, ThreadWriter, Writes
 from flowcast.cast.ids import check_id, new_id
@@ -139,6 +140,8 @@ class Cache:
         expire_every: float | None = 60.0,
         check: bool = True,
         max_pending: int = MAX_PENDING,
+        accept_loss: bool = False,
+        mark_every: float = MARK_EVERY,
     ) -> "Cache":
         """Open (or create, if missing) the cache of ``estate`` at ``path``.
 
@@ -149,7 +152,11 @@ class Cache:
         (default: unless the clock is virtual) writes on a thread of its own.
         ``readonly`` opens through SQLite's read-only URI, for the CLI while
         the estate runs: it publishes nothing and never creates a file.
-        Raises :class:`CacheCorrupt` for a file that is present but broken.
+        Raises :class:`CacheCorrupt` for a file that is present but broken,
+        or one that lost committed messages: it ends below its high-water
+        mark (cachemark.py, written every ``mark_every`` seconds of
+        commits).  ``accept_loss`` serves such a cache as it is, the loss
+        logged and told to subscribers as a gap -- an operator's decision.
         """
         self = object.__new__(cls)
         path = Path(path)
@@ -177,18 +184,22 @@ class Cache:
         if readonly:
             if not path.exists():
                 raise CacheError(f"there is no CAST cache at {path}", "missing")
+            marked = read_mark(path, estate)  # before the database: a mark is never ahead of what it records
             self._reader = cachedb.connect(path, estate, readonly=True, check=check)
+            high = cachedb.high_of(self._reader)
+            if marked is not None and high < marked:
+                self._reader.close()
+                raise loss(path, marked, high)
             self._writes = None
             return self
-        if not path.exists():
-            cachedb.create(path, estate)
-        self._reader = cachedb.connect(path, estate, check=check)
+        marked = checked_high(path, estate, check=check, accept_loss=accept_loss, now=self.now(), retention=self.retention)
+        self._reader = cachedb.connect(path, estate, check=False)  # checked by the probe
         try:
             write_conn = cachedb.connect(path, estate, check=False)
         except BaseException:
             self._reader.close()
             raise
-        self._writes = Writes(write_conn, path, self.max_bytes)
+        self._writes = Writes(write_conn, path, self.max_bytes, Marker(path, estate, marked, mark_every))
         if threaded is None:
             threaded = not virtual
         if threaded:

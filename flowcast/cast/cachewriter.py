@@ -80,8 +80,10 @@ class Writes:
     at any time (the writer is their only writer).
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, max_bytes: int) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, max_bytes: int, marker: Any = None) -> None:
         self.conn = conn
+        #: The high-water mark's writer (cachemark.Marker), called between transactions; None: no mark kept.
+        self.marker = marker
         self.path = path
         self.max_bytes = max_bytes
         self.bytes = int(conn.execute("SELECT total(size) FROM messages").fetchone()[0])
@@ -277,13 +279,19 @@ class ThreadWriter:
 
     def _loop(self) -> None:
         queue = self._queue
+        writes = self.writes
+        marker = writes.marker
         while True:
             if not queue:
+                # Idle: the mark catches up with what committed, once it is due (never an fsync per commit).
+                due = marker.due_in(writes.high) if marker is not None else None
                 with self._lock:
                     self._idle = True
-                    self._cond.wait_for(lambda: queue or self._closed)
+                    self._cond.wait_for(lambda: queue or self._closed, due)
                     self._idle = False
             if not queue:
+                if marker is not None and (self._closed or marker.due_in(writes.high) == 0.0):
+                    marker.write(writes.high)
                 if self._closed:
                     return
                 continue
@@ -297,6 +305,8 @@ class ThreadWriter:
                 self._wake()
             except Exception:  # noqa: BLE001 - a failed wake must not stop the writes
                 log.exception("CAST cache wake-up failed")
+            if marker is not None:  # after the tickets are answered: the mark adds nothing to their wait
+                marker.maybe(writes.high)
 
     def close(self, timeout: float = 30.0) -> None:
         """Write what is queued, then end the thread."""
@@ -340,6 +350,8 @@ class InlineWriter:
             taken = _take(queue)
             self.results.extend(_run(self.writes, taken))
             self.finished += len(taken)
+        if self.writes.marker is not None:  # no timer of its own: a mark due is written at the next commit, or close
+            self.writes.marker.maybe(self.writes.high)
 
     def wait(self, timeout: float) -> bool:
         self.commit()
@@ -348,3 +360,5 @@ class InlineWriter:
     def close(self, timeout: float = 30.0) -> None:
         self.commit()
         self._closed = True
+        if self.writes.marker is not None:
+            self.writes.marker.write(self.writes.high)

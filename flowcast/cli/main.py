@@ -26,7 +26,7 @@ DELEGATED = {
     "export": ("flowcast.export.collect", "collect and compact share-history Parquet segments"),
     "spark": ("flowcast.export.sparkcli", "run a Spark analysis job over exported segments"),
     "status": ("flowcast.house.status", "show a running estate: houses, remotes, routes, rates, denials"),
-    "cast": ("flowcast.house.castcli", "an estate's CAST: ls (leases, cursors, lag), stats, tail PATTERN"),
+    "cast": ("flowcast.house.castcli", "an estate's CAST: ls (leases, cursors, lag), stats, tail PATTERN, accept-loss"),
     "causal": ("flowcast.house.causalcli", "causal mailboxes: keygen NAME --dir DIR, status LAYOUT"),
 }
 

@@ -62,3 +62,23 @@ def test_a_damaged_store_is_named_in_one_line_exit_3_held_at_once(tmp_path, name
     (house,) = snapshot["houses"]
     assert house["state"] == "held" and str(path) in house["last_error"] and "\n" not in house["last_error"]
     assert "refused to start, not restarted" in render(snapshot)
+
+
+def test_a_cache_that_lost_committed_messages_stops_the_estate_in_one_line(tmp_path):
+    from flowcast.cast import Cache
+    from flowcast.cast.cachemark import write_mark
+
+    layout = _layout(tmp_path)
+    path = tmp_path / "run" / "est" / "cast" / "cache.sqlite3"
+    cache = Cache.open(path, estate="est")
+    for i in range(10):
+        cache.publish(f"est/m/{i}", b"x")
+    cache.close()
+    write_mark(path, "est", 3000)  # what a WAL cut to zero after 3,000 commits leaves: a shorter cache, its mark
+    before = path.read_bytes()
+    code, out = _run_to_end(layout)
+    assert code == 3, out
+    exits = [line for line in out.splitlines() if "exited with code" in line]
+    assert len(exits) == 1 and "exited with code 3: house manor cannot start: the CAST cache" in exits[0], out
+    assert "lost committed messages" in exits[0] and "says seq 3000 was committed, but it ends at seq 10" in exits[0]
+    assert "Traceback" not in out and path.read_bytes() == before
