@@ -13,6 +13,7 @@ completes, so a subscriber never holds a message the cache could lose.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, deque
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +27,8 @@ from flowcast.routing import Landing, Refused, Route, declare_access
 from flowcast.transport.hooks import Hooks
 
 __all__ = ["Publisher", "SUBSCRIBE", "SHARE", "HOOKS"]
+
+log = logging.getLogger("flowcast.cast.publisher")
 
 #: The policy permission a road's cast.sub, cast.unsub and cast.cursor need.
 SUBSCRIBE = declare_access("subscribe")
@@ -164,6 +167,11 @@ class Publisher:
             self.counts["sub_denied"] += 1
             landing.refuse(f"estate {estate!r} may not subscribe to {sub.pattern[:60]!r}", "sub_denied")
         if sub.cursor > self.high:
+            # A subscriber holding more than this cache ever gave: the cache may have lost committed
+            # messages its high-water mark could not see (the last second before a crash), or a restored copy.
+            self.counts["cursor_past_end"] += 1
+            log.error("CAST cache %s: estate %r subscribes from cursor %d, past this cache's end (seq %d): the cache may"
+                      " have lost committed messages", getattr(self.cache, "path", "?"), estate, sub.cursor, self.high)
             landing.refuse(f"cursor {sub.cursor} is from the future (the cache's high seq is {self.high})", "cursor_future")
         key = (estate, sub.sid)
         held = self.subs.get(key)

@@ -166,3 +166,32 @@ def test_the_mark_is_never_ahead_of_the_commits_and_costs_no_fsync_per_commit(tm
     finally:
         cache.close()
     assert read_mark(path, "abc") == 500  # the close records it
+
+
+def test_a_subscriber_cursor_past_the_end_is_reported_as_a_possible_loss(tmp_path, caplog):
+    import logging
+
+    from flowcast.cast.cachemark import write_mark
+
+    from .kit import Cast
+
+    first = Cast(tmp_path)
+    first.publish_many(20)
+    sub = first.service().subscribe("abc/messages/**", estate="abc", into="inbox")
+    assert first.run_until(lambda: sub.cursor == 20, 20)
+    first.cache.close()
+    # A loss the mark could not see (the last second before a crash): the cache ends at 10, its mark says 10.
+    db = sqlite3.connect(tmp_path / "abc" / "cast" / "cache.sqlite3")
+    db.execute("DELETE FROM messages WHERE seq > 10")
+    db.execute("UPDATE sqlite_sequence SET seq = 10 WHERE name = 'messages'")
+    db.commit()
+    db.close()
+    write_mark(tmp_path / "abc" / "cast" / "cache.sqlite3", "abc", 10)
+    caplog.set_level(logging.ERROR, logger="flowcast.cast.publisher")
+    again = Cast(tmp_path, cache=first.cache)
+    resumed = again.service().subscribe("abc/messages/**", estate="abc", into="inbox")
+    assert resumed.cursor == 20  # from its inbox
+    assert again.run_until(lambda: resumed.state == "refused", 20)
+    assert "cursor_future" in resumed.error and again.pub.publisher.counts["cursor_past_end"] >= 1
+    assert any("past this cache's end (seq 10): the cache may have lost committed messages" in r.getMessage()
+               for r in caplog.records)
