@@ -39,7 +39,7 @@ class CacheCorrupt(CacheError, DamagedFile):
     """
 
     def __init__(self, path: object, why: str) -> None:
-        super().__init__(f"the CAST cache {path} is unusable: {why}; move it aside or restore it, it was not replaced", "corrupt")
+        super().__init__(f"the CAST cache {path} is unusable: {why}; it was left as it is (move it aside with its .hwm to start afresh, or restore it)", "corrupt")
         self.path = path
 
 
