@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["ClosedError", "DamagedFile", "Error", "did_you_mean"]
+__all__ = ["ClosedError", "DamagedFile", "Error", "damaged_cause", "did_you_mean"]
 
 
 class Error(Exception):
@@ -42,6 +42,22 @@ class DamagedFile(Error):
     def __init__(self, message: str, path: object = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+def damaged_cause(error: BaseException | None) -> DamagedFile | None:
+    """The :class:`DamagedFile` ``error`` is or was raised from, if any.
+
+    A store is often opened deep inside something else (a behaviour built
+    with its flow, a micro-thread): what says "this file is damaged" must
+    not be lost in what wrapped it.  Bounded: a chain is short, a cycle ends.
+    """
+    seen = 0
+    while error is not None and seen < 32:
+        if isinstance(error, DamagedFile):
+            return error
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return None
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:

@@ -18,6 +18,7 @@ BUILTIN_BASES = {
     "flowcast.cast.cacheerrors.CacheCorrupt": Exception,
     "flowcast.cast.cacheerrors.CacheError": Exception,
     "flowcast.cast.cacheerrors.CacheFull": Exception,
+    "flowcast.cast.cacheerrors.CacheLost": Exception,
     "flowcast.cast.config.CastConfigError": ValueError,
     "flowcast.cast.contacts.ContactsCorrupt": Exception,
     "flowcast.cast.e2e.ContactError": ValueError,

@@ -15,7 +15,7 @@ and end to end between users of two estates (docs/cast.md, "End to end")::
 """
 
 from flowcast.cast.cache import Cache, Read, Stored, Ticket
-from flowcast.cast.cacheerrors import CacheCorrupt, CacheError, CacheFull
+from flowcast.cast.cacheerrors import CacheCorrupt, CacheError, CacheFull, CacheLost
 from flowcast.cast.config import CastConfig, CastConfigError
 from flowcast.cast.contacts import ContactsCorrupt
 from flowcast.cast.e2e import ContactError, EndToEnd, User
@@ -31,6 +31,7 @@ __all__ = [
     "CacheCorrupt",
     "CacheError",
     "CacheFull",
+    "CacheLost",
     "CastConfig",
     "CastConfigError",
     "CastNameError",

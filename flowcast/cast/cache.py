@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from flowcast.cast import cachedb
+from flowcast.cast.cachedamage import Damage, intact
+from flowcast.cast.cachemark import MARK_EVERY, Marker, checked_high, loss, read_mark
 from flowcast.cast.cacheerrors import CacheCorrupt, CacheError, CacheFull
 from flowcast.cast.cachewriter import Expire, InlineWriter, Job, ThreadWriter, Writes
 from flowcast.cast.ids import check_id, new_id
@@ -106,9 +108,14 @@ class Read(list):
 
     ``upto`` can pass the last message returned (rows that did not match
     were scanned), so a subscription moves on without scanning them again.
+    ``damaged``: the seqs in ``after < seq <= upto`` whose checksum failed.
+    A read returns messages or damaged seqs, never both (it stops where the
+    one turns into the other), so a reader that must say what it cannot
+    serve (the publisher, with a ``cast.gap``) says it in stream order.
     """
 
     upto: int = 0
+    damaged: tuple[int, ...] | list[int] = ()
 
 
 class Cache:
@@ -133,6 +140,8 @@ class Cache:
         expire_every: float | None = 60.0,
         check: bool = True,
         max_pending: int = MAX_PENDING,
+        accept_loss: bool = False,
+        mark_every: float = MARK_EVERY,
     ) -> "Cache":
         """Open (or create, if missing) the cache of ``estate`` at ``path``.
 
@@ -143,7 +152,11 @@ class Cache:
         (default: unless the clock is virtual) writes on a thread of its own.
         ``readonly`` opens through SQLite's read-only URI, for the CLI while
         the estate runs: it publishes nothing and never creates a file.
-        Raises :class:`CacheCorrupt` for a file that is present but broken.
+        Raises :class:`CacheCorrupt` for a file that is present but broken,
+        or one that lost committed messages: it ends below its high-water
+        mark (cachemark.py, written every ``mark_every`` seconds of
+        commits).  ``accept_loss`` serves such a cache as it is, the loss
+        logged and told to subscribers as a gap -- an operator's decision.
         """
         self = object.__new__(cls)
         path = Path(path)
@@ -165,23 +178,28 @@ class Cache:
         self._expire_timer = None
         self._closed = False
         self._writer: ThreadWriter | InlineWriter | None = None
+        self._damage = Damage(path)
         virtual = bool(getattr(clock, "virtual", False))
         self._origin = (clock.now() if clock is not None else 0.0, 0.0 if virtual else wall_now())
         if readonly:
             if not path.exists():
                 raise CacheError(f"there is no CAST cache at {path}", "missing")
+            marked = read_mark(path, estate)  # before the database: a mark is never ahead of what it records
             self._reader = cachedb.connect(path, estate, readonly=True, check=check)
+            high = cachedb.high_of(self._reader)
+            if marked is not None and high < marked:
+                self._reader.close()
+                raise loss(path, marked, high)
             self._writes = None
             return self
-        if not path.exists():
-            cachedb.create(path, estate)
-        self._reader = cachedb.connect(path, estate, check=check)
+        marked = checked_high(path, estate, check=check, accept_loss=accept_loss, now=self.now(), retention=self.retention)
+        self._reader = cachedb.connect(path, estate, check=False)  # checked by the probe
         try:
             write_conn = cachedb.connect(path, estate, check=False)
         except BaseException:
             self._reader.close()
             raise
-        self._writes = Writes(write_conn, path, self.max_bytes)
+        self._writes = Writes(write_conn, path, self.max_bytes, Marker(path, estate, marked, mark_every))
         if threaded is None:
             threaded = not virtual
         if threaded:
@@ -266,6 +284,10 @@ class Cache:
         """Call ``callback(tickets)`` on the house thread after tickets complete (the live stream's cue)."""
         self._listeners.append(callback)
 
+    def on_damaged(self, callback: Callable[[int], Any]) -> None:
+        """Call ``callback(seq)`` once per damaged message a read meets (on the reading thread)."""
+        self._damage.listeners.append(callback)
+
     def unlisten(self, callback: Callable[[list[Ticket]], Any]) -> None:
         if callback in self._listeners:
             self._listeners.remove(callback)
@@ -344,7 +366,10 @@ class Cache:
         that estate or its users: a remote learns nothing else.  At least
         one message is returned when any matches, however large.  The scan
         stops after ``limit * 8`` rows at most, so a rare pattern costs a
-        bounded slice of the house per call (see :attr:`Read.upto`).
+        bounded slice of the house per call (see :attr:`Read.upto`).  A
+        message whose checksum fails is never returned: it is reported
+        (:meth:`on_damaged`) and its seq is in :attr:`Read.damaged`, whether
+        or not it would have matched -- the damage may be in its name.
         """
         if self._closed:
             raise CacheError("the CAST cache is closed", "closed")
@@ -365,17 +390,30 @@ class Cache:
         try:
             while scan_left > 0:
                 rows = self._reader.execute(
-                    "SELECT seq, id, name, publisher, stamp, recipients, data, expires FROM messages"
+                    "SELECT seq, id, name, publisher, stamp, recipients, data, expires, crc FROM messages"
                     " WHERE seq > ? ORDER BY seq LIMIT ?",
                     (position, min(chunk, scan_left)),
                 ).fetchall()
                 if not rows:
                     break
                 scan_left -= len(rows)
-                for seq, id, name, publisher, stamp, recipients, data, expires in rows:
+                for seq, id, name, publisher, stamp, recipients, data, expires, crc in rows:
                     if data is None or expires <= now:
                         position = seq
                         continue
+                    if not intact(id, name, publisher, stamp, recipients, data, crc):
+                        if out:  # messages, then damage: the damage is the next read's
+                            out.upto = position
+                            return out
+                        self._damage.found(seq)
+                        if not out.damaged:
+                            out.damaged = []
+                        out.damaged.append(seq)  # type: ignore[union-attr]
+                        position = seq
+                        continue
+                    if out.damaged:  # damage, then a message: the message is the next read's
+                        out.upto = position
+                        return out
                     if match is not None and not match(name):
                         position = seq
                         continue
@@ -403,7 +441,7 @@ class Cache:
         return out
 
     def get(self, seqs: list[int]) -> dict[int, Stored]:
-        """The readable messages stored at ``seqs`` (by seq; expired and unknown ones are absent).
+        """The readable messages stored at ``seqs`` (by seq; expired, unknown and damaged ones are absent).
 
         For layers that keep their own index of the cache (the causal relay
         finds a message by content hash, then reads it here by seq).
@@ -416,12 +454,14 @@ class Cache:
             for start in range(0, len(seqs), 500):
                 part = seqs[start:start + 500]
                 rows = self._reader.execute(
-                    "SELECT seq, id, name, publisher, stamp, recipients, data, expires FROM messages"
+                    "SELECT seq, id, name, publisher, stamp, recipients, data, expires, crc FROM messages"
                     f" WHERE seq IN ({','.join('?' * len(part))})",
                     part,
                 ).fetchall()
-                for seq, id, name, publisher, stamp, recipients, data, expires in rows:
-                    if data is not None and expires > now:
+                for seq, id, name, publisher, stamp, recipients, data, expires, crc in rows:
+                    if data is not None and expires > now and not intact(id, name, publisher, stamp, recipients, data, crc):
+                        self._damage.found(seq)  # reported, and absent like an unknown seq
+                    elif data is not None and expires > now:
                         out[seq] = Stored(seq, id, name, publisher, stamp, tuple(recipients.split(" ")) if recipients else None, data)
         except sqlite3.Error as error:
             raise CacheError(f"the CAST cache {self.path} could not be read: {error}") from error
@@ -459,6 +499,7 @@ class Cache:
             "high_seq": self.high_seq,
             "max_bytes": self.max_bytes,
             "retention": self.retention,
+            "damaged": self._damage.count,  # messages this open found damaged (checksum), never served
         }
         writes = self._writes
         if writes is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from flowcast.errors import DamagedFile, Error
 
-__all__ = ["CacheCorrupt", "CacheError", "CacheFull"]
+__all__ = ["CacheCorrupt", "CacheError", "CacheFull", "CacheLost"]
 
 
 class CacheError(Error):
@@ -39,5 +39,19 @@ class CacheCorrupt(CacheError, DamagedFile):
     """
 
     def __init__(self, path: object, why: str) -> None:
-        super().__init__(f"the CAST cache {path} is unusable: {why}; move it aside or restore it, it was not replaced", "corrupt")
+        super().__init__(f"the CAST cache {path} is unusable: {why}; it was left as it is (move it aside with its .hwm to start afresh, or restore it)", "corrupt")
         self.path = path
+
+
+class CacheLost(CacheCorrupt):
+    """The cache lost committed messages: it ends at ``high``, below its high-water mark ``marked``.
+
+    Refused like any damaged cache, but one an operator may choose to
+    serve as it is (``Cache.open(accept_loss=True)``, ``flowcast cast
+    accept-loss``): nothing else can bring the lost messages back.
+    """
+
+    def __init__(self, path: object, why: str, high: int, marked: int) -> None:
+        super().__init__(path, why)
+        self.high = high
+        self.marked = marked

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from flowcast.cast.cacheerrors import CacheError, CacheFull
+from flowcast.cast.cachesum import checksum
 
 __all__ = ["BATCH_BYTES", "BATCH_ROWS", "Expire", "InlineWriter", "Job", "ThreadWriter", "Writes"]
 
@@ -79,8 +80,10 @@ class Writes:
     at any time (the writer is their only writer).
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, max_bytes: int) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, max_bytes: int, marker: Any = None) -> None:
         self.conn = conn
+        #: The high-water mark's writer (cachemark.Marker), called between transactions; None: no mark kept.
+        self.marker = marker
         self.path = path
         self.max_bytes = max_bytes
         self.bytes = int(conn.execute("SELECT total(size) FROM messages").fetchone()[0])
@@ -105,8 +108,8 @@ class Writes:
         total = before
         high = self.high
         insert = (
-            "INSERT OR IGNORE INTO messages(id, name, publisher, stamp, expires, recipients, size, data)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            "INSERT OR IGNORE INTO messages(id, name, publisher, stamp, expires, recipients, size, data, crc)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
         lookup = "SELECT seq FROM messages WHERE id = ?"
         stored = duplicates = refused = 0
@@ -125,8 +128,8 @@ class Writes:
                             f" retention, a message of {job.size} does not fit (nothing is evicted early)")))
                         refused += 1
                     continue
-                cursor = execute(insert, (job.id, job.name, job.publisher, job.stamp, job.expires,
-                                          job.recipients, job.size, job.data))
+                cursor = execute(insert, (job.id, job.name, job.publisher, job.stamp, job.expires, job.recipients, job.size,
+                                          job.data, checksum(job.id, job.name, job.publisher, job.stamp, job.recipients, job.data)))
                 if cursor.rowcount == 1:
                     seq = cursor.lastrowid
                     total += job.size
@@ -276,13 +279,19 @@ class ThreadWriter:
 
     def _loop(self) -> None:
         queue = self._queue
+        writes = self.writes
+        marker = writes.marker
         while True:
             if not queue:
+                # Idle: the mark catches up with what committed, once it is due (never an fsync per commit).
+                due = marker.due_in(writes.high) if marker is not None else None
                 with self._lock:
                     self._idle = True
-                    self._cond.wait_for(lambda: queue or self._closed)
+                    self._cond.wait_for(lambda: queue or self._closed, due)
                     self._idle = False
             if not queue:
+                if marker is not None and (self._closed or marker.due_in(writes.high) == 0.0):
+                    marker.write(writes.high)
                 if self._closed:
                     return
                 continue
@@ -296,6 +305,8 @@ class ThreadWriter:
                 self._wake()
             except Exception:  # noqa: BLE001 - a failed wake must not stop the writes
                 log.exception("CAST cache wake-up failed")
+            if marker is not None:  # after the tickets are answered: the mark adds nothing to their wait
+                marker.maybe(writes.high)
 
     def close(self, timeout: float = 30.0) -> None:
         """Write what is queued, then end the thread."""
@@ -339,6 +350,8 @@ class InlineWriter:
             taken = _take(queue)
             self.results.extend(_run(self.writes, taken))
             self.finished += len(taken)
+        if self.writes.marker is not None:  # no timer of its own: a mark due is written at the next commit, or close
+            self.writes.marker.maybe(self.writes.high)
 
     def wait(self, timeout: float) -> bool:
         self.commit()
@@ -347,3 +360,5 @@ class InlineWriter:
     def close(self, timeout: float = 30.0) -> None:
         self.commit()
         self._closed = True
+        if self.writes.marker is not None:
+            self.writes.marker.write(self.writes.high)

@@ -25,10 +25,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from flowcast.cast.sqlitestore import open_store
+from flowcast.cast.sqlitestore import check_store, open_store
 from flowcast.errors import DamagedFile
 
-__all__ = ["Inbox", "InboxCorrupt", "Owed"]
+__all__ = ["Inbox", "InboxCorrupt", "Owed", "check_inbox"]
 
 _FORMAT = "1"
 _SCHEMA = (
@@ -52,6 +52,11 @@ Owed = tuple[bytes, int, str, bytes | None, str | None, str | None, float | None
 
 class InboxCorrupt(DamagedFile):
     """An inbox file that cannot be read: the house refuses to start rather than deliver twice."""
+
+
+def check_inbox(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`InboxCorrupt` unless ``path`` is an inbox; reads only (``flowcast cast ls`` beside a running house)."""
+    check_store(Path(path), _FORMAT, "inbox", InboxCorrupt)
 
 
 class Inbox:

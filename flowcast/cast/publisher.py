@@ -13,6 +13,7 @@ completes, so a subscriber never holds a message the cache could lose.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, deque
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +28,8 @@ from flowcast.transport.hooks import Hooks
 
 __all__ = ["Publisher", "SUBSCRIBE", "SHARE", "HOOKS"]
 
+log = logging.getLogger("flowcast.cast.publisher")
+
 #: The policy permission a road's cast.sub, cast.unsub and cast.cursor need.
 SUBSCRIBE = declare_access("subscribe")
 #: The share CAST messages are addressed to at the publishing house.
@@ -37,8 +40,9 @@ _READ_LIMIT = 1000
 _READS = 32
 _READ_BYTES = 256 << 10
 #: What the export hears (flowcast.export.castevents): stored(ticket), forwarded(held, after, upto, count, size),
-#: resync(held, cursor, high), gap(held, start, upto), lease_expired(held).
-HOOKS = ("stored", "forwarded", "resync", "gap", "lease_expired")
+#: resync(held, cursor, high), gap(held, start, upto), lease_expired(held), damaged(seq): a stored message whose
+#: checksum failed (said once per seq; each subscription passing it gets a gap over it, heard as gap too).
+HOOKS = ("stored", "forwarded", "resync", "gap", "lease_expired", "damaged")
 
 
 class Held:
@@ -80,6 +84,9 @@ class Publisher:
         self._settling: Any = None
         self._sweep: Any = None
         self._closed = False
+        on_damaged = getattr(cache, "on_damaged", None)
+        if on_damaged is not None:  # a stand-in cache of a test may not check
+            on_damaged(self._on_damaged)
         router.store.share(SHARE)
         router.handle(SUB, self._on_sub, access=SUBSCRIBE)
         router.handle(UNSUB, self._on_unsub, access=SUBSCRIBE)
@@ -160,6 +167,11 @@ class Publisher:
             self.counts["sub_denied"] += 1
             landing.refuse(f"estate {estate!r} may not subscribe to {sub.pattern[:60]!r}", "sub_denied")
         if sub.cursor > self.high:
+            # A subscriber holding more than this cache ever gave: the cache may have lost committed
+            # messages its high-water mark could not see (the last second before a crash), or a restored copy.
+            self.counts["cursor_past_end"] += 1
+            log.error("CAST cache %s: estate %r subscribes from cursor %d, past this cache's end (seq %d): the cache may"
+                      " have lost committed messages", getattr(self.cache, "path", "?"), estate, sub.cursor, self.high)
             landing.refuse(f"cursor {sub.cursor} is from the future (the cache's high seq is {self.high})", "cursor_future")
         key = (estate, sub.sid)
         held = self.subs.get(key)
@@ -248,6 +260,10 @@ class Publisher:
                                    max_bytes=min(_READ_BYTES, config.window_bytes - held.b_inflight), to=held.estate)
             # Read.upto: every match up to it was returned (a scan may pass rows that did not match).
             upto = min(read.upto, self.high)
+            if read.damaged and read.damaged[0] <= upto and upto > held.scanned:  # said in stream order
+                if not self._gap(held, upto, "damaged"):
+                    return
+                continue
             rows = [row for row in read if row.seq <= upto]
             if upto <= held.scanned:
                 self.counts["stalled_reads"] += 1  # nothing readable past it: expired since the gap check
@@ -272,16 +288,31 @@ class Publisher:
             if self.hooks.forwarded is not None:
                 self.hooks.forwarded(held, data["after"], upto, len(msgs), size)
 
-    def _gap(self, held: Held) -> None:
-        """What expired before it was sent is said (cast.gap), never skipped silently."""
-        upto = min(int(self.cache.low_seq) - 1, self.high)
+    def _gap(self, held: Held, upto: int | None = None, why: str = "expired") -> bool:
+        """What will never be sent is said (cast.gap), never skipped silently: expired, or damaged in the cache.
+
+        A damaged message (its checksum failed, cachedamage.py) is in the
+        gap of every subscription whose read passes it, whatever its
+        pattern: the damage may be in the name it would have matched by.
+        """
+        if upto is None:
+            upto = min(int(self.cache.low_seq) - 1, self.high)
         if not self.router.send(held.route, {"sid": held.sid, "from": held.sent + 1, "upto": upto}, src=SHARE, tag=GAP):
-            return  # the renew asks again, and gets the gap again
+            return False  # the renew asks again, and gets the gap again
         self.counts["gaps"] += 1
+        if why != "expired":
+            self.counts[f"gaps_{why}"] += 1
         if self.hooks.gap is not None:
             self.hooks.gap(held, held.sent + 1, upto)
         held.sent = upto
         held.scanned = max(held.scanned, upto)
+        return True
+
+    def _on_damaged(self, seq: int) -> None:
+        """The cache met a damaged message (logged there): counted in the status, and heard by the hook."""
+        self.counts["damaged"] += 1
+        if self.hooks.damaged is not None:
+            self.hooks.damaged(seq)
 
     # -- time ---------------------------------------------------------------------------
 

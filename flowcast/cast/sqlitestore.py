@@ -30,14 +30,14 @@ from pathlib import Path
 
 from flowcast.runtime.durable import replace_durably
 
-__all__ = ["open_store", "check_store"]
+__all__ = ["open_store", "check_store", "read_only_uri"]
 
 
 def _refusal(error: type[Exception], path: Path, what: str, why: str) -> Exception:
     return error(f"{path}: not a usable {what}: {why}; it was left as it is (move it away to start afresh)", path)
 
 
-def _read_only_uri(path: Path) -> str:
+def read_only_uri(path: Path) -> str:
     """A URI that reads ``path`` without writing anything, beside it included.
 
     With no WAL to replay (none, or an empty one) the file is the whole
@@ -65,7 +65,7 @@ def check_store(path: Path, fmt: str, what: str, error: type[Exception]) -> None
     if size == 0:
         raise _refusal(error, path, what, "it is empty (0 bytes)")
     try:
-        db = sqlite3.connect(_read_only_uri(path), uri=True, isolation_level=None)
+        db = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None)
     except sqlite3.Error as db_error:
         raise _refusal(error, path, what, f"SQLite cannot open it ({db_error})") from None
     try:

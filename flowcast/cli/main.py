@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from flowcast.errors import DamagedFile, damaged_cause
 from flowcast.flow.errors import FlowError
 from flowcast.runtime import CallbackError, MicroThreadError
 
@@ -25,7 +26,7 @@ DELEGATED = {
     "export": ("flowcast.export.collect", "collect and compact share-history Parquet segments"),
     "spark": ("flowcast.export.sparkcli", "run a Spark analysis job over exported segments"),
     "status": ("flowcast.house.status", "show a running estate: houses, remotes, routes, rates, denials"),
-    "cast": ("flowcast.house.castcli", "an estate's CAST: ls (leases, cursors, lag), stats, tail PATTERN"),
+    "cast": ("flowcast.house.castcli", "an estate's CAST: ls (leases, cursors, lag), stats, tail PATTERN, accept-loss"),
     "causal": ("flowcast.house.causalcli", "causal mailboxes: keygen NAME --dir DIR, status LAYOUT"),
 }
 
@@ -170,19 +171,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name in DELEGATED:
             module = importlib.import_module(DELEGATED[name][0])
             return int(module.main(rest) or 0)
+    except DamagedFile as error:  # a store refused and left as it was: one line, the file named
+        print(f"flowcast {name}: {error}", file=sys.stderr)
+        return 3
     except FlowError as error:
+        damaged = damaged_cause(error)
+        if damaged is not None:  # opened while the flow was built: the file is the news, not the flow
+            print(f"flowcast {name}: {damaged}", file=sys.stderr)
+            return 3
         print(error, file=sys.stderr)
         return 1
     except LookupError as error:  # e.g. --house naming no house of the flow
         print(f"flowcast {name}: {error.args[0] if error.args else error}", file=sys.stderr)
         return 2
     except MicroThreadError as error:
+        damaged = damaged_cause(error)
+        if damaged is not None:
+            print(f"flowcast {name}: {damaged}", file=sys.stderr)
+            return 3
         cause = error.__cause__ or error
         print(f"flowcast: {error.thread.name} stopped: {cause}", file=sys.stderr)
         return 1
     except CallbackError as error:  # it names the callback (and its fd) and what it raised
         print(f"flowcast: {error}", file=sys.stderr)
         return 1
+    except Exception as error:  # a behaviour's failure, say, wrapping a store it could not open
+        damaged = damaged_cause(error)
+        if damaged is None:
+            raise
+        print(f"flowcast {name}: {damaged}", file=sys.stderr)
+        return 3
     from flowcast.flow.errors import did_you_mean
 
     hint = did_you_mean(name, [*commands, *DELEGATED])

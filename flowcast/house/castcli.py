@@ -1,5 +1,12 @@
 """``flowcast cast ls | stats | tail``: an estate's CAST as its files show it, safe while it runs.
 
+And ``flowcast cast accept-loss``, the one command here that writes: with
+the estate stopped, an operator accepts that its cache lost committed
+messages (a WAL cut short, an older copy restored: what its high-water
+mark shows, cachemark.py), so the estate starts again and serves what is
+left, the loss said to its subscribers as a gap.  Never automatic: only
+the operator can know whether the lost messages can be had elsewhere.
+
 Nothing here writes: the cache is opened through SQLite's read-only URI
 (the running house stays its only writer), each inbox likewise, and the
 leases the publisher holds come from the status file its house rewrites
@@ -12,14 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from flowcast.cast import Cache, CacheError, check_pattern
+from flowcast.cast import Cache, CacheError, CacheLost, check_pattern
+from flowcast.cast.inbox import check_inbox
 from flowcast.cast.names import CastNameError
+from flowcast.errors import DamagedFile
 from flowcast.house.estate import status_dir
 from flowcast.house.layout import EstateLayout, load_layout
 
@@ -33,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
         q = sub.add_parser(name, help=text)
         q.add_argument("layout", type=Path, help="the estate's layout (houses/ESTATE.yaml)")
         q.add_argument("--json", action="store_true", help="one JSON object instead of lines")
+    q = sub.add_parser("accept-loss", help="with the estate stopped: serve a cache that lost committed messages as it is")
+    q.add_argument("layout", type=Path)
     q = sub.add_parser("tail", help="follow new messages matching a pattern")
     q.add_argument("layout", type=Path)
     q.add_argument("pattern", help="a CAST pattern, e.g. abc/messages/**")
@@ -69,6 +81,7 @@ def _inboxes(layout: EstateLayout) -> dict[str, list[dict[str, Any]]]:
     if spec is None:
         return out
     for path in sorted(spec.dir.glob("inbox-*.sqlite3")):
+        check_inbox(path)  # an empty or damaged one is refused (DamagedFile), not listed as holding nothing
         try:
             db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
             try:
@@ -97,11 +110,26 @@ def _held(statuses: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _damaged(command: str, error: DamagedFile) -> int:
+    """A damaged file met by the CLI: one line naming it, exit 3 (what a house that meets it does)."""
+    print(f"flowcast cast {command}: {error}", file=sys.stderr)
+    return 3
+
+
 def cmd_ls(layout: EstateLayout, as_json: bool) -> int:
     statuses = _statuses(layout)
     held = _held(statuses)
     subscribed = {yard: (status.get("cast") or {}).get("subscriptions", []) for yard, status in statuses.items()}
-    inboxes = _inboxes(layout)
+    try:
+        cache = _cache(layout)  # the cursors listed below mean nothing against a damaged cache
+        if cache is not None:
+            cache.close()
+        inboxes = _inboxes(layout)
+    except DamagedFile as error:
+        return _damaged("ls", error)
+    except CacheError as error:
+        print(f"flowcast cast ls: {error}", file=sys.stderr)
+        return 1
     if as_json:
         print(json.dumps({"estate": layout.estate, "held": held, "subscriptions": subscribed, "inboxes": inboxes}, default=str))
         return 0
@@ -126,6 +154,8 @@ def cmd_ls(layout: EstateLayout, as_json: bool) -> int:
 def cmd_stats(layout: EstateLayout, as_json: bool) -> int:
     try:
         cache = _cache(layout)
+    except DamagedFile as error:
+        return _damaged("stats", error)
     except CacheError as error:
         print(f"flowcast cast stats: {error}", file=sys.stderr)
         return 1
@@ -177,6 +207,8 @@ def cmd_tail(layout: EstateLayout, args: argparse.Namespace) -> int:
         while cache is None:  # the estate may not have made its cache yet
             try:
                 cache = _cache(layout)
+            except DamagedFile as error:
+                return _damaged("tail", error)
             except CacheError as error:
                 print(f"flowcast cast tail: {error}", file=sys.stderr)
                 return 1
@@ -208,9 +240,42 @@ def cmd_tail(layout: EstateLayout, args: argparse.Namespace) -> int:
             cache.close()
 
 
+def cmd_accept_loss(layout: EstateLayout) -> int:
+    """Open the stopped estate's cache accepting a loss its mark shows; say what was accepted."""
+    from flowcast.house.runlock import AlreadyRunning, take_run_lock
+
+    spec = layout.cast
+    if spec is None:
+        print(f"flowcast cast accept-loss: estate {layout.estate}'s layout has no cast: section", file=sys.stderr)
+        return 1
+    try:
+        lock = take_run_lock(layout.run / "supervisor.lock")  # the estate's own writer must not be running
+    except AlreadyRunning as running:
+        print(f"flowcast cast accept-loss: estate {layout.estate} is {running}; stop it first", file=sys.stderr)
+        return 1
+    try:
+        config = spec.config
+        try:
+            Cache.open(spec.cache_path, estate=layout.estate, retention=config.retention, max_bytes=config.max_bytes).close()
+            print(f"{spec.cache_path}: nothing lost, nothing to accept")
+            return 0
+        except CacheLost as lost:
+            Cache.open(spec.cache_path, estate=layout.estate, retention=config.retention, max_bytes=config.max_bytes,
+                       accept_loss=True).close()
+            print(f"{spec.cache_path}: accepted the loss of seq {lost.high + 1}..{lost.marked}; the estate serves what is"
+                  f" left, its subscribers get a cast.gap over the loss")
+            return 0
+        except DamagedFile as error:  # damaged otherwise: not a loss this can accept
+            return _damaged("accept-loss", error)
+    finally:
+        os.close(lock)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     layout = load_layout(args.layout)  # a LayoutError is printed, located, by the CLI
+    if args.command == "accept-loss":
+        return cmd_accept_loss(layout)
     if args.command == "ls":
         return cmd_ls(layout, args.json)
     if args.command == "stats":

@@ -42,11 +42,14 @@ from flowcast.runtime.clock import wall_now
 
 __all__ = [
     "ChildSpec", "ChildState", "ChildStatus", "spawn", "signal_child", "describe_exit", "exit_reason",
-    "write_last_words", "HAVE_PIDFD", "FALLBACK_POLL", "LAST_WORDS_MAX",
+    "write_last_words", "HAVE_PIDFD", "FALLBACK_POLL", "LAST_WORDS_MAX", "EXIT_HOLD",
 ]
 
 ChildState = Literal["starting", "running", "backoff", "held", "stopping", "stopped"]
 
+#: A house that exits with this code says it refused to start for a reason no restart can fix
+#: (a damaged file: flowcast.errors.DamagedFile); an estate's ChildSpecs list it in ``hold_on``.
+EXIT_HOLD = 3
 #: At most this much of a child's last words (or of its log's tail) is read back.
 LAST_WORDS_MAX = 4096
 #: The line spawn() writes into a child's log before each start; a reason is looked for after the last one.
@@ -94,6 +97,10 @@ class ChildSpec:
     e.g. on its command line): the supervisor removes it before each start
     and reads it after an error exit, so its console and status say why a
     house failed instead of only its exit code (:func:`exit_reason`).
+    ``hold_on``: exit codes with which the child says a restart cannot help
+    (an estate's houses: ``EXIT_HOLD``, a damaged file); such an exit holds
+    it at once instead of after the start limit.  Empty by default: to a
+    program that is not a house, 3 is just another exit code.
     """
 
     name: str
@@ -105,6 +112,7 @@ class ChildSpec:
     last_words: Path | None = None
     stop_stage: int = 0
     drain: float = 0.0
+    hold_on: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from flowcast.cast import CacheError
+from flowcast.errors import damaged_cause
+from flowcast.house.childproc import EXIT_HOLD
 from flowcast.house.castwire import wire_cast
 from flowcast.house.layoutcausal import wire_causal
 from flowcast.house.handoff import Handoff, not_dumpable
@@ -263,14 +265,17 @@ def run_house(handoff: Handoff, *, fatal: Callable[[str], None] | None = None,
 
     When it cannot start (returns 1) it logs why and also passes that text
     to ``fatal``: the worker leaves it for the supervisor, whose console and
-    status then say why the house is down (childproc.exit_reason).
+    status then say why the house is down (childproc.exit_reason).  A store
+    file that is damaged (an inbox, the cache, the causal ledger) returns
+    ``EXIT_HOLD`` (3) with one line naming the file: the file was left as it
+    was, and no restart can change that, so the supervisor holds the house.
     """
 
-    def cannot_start(text: str) -> int:
+    def cannot_start(text: str, code: int = 1) -> int:
         log.error("%s", text)
         if fatal is not None:
             fatal(text)
-        return 1
+        return code
 
     yard = handoff.yard
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {yard} %(name)s %(levelname)s %(message)s", stream=sys.stderr)
@@ -284,8 +289,13 @@ def run_house(handoff: Handoff, *, fatal: Callable[[str], None] | None = None,
             return cannot_start(f"house {yard} cannot start: the layout plans yards {[p.yard for p in plan]}, the supervisor {list(handoff.yards)}")
         try:
             house = open_house(layout, yard, houses=handoff.houses, freeze=True, keys=handoff.keys, period=handoff.period)
-        except (OSError, ValueError, CacheError) as error:  # a port in use, a bad keep, a corrupt CAST cache: say so, not a traceback
-            return cannot_start(f"house {yard} cannot start: {error}")
+        except Exception as error:
+            damaged = damaged_cause(error)
+            if damaged is not None:  # however deep it was opened: one line naming the file, no traceback
+                return cannot_start(f"house {yard} cannot start: {damaged}", EXIT_HOLD)
+            if isinstance(error, (OSError, ValueError, CacheError)):  # a port in use, a bad keep: say so, not a traceback
+                return cannot_start(f"house {yard} cannot start: {error}")
+            raise
         if handoff.export is not None:
             if record is None:  # the export layer sits above this one: the process entry point hands it in
                 house.close()
@@ -422,6 +432,7 @@ def _supervise(layout: EstateLayout, text: bytes, plan: list[HousePlan], total: 
             last_words=last_words_path(layout, p.yard),
             stop_stage=stop_stage(layout, p),
             drain=layout.drain_of(p.entry),
+            hold_on=frozenset({EXIT_HOLD}),  # a damaged store file: held at once, it stays damaged
         )
         for p in plan
     ]

@@ -105,8 +105,8 @@ def _house_row(house: dict[str, Any]) -> list[str]:
         status = house["status"]
     if house["note"]:
         notes.append(house["note"])
-    if house["state"] == "held":
-        notes.append("failed too often, not restarted")
+    if house["state"] == "held":  # exit 3 (childproc.EXIT_HOLD): it refused to start, a restart cannot help
+        notes.append("refused to start, not restarted" if house["last_exit"] == 3 else "failed too often, not restarted")
     if house["state"] == "backoff" and house["restart_in"] is not None:
         notes.append(f"restart in {_duration(house['restart_in'])}")
     if house["last_exit"] is not None and house["state"] not in LIVE_STATES:

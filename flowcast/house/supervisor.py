@@ -19,6 +19,10 @@ flows; it only keeps processes alive:
   ``StartLimitBurst``/``StartLimitIntervalSec``): ``start_limit_burst`` exits
   within ``start_limit_interval`` seconds, with no healthy run between them,
   and it stays down ("held") with one clear message naming its last error.
+  A child that exits with a code of its spec's ``hold_on`` is held at once:
+  it said it refused to start for a reason no restart can fix (a house's
+  ``EXIT_HOLD``, 3: a damaged store file, which it names), and five more
+  starts would only say so five more times.
   Restarting cannot fix a flow error, a taken port or a behaviour that raises
   at start; it only fills the log.  The defaults, 5 in 30 s: a house takes
   0.5-1 s to start and fail, and the back-off puts 0.25+0.5+1+2 s between
@@ -325,7 +329,7 @@ class Supervisor:
             if reason is not None:
                 child.last_error = reason
             if self._phase == "running" and not self._stop_requests:
-                if self._failed_too_often(child, now):
+                if self._failed_too_often(child, now) or code in child.spec.hold_on:
                     self._hold(child)
                     held = True
                     delay = None
@@ -377,6 +381,16 @@ class Supervisor:
 
     def _say_held(self, child: _Child) -> None:
         """Once per hold, after the exit it follows: held, why, and what would bring it back."""
+        if child.last_exit in child.spec.hold_on:
+            log.error(
+                "%s held: it refused to start (exit %d: restarting cannot fix it); not restarting it until the supervisor"
+                " is restarted%s",
+                child.spec.name,
+                child.last_exit,
+                f"; last error: {_indent(child.last_error)}" if child.last_error else "",
+                extra={"house": child.spec.name, "event": "held", "reason": child.last_error},
+            )
+            return
         log.error(
             "%s held: it failed %d times within %.3g s; not restarting it until the supervisor is restarted%s",
             child.spec.name,

@@ -85,7 +85,7 @@ def test_garbage_bytes_are_refused_never_replaced(tmp_path):
 def test_an_empty_file_is_refused_not_taken_for_a_new_cache(tmp_path):
     path = tmp_path / "cache.sqlite3"
     path.write_bytes(b"")
-    _refused(path, words="no meta table")
+    _refused(path, words="it is empty (0 bytes)")
 
 
 def test_a_truncated_database_is_refused(tmp_path):

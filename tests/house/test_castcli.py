@@ -110,3 +110,53 @@ def test_the_status_file_carries_the_house_cast_status(tmp_path):
     world.scheduler.spawn(_status_writer(house, path, "manor", True), name="status")
     world.run_for(0.5)
     assert json.loads(path.read_text())["cast"] == {"held": held, "publisher": {"forwarded": 2}}
+
+
+@pytest.mark.parametrize("damaged", ["inbox", "cache"])
+@pytest.mark.parametrize("command", ["ls", "stats"])
+def test_a_damaged_inbox_or_cache_is_one_line_and_exit_3(tmp_path, capsys, damaged, command):
+    (tmp_path / "idle.flo").write_text("house idle\nframer idle be active first rest\n  frame rest\n    print resting\n")
+    path = tmp_path / "abc.yaml"
+    path.write_text("estate: abc\nhouses:\n  - {name: manor, flow: idle.flo, manor: true}\ncast:\n")
+    layout = load_layout(path)
+    layout.cast.dir.mkdir(parents=True)
+    Cache.open(layout.cast.cache_path, estate="abc").close()
+    Inbox(layout.cast.inbox_path("manor")).close()
+    bad = layout.cast.inbox_path("manor") if damaged == "inbox" else layout.cast.cache_path
+    bad.write_bytes(b"")
+    code, out, err = run(capsys, command, path)
+    if damaged == "inbox" and command == "stats":  # stats reads the cache only
+        assert code == 0, err
+        return
+    assert code == 3 and out == "" and err.count("\n") == 1, err
+    assert str(bad) in err and "empty (0 bytes)" in err
+    assert bad.read_bytes() == b""
+
+
+def test_accept_loss_serves_a_cache_that_lost_messages_once_the_operator_says_so(tmp_path, capsys):
+    from flowcast.cast.cachemark import read_mark, write_mark
+    from flowcast.house.runlock import take_run_lock
+
+    (tmp_path / "idle.flo").write_text("house idle\nframer idle be active first rest\n  frame rest\n    print resting\n")
+    path = tmp_path / "abc.yaml"
+    path.write_text("estate: abc\nhouses:\n  - {name: manor, flow: idle.flo, manor: true}\ncast:\n")
+    layout = load_layout(path)
+    cache = Cache.open(layout.cast.cache_path, estate="abc")
+    for i in range(10):
+        cache.publish(f"abc/m/{i}", b"x")
+    cache.close()
+    write_mark(layout.cast.cache_path, "abc", 25)  # as if seqs 11..25 were committed, then lost
+    code, _, err = run(capsys, "stats", path)
+    assert code == 3 and "lost committed messages" in err and err.count("\n") == 1
+    lock = take_run_lock(layout.run / "supervisor.lock")  # the estate is running: refused, nothing touched
+    try:
+        code, _, err = run(capsys, "accept-loss", path)
+        assert code == 1 and "stop it first" in err and read_mark(layout.cast.cache_path, "abc") == 25
+    finally:
+        os.close(lock)
+    code, out, _ = run(capsys, "accept-loss", path)
+    assert code == 0 and "accepted the loss of seq 11..25" in out
+    code, out, _ = run(capsys, "stats", path, "--json")
+    assert code == 0 and json.loads(out)["high_seq"] == 25 and json.loads(out)["messages"] == 10
+    code, out, _ = run(capsys, "accept-loss", path)
+    assert code == 0 and "nothing lost" in out

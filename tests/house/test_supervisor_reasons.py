@@ -126,3 +126,24 @@ def test_run_lock_names_the_holder_and_goes_with_it(tmp_path: Path) -> None:
         os.close(fd)
     fd = take_run_lock(path)  # released with its holder
     os.close(fd)
+
+
+def test_an_exit_the_spec_names_in_hold_on_holds_at_once_other_children_exit_3_as_any_code(tmp_path: Path,
+                                                                                           caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="flowcast.supervisor")
+    refuses = script(tmp_path, "refuses.py", "import sys\nprint('x.sqlite3: it is empty (0 bytes)', flush=True)\nsys.exit(3)\n")
+    held = ChildSpec("held", [sys.executable, str(refuses)], tmp_path / "held.log", hold_on=frozenset({3}))
+    plain = ChildSpec("plain", [sys.executable, str(refuses)], tmp_path / "plain.log")
+    sup = Supervisor([held, plain], handle_signals=False, backoff_initial=0.05, backoff_max=0.1,
+                     start_limit_burst=3, start_limit_interval=30.0)
+    result: dict[str, int] = {}
+    thread = threading.Thread(target=lambda: result.setdefault("rc", sup.run()))
+    thread.start()
+    thread.join(20)
+    assert not thread.is_alive() and result["rc"] == EXIT_ALL_HELD
+    exits = [r.house for r in caplog.records if getattr(r, "event", None) == "exited"]
+    assert exits.count("held") == 1 and exits.count("plain") == 3  # at once, against the start limit
+    said = [r.getMessage() for r in caplog.records if getattr(r, "event", None) == "held"]
+    assert "held held: it refused to start (exit 3: restarting cannot fix it); not restarting it until the supervisor is" \
+           " restarted; last error: x.sqlite3: it is empty (0 bytes)" in said
+    assert any(m.startswith("plain held: it failed 3 times") for m in said)
