@@ -73,3 +73,20 @@ class Cast:
 
 def payloads(queue) -> list[bytes]:
     return [item["data"] for item in queue.queue if item["tag"] == "cast"]
+
+
+class DiskFull:
+    """Makes ``target.method`` fail as a full disk does while ``failing`` is true, else call through."""
+
+    def __init__(self, target, method: str) -> None:
+        import sqlite3
+
+        self.failing = True
+        real = getattr(target, method)
+
+        def call(*args):
+            if self.failing:
+                raise sqlite3.OperationalError("database or disk is full")
+            return real(*args)
+
+        setattr(target, method, call)

@@ -3,11 +3,9 @@ acknowledgements (both or neither), gap notices owed like messages."""
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
-from tests.cast.kit import Cast, payloads
+from tests.cast.kit import Cast, DiskFull, payloads
 
 HOUR = 3600.0
 
@@ -41,22 +39,14 @@ def test_a_table_write_and_the_acknowledgement_commit_together_or_not_at_all(tmp
     cast.publish_many(3)
     assert cast.run_until(lambda: len(cast.queue().queue) == 3, 10)
     inbox = svc.subscriber.inbox
-    real = inbox.settle
-    failing = [True]
-
-    def full_disk(*args):
-        if failing[0]:
-            raise sqlite3.OperationalError("database or disk is full")
-        return real(*args)
-
-    inbox.settle = full_disk
+    disk = DiskFull(inbox, "settle")
     stock = svc.table("stock")
     item = cast.queue().queue.popleft()
     stock["apples"] = 7
     cast.turn()
     assert inbox.owed_count() == 3 and inbox.table_get("stock", b"\xa6apples") is None  # neither
     assert stock["apples"] == 7  # still what the flow reads
-    failing[0] = False
+    disk.failing = False
     cast.turn()  # the next turn's end tries again: both
     assert inbox.owed_count() == 2 and stock["apples"] == 7
     assert inbox.table_get("stock", b"\xa6apples") == b"\x07"

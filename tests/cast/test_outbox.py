@@ -3,12 +3,10 @@ acknowledgements, sent again after a crash under the same id, retried until it e
 
 from __future__ import annotations
 
-import sqlite3
-
 from flowcast.cast.behaviours import word
 from flowcast.cast.outbox import RETRY_AFTER, Outbox
 from flowcast.errors import Error
-from tests.cast.kit import Cast
+from tests.cast.kit import Cast, DiskFull
 
 
 class Refused(Error):
@@ -50,20 +48,12 @@ def test_a_turn_publish_leaves_only_after_the_commit_and_with_the_acknowledgemen
     cast.publish_many(1)
     assert cast.run_until(lambda: len(cast.queue().queue) == 1, 10)
     inbox = svc.subscriber.inbox
-    real = inbox.settle
-    failing = [True]
-
-    def full_disk(*args):
-        if failing[0]:
-            raise sqlite3.OperationalError("database or disk is full")
-        return real(*args)
-
-    inbox.settle = full_disk
+    disk = DiskFull(inbox, "settle")
     cast.queue().queue.popleft()
     ticket = svc.publish("xyz/confirms/0", b"ok", turn=True)
     store.end_turn()
     assert cache.sent == [] and inbox.owed_count() == 1 and inbox.outbox() == []  # neither
-    failing[0] = False
+    disk.failing = False
     store.end_turn()
     assert cache.sent == [(ticket.id, "xyz/confirms/0")] and inbox.owed_count() == 0 and len(inbox.outbox()) == 1
     cache.tickets[0].seq, cache.tickets[0].done = 7, True
