@@ -101,6 +101,10 @@ class Settler:
             self.outbox.committed()
         return True
 
+    def pending(self, sid: bytes) -> tuple[set[int], int]:
+        """What of ``sid`` is acknowledged and not committed yet: single seqs, and every seq up to the second."""
+        return {seq for s, seq in self._acks if s == sid}, self._ranges.get(sid, -1)
+
     def take_acks(self) -> tuple[Acks, Ranges]:
         """The pending acknowledgements, for the owner's commit to carry; :meth:`put_back` if it failed."""
         acks, ranges = self._acks, self._ranges

@@ -85,7 +85,9 @@ class Subscription:
 
     def ack(self, item: Any) -> bool:
         """The flow is done with ``item`` (a delivery of this subscription): needed with ``ack="explicit"``."""
-        seq = item.get("seq") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or item.get("sid") != self.sid:
+            return False  # another subscription's delivery (the same message may come through several)
+        seq = item.get("seq")
         return seq is not None and self.handoff.ack(seq)
 
     def close(self) -> None:
@@ -159,7 +161,8 @@ class Subscriber:
         if found is not None:  # owed and not in the queue now: a restart's, or a closed subscription's not yet pushed
             self.settler.commit()  # acknowledgements still pending are not owed any more
             in_queue = handoff.keys()
-            sub.replay.extend(row for row in self.inbox.owed(sid) if row[1] not in in_queue)
+            acked, upto = self.settler.pending(sid)  # the commit above may have failed: acknowledged all the same
+            sub.replay.extend(row for row in self.inbox.owed(sid) if row[1] not in in_queue and row[1] not in acked and row[1] > upto)
             if sub.replay:
                 self._replaying[sid] = sub.replay[0][1]
             self._replay(sub)
@@ -239,7 +242,9 @@ class Subscriber:
                 item = envelope(src, dst, "cast", stamp, data)
                 item.update(name=name, id=id, publisher=publisher, seq=seq)
             item.update(sid=sid, seq=seq, redelivered=True)
-            handoff.push(item, seq, estimate(data) if data is not None and handoff.queue.budget else 0)
+            if not handoff.push(item, seq, estimate(data) if data is not None and handoff.queue.budget else 0):
+                sub.replay.appendleft((sid, seq, kind, id, name, publisher, stamp, data, upto))  # the byte budget: later
+                break
             sub.redelivered += 1
             self.counts["redelivered"] += 1
         if not sub.replay:
@@ -340,10 +345,12 @@ class Subscriber:
                 self.counts["gaps"] += 1
                 if self.hooks.gap is not None:
                     self.hooks.gap(sub, item["data"]["from"], item["data"]["upto"])
-                sub.handoff.push(item, item["seq"], force=True)  # past the bound: a gap notice is never the one dropped
+                if sub.replay or not sub.handoff.push(item, item["seq"], force=True):  # past the bound: never the one dropped
+                    self._hold(sub, item)
                 continue
             if sub.keeps:
-                sub.handoff.push(item, item["seq"], size)  # room was checked: this fits
+                if sub.replay or not sub.handoff.push(item, item["seq"], size):  # room was checked: this fits
+                    self._hold(sub, item)
             else:
                 queue.push(item, size)
             sub.delivered += 1
@@ -355,6 +362,18 @@ class Subscriber:
                 self._report(sub)
         for sub in plan.resync:
             self._resync(sub)
+
+    def _hold(self, sub: Subscription, item: dict[str, Any]) -> None:
+        """A committed, owed message the queue refused after all (a watcher filled it, the byte budget
+        shrank): it waits in the replay, with what follows it, and no range acknowledgement reaches it."""
+        if item["tag"] == GAP:
+            row: Owed = (sub.sid, item["seq"], GAP, None, None, None, item["stamp"], None, item["data"]["upto"])
+        else:
+            row = (sub.sid, item["seq"], "cast", item["id"], item["name"], item["publisher"], item["stamp"], item["data"], None)
+        sub.replay.append(row)
+        self._replaying.setdefault(sub.sid, row[1])
+        sub.blocked = True
+        self.counts["held"] += 1
 
     def _on_error(self, sid: bytes, share: Any) -> None:
         while share.queue:
@@ -425,6 +444,14 @@ class _Plan:
         router = owner.router
         queue = router.store.queue(sub.into)
         dst = Route(sub.into, router.yard, router.estate, "")
+        if sub.replay:
+            return  # owed from before a restart comes first: the tick asks again once it is handed over
+        room = self._room.get(sub.into)
+        if room is None:
+            room = self._room[sub.into] = [
+                queue.bound - len(queue.queue) if queue.bound else 1 << 62,
+                queue.budget - queue.held_bytes if queue.budget else -1,
+            ]
         if not isinstance(what, Batch):  # a gap: (from, upto)
             start, upto = what
             if start > cursor + 1:
@@ -433,7 +460,8 @@ class _Plan:
             elif upto > cursor:
                 now = owner.clock()
                 notice = envelope(src, dst, GAP, now, {"from": cursor + 1, "upto": upto})
-                notice.update(sid=sub.sid, seq=cursor + 1)
+                notice.update(sid=sub.sid, seq=cursor + 1, redelivered=False)
+                room[0] -= 1  # it takes a place in the queue (past the bound if need be): not one the batches may use
                 self.owed.append((sub.sid, cursor + 1, GAP, None, None, None, now, None, upto))
                 self.pushes.append((sub, queue, notice, 0))
                 self.cursors[sub.sid] = upto
@@ -448,12 +476,6 @@ class _Plan:
             return
         if sub.blocked:
             return  # the tick asks again once there is room
-        room = self._room.get(sub.into)
-        if room is None:
-            room = self._room[sub.into] = [
-                queue.bound - len(queue.queue) if queue.bound else 1 << 62,
-                queue.budget - queue.held_bytes if queue.budget else -1,
-            ]
         if sub.handoff.explicit:  # taken, not acked: held for the consumer, so bounded too
             room[0] = min(room[0], MAX_OWED - len(sub.handoff) - sum(1 for s, _q, _i, _z in self.pushes if s is sub))
         msgs = [msg for msg in batch.msgs if msg[0] > cursor]
