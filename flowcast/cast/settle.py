@@ -60,6 +60,9 @@ class Settler:
         self._acks: Acks = []
         self._ranges: Ranges = {}
         self._rows: list[tuple[str, bytes, bytes | None]] = []
+        self._published: list[bytes] = []  # outbox rows whose publish ended, to delete (kept across a failed commit)
+        #: a commit failed: what it held (acknowledgements, table writes, publishes) now commits only together
+        self._failed = False
 
     def table(self, name: str) -> Table:
         table = self.tables.get(name)
@@ -74,19 +77,30 @@ class Settler:
             self._rows.extend(table.staged())
         outbox = self.outbox
         publishes = outbox.staged_rows() if outbox is not None else []
-        published = outbox.finished() if outbox is not None and len(outbox) else []
-        if self._rows or publishes or published:
-            self.commit(publishes, published)
+        if outbox is not None and len(outbox):
+            self._published.extend(outbox.finished())
+        if self._rows or publishes or self._published:
+            self.commit(publishes)
         elif self._acks or self._ranges:
             self.soon()
 
-    def commit(self, publishes: list[Any] | None = None, published: list[bytes] | None = None) -> bool:
-        """Everything pending, in one transaction; False (kept for the next try) if it failed."""
-        acks, ranges, rows = self._acks, self._ranges, self._rows
+    def commit(self, publishes: list[Any] | None = None) -> bool:
+        """Everything pending, in one transaction; False (kept for the next try) if it failed.
+
+        After a failed commit its acknowledgements go only with its table writes
+        (restaged in the tables) and its publishes (still staged in the outbox),
+        whoever calls: the tick, a subscribe, the next turn's end.
+        """
+        if self._failed:
+            for table in self.tables.values():
+                self._rows.extend(table.staged())
+            if publishes is None and self.outbox is not None:
+                publishes = self.outbox.staged_rows()
+        acks, ranges, rows, published = self._acks, self._ranges, self._rows, self._published
         if not (acks or ranges or rows or publishes or published):
             return True
         try:
-            self.inbox.settle(acks, rows, publishes or [], published or [], ranges)
+            self.inbox.settle(acks, rows, publishes or [], published, ranges)
         except Exception:  # noqa: BLE001 - still owed on disk: tried again next turn, redelivered after a restart
             log.warning("CAST inbox %s: %d acknowledgements and %d table changes not recorded; trying again next turn",
                         self.inbox.path, len(acks) + len(ranges), len(rows), exc_info=True)
@@ -94,9 +108,11 @@ class Settler:
             for name, key, value in rows:  # still what the flow reads, and staged for the next try
                 self.table(name).restage(key, value)
             self._rows = []
+            self._failed = True
             return False
         self.counts["acked"] += len(acks) + len(ranges)
-        self._acks, self._ranges, self._rows = [], {}, []
+        self._acks, self._ranges, self._rows, self._published = [], {}, [], []
+        self._failed = False
         if publishes and self.outbox is not None:
             self.outbox.committed()
         return True
@@ -106,7 +122,10 @@ class Settler:
         return {seq for s, seq in self._acks if s == sid}, self._ranges.get(sid, -1)
 
     def take_acks(self) -> tuple[Acks, Ranges]:
-        """The pending acknowledgements, for the owner's commit to carry; :meth:`put_back` if it failed."""
+        """The pending acknowledgements, for the owner's commit to carry; :meth:`put_back` if it failed.
+        None after a failed commit: those go with their writes and publishes (:meth:`commit`)."""
+        if self._failed:
+            return [], {}
         acks, ranges = self._acks, self._ranges
         self._acks, self._ranges = [], {}
         return acks, ranges
