@@ -95,10 +95,10 @@ class CastService:
         if self.subscriber is None or self.subscriber.settler.outbox is None:
             raise ValueError("publish(turn=True) needs this house's CAST inbox: the outbox lives in it")
         message: dict[str, Any] = {"id": id, "name": name, "publisher": publisher, "data": data}
-        if recipients is not None:
-            message["recipients"] = recipients if isinstance(recipients, str) else list(recipients)
+        if recipients is not None:  # read once: an iterator checked here must not be empty when written
+            recipients = message["recipients"] = recipients if isinstance(recipients, str) else list(recipients)
         read_pub(message, self.router.estate)  # refused now, not after the commit
-        text = recipients if isinstance(recipients, str) else " ".join(recipients or ())
+        text = " ".join(recipients or ())
         return self.subscriber.settler.outbox.stage((id, name, publisher, text, bytes(data)))
 
     def _publish_now(self, name: str, data: Any, id: bytes, publisher: str, recipients: Sequence[str] | None) -> Any:
