@@ -7,6 +7,8 @@ publish(turn=True) commit with the turn's acknowledgements, both or neither.
 
 from __future__ import annotations
 
+import pytest
+
 from flowcast.cast.behaviours import word
 from flowcast.cast.outbox import Outbox
 from tests.cast.kit import Cast, DiskFull
@@ -249,3 +251,30 @@ def test_turn_publish_keeps_recipients_given_as_any_iterable(tmp_path):
     store.end_turn()
     assert [recipients for _id, _name, recipients in cache.sent] == [["carol@abc"]]
     assert [row[3] for row in svc.subscriber.inbox.outbox()] == ["carol@abc"]
+
+
+def test_ack_of_a_forged_item_is_false_not_a_crash(tmp_path):
+    """ack() looked the item's seq up in a set: an unhashable seq raised TypeError into the flow."""
+    cast = Cast(tmp_path)
+    svc = cast.service()
+    sub = svc.subscribe("abc/messages/**", estate="abc", into="inbox", ack="explicit")
+    assert svc.ack({"sid": sub.sid, "seq": [1]}) is False
+    assert sub.ack({"sid": sub.sid, "seq": {"x": 1}}) is False
+    assert svc.ack({"sid": [sub.sid], "seq": 1}) is False
+
+
+@pytest.mark.xfail(strict=True, reason="design: a subscription made again with ack='turn' acknowledges, at the next turn's end, "
+                   "what an ack='explicit' consumer took and still holds; Handoff.explicit's setter says 'what is owed stays owed'")
+def test_changing_explicit_to_turn_does_not_acknowledge_what_the_consumer_still_holds(tmp_path):
+    cast = Cast(tmp_path)
+    svc = cast.service()
+    sub = svc.subscribe("abc/messages/**", estate="abc", into="inbox", ack="explicit")
+    cast.publish_many(3)
+    queue = cast.queue()
+    assert cast.run_until(lambda: len(queue.queue) == 3, 10)
+    held = [queue.queue.popleft() for _ in range(3)]  # a batch the consumer works on later
+    cast.turn()
+    sub.close()
+    svc.subscribe("abc/messages/**", estate="abc", into="inbox", ack="turn")
+    cast.turn()
+    assert svc.subscriber.inbox.owed_count() == 3 and len(held) == 3
