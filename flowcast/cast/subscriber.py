@@ -88,7 +88,7 @@ class Subscription:
         if not isinstance(item, dict) or item.get("sid") != self.sid:
             return False  # another subscription's delivery (the same message may come through several)
         seq = item.get("seq")
-        return seq is not None and self.handoff.ack(seq)
+        return seq.__class__ is int and self.handoff.ack(seq)
 
     def close(self) -> None:
         """End the lease at the publisher now; the cursor stays, so a later subscribe resumes."""
@@ -204,7 +204,7 @@ class Subscriber:
         sid = item.get("sid") if isinstance(item, dict) else None
         handoff = self.handoffs.get(sid) if isinstance(sid, bytes) else None
         seq = item.get("seq")
-        return handoff is not None and seq is not None and handoff.ack(seq)
+        return handoff is not None and seq.__class__ is int and handoff.ack(seq)  # seqs are ints: anything else owes nothing
 
     # -- the flow's side ------------------------------------------------------------------
 
