@@ -65,6 +65,10 @@ def test_an_empty_section_is_the_defaults_in_the_manor_and_no_section_is_no_cast
     ("cast: {subscribers: [{estate: xyz}]}", "patterns"),
     ("cast: {subscribers: [{estate: 'x y', patterns: []}]}", "estate of cast subscriber 1"),
     ("cast: [1, 2]", "cast must be a mapping"),
+    ("cast: {publish_timeout: 0.5}", "cast publish_timeout is '0.5', outside 1..3600 seconds"),
+    ("cast: {publish_resend: 0}", "cast publish_resend is '0', outside 0.05..600 seconds"),
+    ("cast: {publish_resend: 40}", "cast publish_resend (40 s) must be less than publish_timeout (30 s)"),
+    ("cast: {publish_timeout: 2, publish_resend: 2}", "must be less than publish_timeout (2 s)"),
 ])
 def test_bad_values_are_located_errors(tmp_path, cast, says):
     with pytest.raises(LayoutError) as raised:
@@ -72,6 +76,13 @@ def test_bad_values_are_located_errors(tmp_path, cast, says):
     text = str(raised.value)
     assert says in text
     assert "abc.yaml:8:" in text  # located on the section's line, at the value
+
+
+def test_the_publish_bound_and_resend_load_and_default_to_30_and_2_seconds(tmp_path):
+    config = load_layout(layout(tmp_path, "cast: {publish_timeout: 12.5, publish_resend: 0.5}")).cast.config
+    assert (config.publish_timeout, config.publish_resend) == (12.5, 0.5)
+    defaults = load_layout(layout(tmp_path, "cast:")).cast.config
+    assert (defaults.publish_timeout, defaults.publish_resend) == (30.0, 2.0)
 
 
 def test_the_cache_house_must_be_one_house(tmp_path):
