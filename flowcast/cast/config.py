@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowcast.cast.wire import MAX_SUBS, WINDOW, WINDOW_BYTES, check_pattern, inside
+from flowcast.cast.wire import MAX_LEASE, MAX_SUBS, WINDOW, WINDOW_BYTES, check_pattern, inside
 from flowcast.errors import Error
 from flowcast.routing import Refused
 
@@ -25,7 +25,7 @@ class CastConfigError(ValueError, Error):
 class CastConfig:
     retention: float = 86400.0
     max_bytes: int = 1 << 30
-    #: The longest lease the publisher grants (a subscriber may ask for less).
+    #: The longest lease the publisher grants (a subscriber may ask for less); at most wire.MAX_LEASE.
     lease: float = 60.0
     window: int = WINDOW
     window_bytes: int = WINDOW_BYTES
@@ -58,6 +58,8 @@ class CastConfig:
         for key, value in data.items():
             if value.__class__ not in (int, float) or value <= 0:
                 raise CastConfigError(f"cast.{key} must be a positive number, not {str(value)[:40]!r}")
+        if data.get("lease", 0) > MAX_LEASE:
+            raise CastConfigError(f"cast.lease is at most {MAX_LEASE:g} seconds (what cast.sub may ask), not {data['lease']!r}")
         config = cls(subscribers=subscribers, **data)
         if config.publish_resend >= config.publish_timeout:
             raise CastConfigError(f"cast.publish_resend ({config.publish_resend:g}) must be less than cast.publish_timeout ({config.publish_timeout:g})")

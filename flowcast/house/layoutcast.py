@@ -27,9 +27,11 @@ if TYPE_CHECKING:
 __all__ = ["CAST_KEYS", "CastSpec", "read_cast"]
 
 #: Seconds-valued keys and their bounds (a week of retention is the most a layout may ask).
-SECONDS = {
+#: ``lease`` (None here) is bounded by what the wire accepts, flowcast.cast.wire.MAX_LEASE, read in
+#: read_cast: a longer lease would be refused by every publisher, for good, at run time.
+SECONDS: dict[str, tuple[float, float | None]] = {
     "retention": (60.0, 7 * 86400.0),
-    "lease": (1.0, 86400.0),
+    "lease": (1.0, None),
     "publish_timeout": (1.0, 3600.0),
     "publish_resend": (0.05, 600.0),
 }
@@ -72,6 +74,7 @@ def read_cast(reader: "LayoutReader", node: yaml.Node, houses: tuple["HouseEntry
     the section must not load the stacks (a status reader reads layouts).
     """
     from flowcast.cast import CastConfig
+    from flowcast.cast.wire import MAX_LEASE
 
     start = len(reader.errors)
     if reader.is_null(node):
@@ -84,7 +87,7 @@ def read_cast(reader: "LayoutReader", node: yaml.Node, houses: tuple["HouseEntry
     values: dict[str, Any] = {}
     for key, (low, high) in SECONDS.items():
         if key in pairs:
-            values[key] = reader.seconds(pairs[key][1], f"cast {key}", low, high)
+            values[key] = reader.seconds(pairs[key][1], f"cast {key}", low, MAX_LEASE if high is None else high)
     resend, timeout = values.get("publish_resend"), values.get("publish_timeout")
     if resend is not None or timeout is not None:
         defaults = CastConfig()

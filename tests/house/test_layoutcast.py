@@ -65,6 +65,7 @@ def test_an_empty_section_is_the_defaults_in_the_manor_and_no_section_is_no_cast
     ("cast: {subscribers: [{estate: xyz}]}", "patterns"),
     ("cast: {subscribers: [{estate: 'x y', patterns: []}]}", "estate of cast subscriber 1"),
     ("cast: [1, 2]", "cast must be a mapping"),
+    ("cast: {lease: 86400}", "cast lease is '86400', outside 1..3600 seconds"),  # the wire's bound, not a run-time refusal
     ("cast: {publish_timeout: 0.5}", "cast publish_timeout is '0.5', outside 1..3600 seconds"),
     ("cast: {publish_resend: 0}", "cast publish_resend is '0', outside 0.05..600 seconds"),
     ("cast: {publish_resend: 40}", "cast publish_resend (40 s) must be less than publish_timeout (30 s)"),
@@ -79,10 +80,20 @@ def test_bad_values_are_located_errors(tmp_path, cast, says):
 
 
 def test_the_publish_bound_and_resend_load_and_default_to_30_and_2_seconds(tmp_path):
-    config = load_layout(layout(tmp_path, "cast: {publish_timeout: 12.5, publish_resend: 0.5}")).cast.config
-    assert (config.publish_timeout, config.publish_resend) == (12.5, 0.5)
+    config = load_layout(layout(tmp_path, "cast: {publish_timeout: 12.5, publish_resend: 0.5, lease: 3600}")).cast.config
+    assert (config.publish_timeout, config.publish_resend, config.lease) == (12.5, 0.5, 3600.0)
     defaults = load_layout(layout(tmp_path, "cast:")).cast.config
     assert (defaults.publish_timeout, defaults.publish_resend) == (30.0, 2.0)
+
+
+def test_the_layouts_longest_lease_is_the_one_the_wire_accepts():
+    from flowcast.cast.wire import MAX_LEASE, read_sub
+    from flowcast.house.layoutcast import SECONDS
+
+    assert SECONDS["lease"][1] is None  # read from the wire, never a second copy of the number
+    read_sub({"sid": b"s" * 16, "pattern": "abc/**", "cursor": 0, "lease": MAX_LEASE})
+    with pytest.raises(Exception, match="lease"):
+        read_sub({"sid": b"s" * 16, "pattern": "abc/**", "cursor": 0, "lease": MAX_LEASE + 1})
 
 
 def test_the_cache_house_must_be_one_house(tmp_path):
