@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from flowcast.cast.config import CastConfig
+from flowcast.cast.door import open_door
 from flowcast.cast.ids import new_id
 from flowcast.cast.publisher import SHARE, Publisher
 from flowcast.cast.remote import RemotePublishes, RemoteTicket
@@ -35,7 +36,8 @@ class CastService:
     """CAST for the house of ``router``: ``cache`` if this house runs it, ``inbox`` if it subscribes.
 
     ``cache_yard`` names the house with the cache (the manor by default),
-    where a house without one sends its publishes.
+    where a house without one sends its publishes; a manor without the
+    cache opens the door to it for remote subscribers (flowcast/cast/door.py).
     """
 
     def __init__(self, router: Any, *, cache: Any = None, config: CastConfig | None = None,
@@ -53,6 +55,9 @@ class CastService:
             errors = router.store.queue(_PUB_SHARE + ".error", 1000)
             errors.watchers.append(self._on_error)
             router.handle(PUBACK, self._on_puback)
+        self._close_door = None
+        if self.publisher is None and router.is_manor and self._cache_at.yard != router.yard:
+            self._close_door = open_door(router, self._cache_at.yard)
 
     def attach(self, house: Any) -> "CastService":
         """Put this service in ``house.cast`` and close it with the house."""
@@ -106,6 +111,9 @@ class CastService:
         return out
 
     def close(self) -> None:
+        if self._close_door is not None:
+            self._close_door()
+            self._close_door = None
         if self.remote is not None:
             self.remote.close()
             self.router.unhandle(PUBACK, self._on_puback)

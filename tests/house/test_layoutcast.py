@@ -132,6 +132,20 @@ def _stop_when(house, done):
     house.stop()
 
 
+def test_a_manor_without_the_cache_passes_the_cast_share_on_to_the_cache_house(tmp_path):
+    loaded = load_layout(layout(tmp_path, "cast: {house: w1}"))
+    manor = open_house(loaded, "manor", houses=2)
+    w1 = open_house(loaded, "w1", houses=2)
+    try:
+        assert manor.cast.publisher is None and w1.cast.publisher is not None
+        assert manor.router.forwards == {"cast": "w1"} and w1.router.forwards == {}
+    finally:
+        for house in (manor, w1):
+            house.stop()
+            house.run()
+    assert manor.router.forwards == {}  # closed with the house
+
+
 def test_a_corrupt_cache_stops_the_house_from_starting_and_is_not_replaced(tmp_path):
     loaded = load_layout(layout(tmp_path, "cast:"))
     path = loaded.run / "cast" / "cache.sqlite3"
