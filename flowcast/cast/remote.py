@@ -15,8 +15,10 @@ copy) and
   at once when the cache's house has restarted since the last send (the
   lane hears a new boot id: the dead incarnation may have taken it), and
   otherwise after ``resend`` seconds without an answer, doubling each time
-  up to ``RESEND_CAP`` times that (a cache that is merely slow is not
-  flooded with copies).  A routed error naming no publish (the lane gave
+  up to ``RESEND_CAP`` times that -- and not at all while the cache's
+  house answers publishes sent before this one and none after: it answers
+  in the order of the lane's one stream, so this one is in its backlog (a
+  cache that is merely slow is not flooded with copies).  A routed error naming no publish (the lane gave
   up on, or could not take, a message) is not a refusal: what was sent
   before it goes back to the first, shortest wait;
 * **gives up** ``timeout`` seconds after the publish, refusing the ticket
@@ -55,7 +57,7 @@ WATCH = 0.25
 class RemoteTicket:
     """A publish made through another house: ``done`` once that house says durable or refused, or time ran out."""
 
-    __slots__ = ("id", "done", "seq", "duplicate", "error", "message", "deadline", "sent", "boot", "round", "sends")
+    __slots__ = ("id", "done", "seq", "duplicate", "error", "message", "deadline", "sent", "since", "place", "boot", "round", "sends")
 
     def __init__(self, id: bytes, message: dict[str, Any], deadline: float) -> None:
         self.id = id
@@ -66,6 +68,8 @@ class RemoteTicket:
         self.message = message
         self.deadline = deadline
         self.sent = 0.0  # when it was last sent
+        self.place = 0  # which send that was, counted by the house: its place in the lane's one stream to the cache
+        self.since = 0.0  # when its back-off wait started (its last send, or a wait made longer)
         self.boot: int | None = None  # the cache's house's lane boot id then
         self.round = 0  # resends made on the back-off
         self.sends = 0
@@ -94,10 +98,13 @@ class RemotePublishes:
         self._now: Callable[[], float] = self.scheduler.clock.now if self.scheduler is not None else (lambda: 0.0)
         #: Open tickets in publish order, which is deadline order.
         self.open: dict[bytes, RemoteTicket] = {}
-        #: The same tickets by back-off round, each round in order of last send, which is due order.
+        #: The same tickets by back-off round, each round in order of ``since``, which is due order.
         self._rounds: list[dict[bytes, RemoteTicket]] = [{} for _ in self.intervals]
         self._boot: int | None = None  # the cache's house's boot id at the last look
         self._failed_at: float | None = None  # the latest transport failure not yet acted on
+        self._sent = 0  # sends made, counted: a ticket's ``place``
+        self._answer_mark = 0  # the count of sends made when the cache's house last answered
+        self._answered_place = 0  # the latest place it answered
         self._timer: Any = None
         self._closed = False
 
@@ -118,6 +125,7 @@ class RemotePublishes:
 
     def acked(self, id: bytes, seq: int, duplicate: bool) -> None:
         ticket = self._close(id)
+        self._answered(ticket)
         if ticket is None:
             self.counts["late_acks"] += 1  # answered already (a resend's answer), or out of time before
             return
@@ -127,6 +135,7 @@ class RemotePublishes:
     def refused(self, id: bytes, reason: str) -> None:
         """The cache's house refused it (cache full, a bad name...): that answer is final."""
         ticket = self._close(id)
+        self._answered(ticket)
         if ticket is not None:
             self._end(ticket, reason, "refused")
 
@@ -158,7 +167,10 @@ class RemotePublishes:
                 self._rounds[ticket.round].pop(ticket.id, None)
                 if backoff and ticket.round < last:
                     ticket.round += 1
-            ticket.sent, ticket.boot = now, boot
+            ticket.sent = ticket.since = now
+            self._sent += 1
+            ticket.place = self._sent
+            ticket.boot = boot
             ticket.sends += 1
             self._rounds[ticket.round][ticket.id] = ticket
         send, at, src = self.router.send, self.cache_at, self.src
@@ -207,18 +219,41 @@ class RemotePublishes:
         if failed_at is not None:
             self._hurry(failed_at)
         due: list[RemoteTicket] = []
+        queued: list[RemoteTicket] = []
         for index, round in enumerate(self._rounds):
             interval = self.intervals[index]
             for ticket in round.values():
-                if ticket.sent + interval > now:
+                if ticket.since + interval > now:
                     break
-                due.append(ticket)
+                # The cache's house answers in the order it was sent to (one lane stream, one writer):
+                # answering since, but nothing sent after this one, it is working through a backlog
+                # with this one in it -- a copy would only lengthen the backlog.  Silent, or past it:
+                # this one may be lost, and goes again.
+                behind = self._answer_mark >= ticket.place > self._answered_place
+                (queued if behind else due).append(ticket)
         if due:
             self._send(due, now, backoff=True)
+        if queued:
+            self.counts["backlog_waits"] += len(queued)
+            self._wait_more(queued, now)
         self._arm()
 
+    def _answered(self, ticket: RemoteTicket | None) -> None:
+        self._answer_mark = self._sent
+        if ticket is not None and ticket.place > self._answered_place:
+            self._answered_place = ticket.place
+
+    def _wait_more(self, tickets: list[RemoteTicket], now: float) -> None:
+        """Due, but queued at a cache that is answering: the next round's wait, counted from now, without a copy."""
+        last = len(self._rounds) - 1
+        for ticket in tickets:
+            self._rounds[ticket.round].pop(ticket.id, None)
+            ticket.round = min(ticket.round + 1, last)
+            ticket.since = now
+            self._rounds[ticket.round][ticket.id] = ticket
+
     def _hurry(self, failed_at: float) -> None:
-        """Back to the first round, every ticket sent before a failure: its next resend is ``resend`` after its last send.
+        """Back to the first round, every ticket sent before a failure: its next resend is ``resend`` after its last wait began.
 
         Not at once: a lane that refuses every send (no such yard) would
         have each look send everything again.
@@ -230,7 +265,7 @@ class RemotePublishes:
         for ticket in moved:
             self._rounds[ticket.round].pop(ticket.id)
             ticket.round = 0
-        merged = sorted([*first.values(), *moved], key=lambda t: t.sent)
+        merged = sorted([*first.values(), *moved], key=lambda t: t.since)
         first.clear()
         first.update((t.id, t) for t in merged)
 

@@ -1,7 +1,7 @@
 """Behaviours for the publish-from-a-worker tests (loaded by generated flows).
 
-``pubplay.feed`` pushes ``count`` items ``{"n": i}`` into its output queue,
-``rate`` a second, for ``cast publish`` to take.  ``pubplay.ends`` writes
+``pubplay.feed`` pushes ``count`` items ``{"n": i, "pad": bytes}`` into its
+output queue, ``rate`` a second, for ``cast publish`` to take.  ``pubplay.ends`` writes
 how each publish ended, one JSON line the moment it is known: an
 acknowledgement from its input queue (``{"end": "ack", "id", "seq",
 "duplicate", "at"}``) or a refusal from ``errors`` (``{"end": "refused",
@@ -33,15 +33,16 @@ def _append(path: str, records: list[dict]) -> None:
 
 @behaviour("pubplay.feed")
 class Feed:
-    """Push ``count`` items ``{"n": i}`` into the output queue, ``rate`` a second."""
+    """Push ``count`` items ``{"n": i, "pad": ...}`` into the output queue, ``rate`` a second, ``size`` bytes of padding each."""
 
-    def __init__(self, io: Io, count: int, rate: float) -> None:
+    def __init__(self, io: Io, count: int, rate: float, size: int = 0) -> None:
         if io.output is None:
             raise ValueError("pubplay feed needs 'to QUEUE'")
         self.io = io
         self.count = count
         self.every = 1.0 / rate
         self.next = 0
+        self.pad = b"x" * size
         self.started: float | None = None
 
     def __call__(self) -> None:
@@ -50,7 +51,7 @@ class Feed:
             self.started = now
         due = min(self.count, int((now - self.started) / self.every) + 1)
         while self.next < due:
-            self.io.output.push({"n": self.next})
+            self.io.output.push({"n": self.next, "pad": self.pad})
             self.next += 1
 
 

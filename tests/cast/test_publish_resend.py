@@ -80,6 +80,36 @@ def test_a_publish_the_cache_house_dropped_is_resent_and_stored_once(tmp_path):
     assert [(row.id, row.data) for row in _stored(cast)] == [(ticket.id, b"again")]
 
 
+class SlowGate(Gate):
+    """A cache house with a backlog: it takes each publish ``every`` seconds after the one before, in order."""
+
+    def __init__(self, cast: Cast, every: float) -> None:
+        super().__init__(cast)
+        self.every, self.free_at = every, 0.0
+
+    def _on_pub(self, landing) -> None:
+        scheduler = self.router.scheduler
+        self.seen.append((scheduler.clock.now(), landing.data["id"]))
+        self.free_at = max(self.free_at, scheduler.clock.now()) + self.every
+        scheduler.call_at(self.free_at, self.publisher._on_pub, landing)
+
+
+def test_a_backlog_the_cache_house_answers_in_order_gets_no_copies_but_one_it_skipped_does(tmp_path):
+    cast = Cast(tmp_path)
+    gate = SlowGate(cast, every=0.5)  # ten publishes: the last answered after 5 s, past four resend waits
+    w1 = _w1(cast)
+    tickets = [w1.publish(f"abc/messages/w1/{i}", b"%d" % i) for i in range(10)]
+    assert cast.run_until(lambda: all(t.done for t in tickets), TIMEOUT - 1)
+    assert not any(t.error or t.duplicate for t in tickets)
+    assert len(gate.seen) == 10 and w1.remote.counts["resent"] == 0 and w1.remote.counts["backlog_waits"] > 0
+    skipping = Cast(tmp_path / "again")
+    gate = Gate(skipping, drop=1)  # the house loses the first and answers the two after it
+    w1 = _w1(skipping)
+    tickets = [w1.publish(f"abc/messages/w1/{i}", b"%d" % i) for i in range(3)]
+    assert skipping.run_until(lambda: all(t.done for t in tickets), RESEND + WATCH + 0.1)  # overtaken: resent at its first due
+    assert not any(t.error for t in tickets) and [id for _, id in gate.seen].count(tickets[0].id) == 2
+
+
 def test_a_lost_answer_is_asked_again_and_the_resend_is_acknowledged_as_a_duplicate(tmp_path):
     cast = Cast(tmp_path)
     w1 = _w1(cast)
