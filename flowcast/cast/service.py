@@ -4,8 +4,9 @@ One object per house, whichever half it runs: the house that holds the
 cache publishes into it directly and serves subscriptions (Publisher); any
 house may subscribe (Subscriber); a house without the cache publishes by
 sending ``cast.pub`` down the lane to the one that has it, and its ticket
-completes when the ``cast.puback`` (or the error) comes back -- so a flow
-calls the same ``publish`` wherever it runs.
+completes when the ``cast.puback`` (or the error) comes back, or fails
+``timeout`` when nothing does in time (flowcast/cast/remote.py resends by
+id meanwhile) -- so a flow calls the same ``publish`` wherever it runs.
 """
 
 from __future__ import annotations
@@ -15,36 +16,29 @@ from collections.abc import Sequence
 from typing import Any
 
 from flowcast.cast.config import CastConfig
+from flowcast.cast.door import open_door
 from flowcast.cast.ids import new_id
 from flowcast.cast.outbox import Outbox
 from flowcast.cast.publisher import SHARE, Publisher
+from flowcast.cast.remote import RemotePublishes, RemoteTicket
 from flowcast.cast.subscriber import Subscriber, Subscription
 from flowcast.cast.wire import PUB, PUBACK, read_pub, read_puback
-from flowcast.routing import Landing, Refused, Route
+from flowcast.routing import Landing, Route
 
 __all__ = ["CastService", "RemoteTicket", "new_id"]
 
 _PUB_SHARE = "cast.publish"
-
-
-class RemoteTicket:
-    """A publish made through another house: ``done`` once that house says durable or refused."""
-
-    __slots__ = ("id", "done", "seq", "duplicate", "error")
-
-    def __init__(self, id: bytes) -> None:
-        self.id = id
-        self.done = False
-        self.seq = 0
-        self.duplicate = False
-        self.error: BaseException | None = None
+#: Refusals from the cache's house that name a publish and still pass: the cache was closing (its house
+#: stopping, to be started again), so the publish goes again rather than to the flow as refused.
+_PASSING = ("closed",)
 
 
 class CastService:
     """CAST for the house of ``router``: ``cache`` if this house runs it, ``inbox`` if it subscribes.
 
     ``cache_yard`` names the house with the cache (the manor by default),
-    where a house without one sends its publishes.
+    where a house without one sends its publishes; a manor without the
+    cache opens the door to it for remote subscribers (flowcast/cast/door.py).
     """
 
     def __init__(self, router: Any, *, cache: Any = None, config: CastConfig | None = None,
@@ -54,16 +48,21 @@ class CastService:
         self.publisher = Publisher(router, cache, self.config) if cache is not None else None
         self.subscriber = Subscriber(router, inbox, retention=self.config.retention, report_every=max(1, self.config.window // 4)) if inbox is not None else None
         self._cache_at = Route(SHARE, cache_yard if cache_yard is not None else router.manor, router.estate, "")
-        self._tickets: dict[bytes, RemoteTicket] = {}
+        self.remote: RemotePublishes | None = None
         if self.subscriber is not None:
             from flowcast.cast.behaviours import word  # the one-word reason, however a refusal came
 
             self.subscriber.settler.outbox = Outbox(self._publish_now, router.scheduler.clock.now, word)
         if self.publisher is None:
+            self.remote = RemotePublishes(router, self._cache_at, _PUB_SHARE, timeout=self.config.publish_timeout,
+                                          resend=self.config.publish_resend)
             router.store.share(_PUB_SHARE)
             errors = router.store.queue(_PUB_SHARE + ".error", 1000)
             errors.watchers.append(self._on_error)
             router.handle(PUBACK, self._on_puback)
+        self._close_door = None
+        if self.publisher is None and router.is_manor and self._cache_at.yard != router.yard:
+            self._close_door = open_door(router, self._cache_at.yard)
 
     def attach(self, house: Any) -> "CastService":
         """Put this service in ``house.cast`` and close it with the house."""
@@ -78,7 +77,9 @@ class CastService:
         """Publish ``data`` under ``name``: a ticket whose ``done`` turns true once it is on disk.
 
         Then ``seq`` and ``duplicate`` say where it is, or ``error`` why it
-        was refused (the cache is full, an I/O error).  A bad name, another
+        was refused (the cache is full, an I/O error; from another house
+        also ``timeout``: no answer within ``publish_timeout``, the outcome
+        unknown -- publishing again under the same ``id`` is safe).  A bad name, another
         estate's prefix, bad recipients or a message over the size limit
         raise Refused at once.
 
@@ -108,10 +109,8 @@ class CastService:
         if recipients is not None:
             message["recipients"] = recipients if isinstance(recipients, str) else list(recipients)
         read_pub(message, self.router.estate)  # the same checks, before it leaves the house
-        ticket = self._tickets.setdefault(id, RemoteTicket(id))
-        if not self.router.send(self._cache_at, message, src=_PUB_SHARE, tag=PUB):
-            self._fail(id, "the cache's house could not be reached (see the router's notes)")
-        return ticket
+        assert self.remote is not None
+        return self.remote.publish(id, message)
 
     def subscribe(self, pattern: str, *, estate: str | None = None, into: str, split: tuple[str, int, int] | None = None,
                   lease: float | None = None, yard: str = "", ack: str = "turn") -> Subscription:
@@ -142,6 +141,8 @@ class CastService:
         if self.publisher is not None:
             out["held"] = self.publisher.status()
             out["publisher"] = dict(self.publisher.counts)
+        if self.remote is not None:
+            out["publishing"] = {"open": len(self.remote.open), **self.remote.counts}
         if self.subscriber is not None:
             out["subscriptions"] = [
                 {"pattern": s.pattern, "estate": s.estate, "into": s.into, "state": s.state, "cursor": s.cursor,
@@ -155,7 +156,7 @@ class CastService:
 
     def in_flight(self) -> int:
         """Publishes not answered yet: waiting for the cache's house, or (in it) for the disk and the answer."""
-        waiting = len(self._tickets)
+        waiting = len(self.remote.open) if self.remote is not None else 0
         if self.publisher is not None:
             waiting += self.publisher.cache.pending + len(self.publisher._done)
         return waiting
@@ -168,13 +169,19 @@ class CastService:
         ids (log, status) -- the cache may still have stored them, which a
         resend by id (the cache's dedupe) settles.
         """
-        ids = list(self._tickets)
+        if self.remote is None:
+            return []
+        ids = list(self.remote.open)
         for id in ids:
-            self._fail(id, reason)
+            self.remote.refused(id, reason)
         return ids
 
     def close(self) -> None:
-        if self.publisher is None:
+        if self._close_door is not None:
+            self._close_door()
+            self._close_door = None
+        if self.remote is not None:
+            self.remote.close()
             self.router.unhandle(PUBACK, self._on_puback)
             errors = self.router.store.get(_PUB_SHARE + ".error")
             if errors is not None and self._on_error in errors.watchers:
@@ -190,22 +197,18 @@ class CastService:
         if landing.src.estate != self.router.estate:
             landing.refuse("cast.puback comes from this estate's cache", "spoofed_puback")
         id, seq, duplicate = read_puback(landing.data)
-        ticket = self._tickets.pop(id, None)
-        if ticket is not None:
-            ticket.seq, ticket.duplicate, ticket.done = seq, duplicate, True
+        assert self.remote is not None
+        self.remote.acked(id, seq, duplicate)
 
     def _on_error(self, share: Any) -> None:
+        """Routed errors about this house's publishes: the cache's refusals name the id; the lane's do not."""
+        remote = self.remote
+        assert remote is not None
         while share.queue:
             report = share.queue.popleft().get("data") or {}
-            id = report.get("id")
-            reason = f"{report.get('kind', 'refused')}: {report.get('reason', '')}"
-            if isinstance(id, bytes) and id in self._tickets:
-                self._fail(id, reason)
-            elif self._tickets:  # refused before its id was read (a transport failure): the oldest waiting
-                self._fail(next(iter(self._tickets)), reason)
-
-    def _fail(self, id: bytes, reason: str) -> None:
-        ticket = self._tickets.pop(id, None)
-        if ticket is not None:
-            ticket.error = Refused(reason, "publish_refused")
-            ticket.done = True
+            id = report.get("id") if isinstance(report, dict) else None
+            kind = report.get("kind", "refused") if isinstance(report, dict) else "refused"
+            if isinstance(id, bytes) and kind not in _PASSING:
+                remote.refused(id, f"{kind}: {report.get('reason', '')}")
+            else:  # a transport failure (undelivered, no_yard, ...) or a cache closing: try again while time remains
+                remote.transport_failed()

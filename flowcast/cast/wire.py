@@ -22,7 +22,7 @@ from flowcast.routing import Refused
 
 __all__ = [
     "PUB", "PUBACK", "SUB", "UNSUB", "SUBOK", "BATCH", "CURSOR", "GAP",
-    "MAX_PATTERN", "MAX_SEGMENTS", "MAX_SUBS", "MAX_MESSAGE", "MAX_RECIPIENTS", "MAX_SPLIT", "WINDOW", "WINDOW_BYTES",
+    "MAX_PATTERN", "MAX_SEGMENTS", "MAX_SUBS", "MAX_LEASE", "MAX_MESSAGE", "MAX_RECIPIENTS", "MAX_SPLIT", "WINDOW", "WINDOW_BYTES",
     "Sub", "Pub", "Batch", "read_sub", "read_unsub", "read_cursor", "read_pub", "read_subok", "read_batch", "read_gap",
     "read_puback", "check_name", "check_pattern", "matches", "inside", "split_takes", "estate_of",
 ]
@@ -35,6 +35,10 @@ MAX_SUBS = 64
 MAX_MESSAGE = 256 << 10
 WINDOW = 2000
 WINDOW_BYTES = 1 << 20
+#: The longest lease a cast.sub may ask and a cast.subok grant: an hour.  The one bound for
+#: leases -- a layout's ``cast: lease`` is checked against it when it is loaded -- because a
+#: subscriber that vanished holds its publisher's window (and the forwarding of its stream) until
+#: its lease runs out, and an hour of that is already plenty; a live subscriber renews every lease/3.
 MAX_LEASE = 3600.0
 _SEQ_MAX = (1 << 63) - 1
 

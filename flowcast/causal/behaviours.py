@@ -11,7 +11,8 @@ same service directly.
 
 ``causal publish`` never loses what it takes from its source: an item
 leaves the source only when it is handed to the service, and a refusal (no
-key for the topic, a bad dep, too large, storage refused it) comes back to
+key for the topic, a bad dep, a dep still not stored after ``wait``
+seconds, too large, storage refused it) comes back to
 the flow with the item, in ``SOURCE.error``, so the flow may publish it
 again.  An item is either the content itself (bytes as they are, text as
 UTF-8, anything else as msgpack, like ``cast publish``) with the topic's
@@ -51,7 +52,7 @@ from flowcast.behaving.registry import Io, behaviour
 from flowcast.cast.behaviours import encode
 from flowcast.causal.message import EPOCH_TAG, CausalError, TopicMsg, TopicMsgID, check_tag, check_topic
 
-__all__ = ["CausalPublish", "CausalSubscribe", "dep_ids", "predicate_of"]
+__all__ = ["CausalPublish", "CausalSubscribe", "dep_ids", "dep_specs", "predicate_of"]
 
 #: Publishes handed to the service and not yet durable, per behaviour: past
 #: this the source is left alone (back-pressure on the flow, nothing dropped).
@@ -84,30 +85,27 @@ def _hash_of(dep: Any) -> bytes:
     return dep
 
 
+def dep_specs(deps: Any) -> list[TopicMsgID | bytes]:
+    """What an item's ``deps`` name: ids as they are, every other form (a delivery, an acknowledgement, hex) as its hash."""
+    if isinstance(deps, (str, bytes, dict, TopicMsgID)):
+        deps = [deps]
+    if not isinstance(deps, (list, tuple)):
+        raise CausalError(f"deps are a list of deliveries, hashes or ids, not {type(deps).__name__}", "bad_dep")
+    return [dep if isinstance(dep, TopicMsgID) else _hash_of(dep) for dep in deps]
+
+
 def dep_ids(causal: Any, topic: str, deps: Any) -> list[TopicMsgID]:
     """The ids ``deps`` name: ids as they are, hashes (or mappings with one) looked up in the relay's index.
 
     A hash the relay does not hold cannot be depended on from here: its
     signature is unknown, and a dep is named by its signed hash.
     """
-    if isinstance(deps, (str, bytes, dict, TopicMsgID)):
-        deps = [deps]
-    if not isinstance(deps, (list, tuple)):
-        raise CausalError(f"deps are a list of deliveries, hashes or ids, not {type(deps).__name__}", "bad_dep")
     out = []
-    for dep in deps:
-        if isinstance(dep, TopicMsgID):
-            out.append(dep)
-            continue
-        digest = _hash_of(dep)
-        held = causal.relay.index.get(digest)
-        if held is None or held.topic != topic:
-            raise CausalError(f"this relay holds no message {digest.hex()[:16]}... of topic {topic!r} to depend on", "unknown_dep")
-        current = causal.relay.current.get(topic, 0)
-        if held.epoch != current:  # deps never cross epochs: the message could never be delivered
-            raise CausalError(f"message {digest.hex()[:16]}... is of epoch {held.epoch}, topic {topic!r} is in epoch {current}: "
-                              "deps never cross epochs", "cross_epoch")
-        out.append(TopicMsgID(held.publisher, digest, held.hsig))
+    for dep in dep_specs(deps):
+        found = dep if isinstance(dep, TopicMsgID) else causal.held_id(topic, dep)
+        if found is None:
+            raise CausalError(f"this relay holds no message {dep.hex()[:16]}... of topic {topic!r} to depend on", "unknown_dep")
+        out.append(found)
     return out
 
 
@@ -122,19 +120,24 @@ def _tags(text: str) -> tuple[str, ...]:
 class CausalPublish:
     """Publish each item of the ``from`` queue (or each change of a value share) to ``topic``.
 
-    ``tags``: space-separated tags for every message.  Each durable
-    message is acknowledged into the ``to`` queue share as ``{topic, epoch,
-    publisher, hash, deps}`` (hex); a refusal ``{reason, message, data,
-    at}`` goes into ``SOURCE.error``.
+    ``tags``: space-separated tags for every message.  ``wait``: seconds a
+    publish naming a dep this relay has not stored yet waits for it before
+    it is refused ``unknown_dep`` (absent: the layout's ``dep_wait``; 0: at
+    once).  Each durable message is acknowledged into the ``to`` queue
+    share as ``{topic, epoch, publisher, hash, deps}`` (hex); a refusal
+    ``{reason, message, data, at}`` goes into ``SOURCE.error``.
     """
 
-    def __init__(self, io: Io, topic: str, tags: str = "") -> None:
+    def __init__(self, io: Io, topic: str, tags: str = "", wait: float = -1.0) -> None:
         if io.input is None:
             raise ValueError("causal publish needs a share to publish: 'do causal publish from SHARE with topic TOPIC'")
         check_topic(topic)  # a bad topic is a load error, not one refusal per item
         self.io = io
         self.topic = topic
         self.tags = _tags(tags)
+        if wait < 0 and wait != -1.0:
+            raise ValueError(f"causal publish: wait is seconds >= 0, not {wait!r}")
+        self.wait = None if wait == -1.0 else float(wait)  # None: the estate's dep_wait
         self.acks = io.store.queue(io.output.name) if io.output is not None else None
         self.errors = io.store.queue(io.input.name + ".error", ERROR_BOUND)
         self.pending: deque[tuple[Any, Any]] = deque()
@@ -158,7 +161,7 @@ class CausalPublish:
         try:
             if isinstance(item, dict) and "content" in item:
                 content = encode(item["content"])
-                deps = dep_ids(causal, self.topic, item["deps"]) if item.get("deps") is not None else None
+                deps = dep_specs(item["deps"]) if item.get("deps") is not None else None
                 tags = item.get("tags")
                 if tags is None:
                     tags = self.tags
@@ -170,7 +173,10 @@ class CausalPublish:
                     raise CausalError(f"tags are a string or a list of strings, not {type(tags).__name__}", "bad_tag")
             else:
                 content, deps, tags = encode(item), None, self.tags
-            published = causal.publish(self.topic, content, tags=tags, deps=deps)
+            if deps is None:
+                published = causal.publish(self.topic, content, tags=tags)
+            else:  # a dep its relay has not stored yet is waited for, a bounded time (flowcast/causal/depwait.py)
+                published = causal.publish_waiting(self.topic, content, tags=tags, deps=deps, wait=self.wait)
         except Exception as error:  # noqa: BLE001 - refused at once (no key, a bad dep, too large): back to the flow with the item
             self._refused(item, getattr(error, "reason", type(error).__name__), str(error))
             return

@@ -70,6 +70,10 @@ class CausalConfig:
     epoch_every: float | None = None
     #: Seconds between announcements of this relay's heads to its peers (None: never; docs/causal.md, "Heads").
     heads_every: float | None = 10.0
+    #: Seconds a publish naming a dep by a hash this relay has not stored yet waits for it before it is
+    #: refused ``unknown_dep`` (0: at once; flowcast/causal/depwait.py).  A few seconds: what the
+    #: application got by CAST reaches its relay a road trip and an fsync later, or a fetch or two.
+    dep_wait: float = 5.0
 
     def __post_init__(self) -> None:
         for name, topic in self.topics.items():
@@ -79,6 +83,8 @@ class CausalConfig:
             raise CausalError("grace >= 0, caps >= 1 and 0 < fetch_base <= fetch_max", "bad_config")
         if self.epoch_every is not None and not self.epoch_every > 0:
             raise CausalError("epoch_every is a positive number of seconds", "bad_config")
+        if not self.dep_wait >= 0:
+            raise CausalError("dep_wait is a number of seconds >= 0", "bad_config")
         if self.heads_every is not None and not self.heads_every > 0:
             raise CausalError("heads_every is a positive number of seconds", "bad_config")
         object.__setattr__(self, "peers", tuple(self.peers))

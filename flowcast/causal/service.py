@@ -25,6 +25,7 @@ from nacl.signing import SigningKey
 
 from flowcast.causal.broker import Broker, Predicate, Subscription
 from flowcast.causal.config import CausalConfig
+from flowcast.causal.depwait import DepWait
 from flowcast.causal.heads import HeadsExchange
 from flowcast.causal.hooks import HOOKS
 from flowcast.causal.ledger import Ledger
@@ -84,6 +85,7 @@ class CausalService:
         self.broker = Broker(self)
         self.sync = Sync(self)
         self.heads = HeadsExchange(self, self.sync, FETCH_SHARE, ACCESS)
+        self.waits = DepWait(self.scheduler, self.held_id, lambda t, c, tags, deps: self.publish(t, c, tags=tags, deps=deps))
         self._published: dict[bytes, Published] = {}
         self._evidence: Counter[tuple[bytes, str, int]] = Counter()
         self._closers: dict[str, Any] = {}
@@ -136,6 +138,36 @@ class CausalService:
                     raise CausalError(f"dep {dep.hash.hex()[:16]}... is of epoch {held.epoch}, the topic is in epoch {epoch}: "
                                       "deps never cross epochs", "cross_epoch")
         return self._submit(make(key, topic, content, epoch=epoch, deps=chosen, tags=tags))
+
+    def publish_waiting(self, topic: str, content: bytes, *, deps: Iterable[TopicMsgID | bytes], tags: Iterable[str] = (),
+                        wait: float | None = None) -> Any:
+        """As :meth:`publish`, with deps that may be hashes this relay has not stored yet.
+
+        The publish waits up to ``wait`` seconds (the layout's ``dep_wait``
+        when None) for each to be stored, then goes; past it, the ticket is
+        refused ``unknown_dep``.  A ticket like publish's (``done``,
+        ``error``, ``msg``, ``seq``); what can be refused at once is raised.
+        """
+        self._signer(topic)  # no key: refused now, not after the wait
+        tags = [tags] if isinstance(tags, str) else list(tags)
+        return self.waits.add(topic, content, tags, list(deps), self.config.dep_wait if wait is None else wait)
+
+    def held_id(self, topic: str, digest: bytes) -> TopicMsgID | None:
+        """The id of the stored message ``digest`` of ``topic`` to depend on; None while this relay has not stored it.
+
+        CausalError if it never can be a dep of a new message here: it is
+        of another topic (``unknown_dep``) or epoch (``cross_epoch``).
+        """
+        held = self.relay.index.get(digest)
+        if held is None:
+            return None
+        if held.topic != topic:
+            raise CausalError(f"message {digest.hex()[:16]}... is of another topic than {topic!r}", "unknown_dep")
+        current = self.relay.current.get(topic, 0)
+        if held.epoch != current:  # deps never cross epochs: the message could never be delivered
+            raise CausalError(f"message {digest.hex()[:16]}... is of epoch {held.epoch}, topic {topic!r} is in epoch {current}: "
+                              "deps never cross epochs", "cross_epoch")
+        return TopicMsgID(held.publisher, digest, held.hsig)
 
     def genesis(self, topic: str) -> Published:
         """Open the topic's next epoch (the owner's key only)."""
@@ -219,6 +251,7 @@ class CausalService:
             self.hooks.stored(msg.topic, msg, seq, source)
         self.sync.arrived(msg, source)
         self.broker.stored(msg, seq, source)
+        self.waits.stored(msg.hash)
 
     def _dropped(self, topic: str | None, reason: str, source: str, publisher: bytes | None) -> None:
         self.counts[f"dropped_{reason}"] += 1
@@ -351,6 +384,7 @@ class CausalService:
             "relay": dict(relay.counts),
             "sync": {"missing": len(self.sync.missing), **self.sync.counts, **self.heads.counts},
             "broker": dict(self.broker.counts),
+            "waiting": {"publishes": self.waits.waiting, "bytes": self.waits.bytes, **self.waits.counts},
             "subscriptions": [
                 {"name": s.name, "topic": s.topic, "into": s.into, "delivered": s.delivered, "rejected": s.rejected,
                  "buffered": len(s.mailbox.buffered), "deferred": s.mailbox.counts["deferred"],
@@ -377,6 +411,7 @@ class CausalService:
         if self._closed:
             return
         self._closed = True
+        self.waits.close()
         self.sync.close()
         self.heads.close()
         for closer in [*self._closers.values(), *self._epoch_timers.values()]:

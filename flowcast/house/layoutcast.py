@@ -27,7 +27,14 @@ if TYPE_CHECKING:
 __all__ = ["CAST_KEYS", "CastSpec", "read_cast"]
 
 #: Seconds-valued keys and their bounds (a week of retention is the most a layout may ask).
-SECONDS = {"retention": (60.0, 7 * 86400.0), "lease": (1.0, 86400.0)}
+#: ``lease`` (None here) is bounded by what the wire accepts, flowcast.cast.wire.MAX_LEASE, read in
+#: read_cast: a longer lease would be refused by every publisher, for good, at run time.
+SECONDS: dict[str, tuple[float, float | None]] = {
+    "retention": (60.0, 7 * 86400.0),
+    "lease": (1.0, None),
+    "publish_timeout": (1.0, 3600.0),
+    "publish_resend": (0.05, 600.0),
+}
 #: Whole-number keys and their bounds.
 WHOLE = {
     "max_bytes": (1 << 20, 1 << 42),
@@ -67,6 +74,7 @@ def read_cast(reader: "LayoutReader", node: yaml.Node, houses: tuple["HouseEntry
     the section must not load the stacks (a status reader reads layouts).
     """
     from flowcast.cast import CastConfig
+    from flowcast.cast.wire import MAX_LEASE
 
     start = len(reader.errors)
     if reader.is_null(node):
@@ -79,7 +87,15 @@ def read_cast(reader: "LayoutReader", node: yaml.Node, houses: tuple["HouseEntry
     values: dict[str, Any] = {}
     for key, (low, high) in SECONDS.items():
         if key in pairs:
-            values[key] = reader.seconds(pairs[key][1], f"cast {key}", low, high)
+            values[key] = reader.seconds(pairs[key][1], f"cast {key}", low, MAX_LEASE if high is None else high)
+    resend, timeout = values.get("publish_resend"), values.get("publish_timeout")
+    if resend is not None or timeout is not None:
+        defaults = CastConfig()
+        resend = resend if resend is not None else defaults.publish_resend
+        timeout = timeout if timeout is not None else defaults.publish_timeout
+        if resend >= timeout:
+            node = pairs["publish_resend" if "publish_resend" in pairs else "publish_timeout"][1]
+            reader.report(f"cast publish_resend ({resend:g} s) must be less than publish_timeout ({timeout:g} s)", node)
     for key, (low, high) in WHOLE.items():
         if key in pairs:
             values[key] = reader.integer(pairs[key][1], f"cast {key}", int(low), int(high))

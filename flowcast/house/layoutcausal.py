@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CAUSAL_KEYS", "CausalSpec", "TOPIC_KEYS", "read_causal", "wire_causal"]
 
-CAUSAL_KEYS = ("keys", "topics", "peers", "grace", "epoch_every", "heads_every", "max_buffered", "max_per_publisher")
+CAUSAL_KEYS = ("keys", "topics", "peers", "grace", "epoch_every", "heads_every", "max_buffered", "max_per_publisher", "dep_wait")
 TOPIC_KEYS = ("owner", "publishers", "sign_as")
 #: Caps on what a mailbox buffers, with their ranges (docs/causal.md, "Caps").
 WHOLE = {"max_buffered": (1, 10_000_000), "max_per_publisher": (1, 10_000_000)}
@@ -45,6 +45,8 @@ GRACE = (0.0, 86400.0)
 EPOCH_EVERY = (1.0, 365 * 86400.0)
 #: Seconds between heads announcements to the peers (null: none), from a tenth of a second to an hour.
 HEADS_EVERY = (0.1, 3600.0)
+#: Seconds a publish waits for a dep its relay has not stored yet (0: refused at once), up to an hour.
+DEP_WAIT = (0.0, 3600.0)
 #: Most topics and publishers per topic a layout may name (each publisher is a key checked per message).
 MAX_TOPICS = 256
 MAX_PUBLISHERS = 1024
@@ -98,6 +100,8 @@ def read_causal(reader: "LayoutReader", node: yaml.Node, cast: "CastSpec | None"
             values[key] = reader.integer(pairs[key][1], f"causal {key}", low, high)
     if "grace" in pairs:
         values["grace"] = reader.seconds(pairs["grace"][1], "causal grace", *GRACE)
+    if "dep_wait" in pairs:
+        values["dep_wait"] = reader.seconds(pairs["dep_wait"][1], "causal dep_wait", *DEP_WAIT)
     if "epoch_every" in pairs and not reader.is_null(pairs["epoch_every"][1]):
         values["epoch_every"] = reader.seconds(pairs["epoch_every"][1], "causal epoch_every", *EPOCH_EVERY)
     heads: dict[str, float | None] = {}

@@ -144,6 +144,7 @@ class Router:
         self._replies = ReplyBook(self._clock, self.manor, self.counts, _PAIRS)
         self._hold_timer: Any = None
         self._handlers: dict[str, Handler] = builtin_handlers()
+        self._forwards: dict[str, str] = {}  # share -> the yard its arrivals naming no yard go on to
         #: Where others hear of messages: ``routed`` (made here) and ``settled`` (its dispatch
         #: ended), ``landing``/``landed`` around a landing, ``refused``.  See flowcast.routing.events.
         self.hooks = Hooks(("routed", "settled", "landing", "landed", "refused"), f"router {yard}", direct=False)
@@ -204,6 +205,48 @@ class Router:
         if tag in self._handlers:
             raise ValueError(f"tag {tag!r} already has a handler")
         self._handlers[tag] = Handler(handler, access)
+
+    def declare(self, tag: str, *, access: str) -> None:
+        """Check road arrivals of ``tag`` as ``access`` although no handler here takes them.
+
+        For a tag whose handler is in another house of the estate: the
+        manor checks the policy of every road arrival, so it must know the
+        permission the tag needs even when it only passes the message on
+        (:meth:`forward`).  Here it lands as data would.  ``unhandle``
+        removes the declaration; a tag has one handler or declaration.
+        """
+        check_tag(tag)
+        check_access(access)
+        if access == ACCESS_REPLY:
+            raise ValueError("reply access is the router's own (error, value)")
+        if tag in self._handlers:
+            raise ValueError(f"tag {tag!r} already has a handler")
+        self._handlers[tag] = Handler(None, access)
+
+    def forward(self, share: str, yard: str) -> None:
+        """Pass messages for ``share`` that name no yard (``share@.estate``: the manor) on to ``yard``.
+
+        So a service whose remotes address the estate can live in any of its
+        houses: the manor admits each arrival by its policy as usual (with
+        the tag's declared access, :meth:`declare`) and sends it down the
+        lane with the yard filled in; answers go back from that house by
+        the usual way.  Only the manor receives such messages.
+        """
+        if not self.is_manor:
+            raise ValueError(f"yard {self.yard!r} is not the manor ({self.manor!r}): only the manor receives what names no yard")
+        Route.make(share, yard)  # both checked as route names
+        if not yard or yard == self.yard:
+            raise ValueError(f"forward {share!r} to another yard of this estate, not {yard!r}")
+        self._forwards[share] = yard
+
+    def unforward(self, share: str) -> bool:
+        """Stop passing ``share`` on: its messages land here again."""
+        return self._forwards.pop(share, None) is not None
+
+    @property
+    def forwards(self) -> dict[str, str]:
+        """Share -> the yard this manor passes it on to (a copy)."""
+        return dict(self._forwards)
 
     def unhandle(self, tag: str, handler: Callable[[Landing], None] | None = None) -> bool:
         """Stop handling ``tag`` (only if its handler is ``handler``, when given): a closed service hears nothing more.
@@ -431,6 +474,13 @@ class Router:
         try:
             if dst.estate == self.estate:
                 if dst.yard == self.yard or (not dst.yard and self.is_manor):
+                    if not dst.yard and self._forwards:
+                        yard = self._forwards.get(dst.share)
+                        if yard is not None:
+                            self._pass_on(pair, tag, stamp, parcel, offset, data, yard, reliable)
+                            self.counts["forwarded"] += count
+                            pair.count += count
+                            return True
                     if count > 1:
                         self.counts["delivered"] += land_batch(self, pair, tag, stamp, parcel, offset, count, reliable)
                         pair.count += count
@@ -479,6 +529,15 @@ class Router:
             return False
         pair.count += count
         return True
+
+    def _pass_on(self, pair: _Pair, tag: str, stamp: float, parcel: Any, offset: int, data: Any, yard: str, reliable: bool) -> None:
+        """A message for a forwarded share (:meth:`forward`), down the lane with its destination's yard filled in."""
+        on = self._pair(pair.src, pair.dst._replace(yard=yard))
+        if parcel is not None:  # the header says where it goes: rewritten, extensions and data as they came
+            view = memoryview(parcel)
+            ext = split_ext(view[4:offset])[1] if parcel[4] == 0x95 else b""
+            parcel = encode(self._pack, on.packed, tag, stamp, bytes(view[offset:]), ext)
+        self._lane_send(on, tag, stamp, parcel, 0, data, yard, reliable)
 
     def _lane_send(self, pair: _Pair, tag: str, stamp: float, parcel: Any, offset: int, data: Any, yard: str, reliable: bool) -> None:
         lane = self.lane

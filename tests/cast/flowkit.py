@@ -44,9 +44,13 @@ def build(world: World, text: str, path: Path):
 
 
 class FlowWorld:
-    """abc (manor with the cache, w1) and xyz (manor, bob, carol), each yard given a flow running it."""
+    """abc (manor with the cache, w1) and xyz (manor, bob, carol), each yard given a flow running it.
 
-    def __init__(self, tmp_path: Path, flows: dict[tuple[str, str], str], *, seed: int = 1, grants=None, max_bytes: int = 1 << 30, **conditions) -> None:
+    ``cast``: more CastConfig settings, as a layout's ``cast:`` section gives them.
+    """
+
+    def __init__(self, tmp_path: Path, flows: dict[tuple[str, str], str], *, seed: int = 1, grants=None, max_bytes: int = 1 << 30,
+                 cast: dict | None = None, **conditions) -> None:
         self.world = World(seed=seed, **conditions)
         self.tmp = tmp_path
         yards = {"abc": ["manor", "w1"], "xyz": ["manor", "bob", "carol"]}
@@ -61,7 +65,7 @@ class FlowWorld:
         path = tmp_path / "abc" / "cast" / "cache.sqlite3"
         path.parent.mkdir(parents=True)
         self.cache = Cache.open(path, estate="abc", clock=self.world.scheduler.clock, scheduler=self.world.scheduler, max_bytes=max_bytes)
-        config = CastConfig(subscribers=grants if grants is not None else {"xyz": ("abc/**",)})
+        config = CastConfig(subscribers=grants if grants is not None else {"xyz": ("abc/**",)}, **(cast or {}))
         self.services = {("abc", "manor"): CastService(self.abc["manor"], cache=self.cache, config=config),
                          ("abc", "w1"): CastService(self.abc["w1"], config=config, inbox=tmp_path / "abc" / "inbox-w1.sqlite3")}
         for yard in yards["xyz"]:

@@ -53,7 +53,8 @@ def test_the_layouts_cast_section_is_read_or_refused_with_the_key():
     assert config.may_subscribe("xyz", "abc/messages/alice/*") and config.may_subscribe("xyz", "abc/messages/**")
     assert not config.may_subscribe("xyz", "abc/**") and not config.may_subscribe("uvw", "abc/messages/**")
     for bad, word in [({"leese": 3}, "leese"), ({"lease": -1}, "lease"), ({"subscribers": [{"estate": "x"}]}, "subscribers"),
-                      ({"subscribers": [{"estate": "x", "patterns": ["a/**/b"]}]}, "subscribers")]:
+                      ({"subscribers": [{"estate": "x", "patterns": ["a/**/b"]}]}, "subscribers"),
+                      ({"lease": 86400}, "at most 3600"), ({"publish_resend": 30}, "publish_resend")]:
         with pytest.raises(CastConfigError, match=word):
             CastConfig.from_mapping(bad)
 

@@ -22,9 +22,13 @@ from tests.routing.kit import World
 
 
 class FlowCausal:
-    """Estates named by ``flows`` (name -> the manor's flow text), all peers; owner: the first; ``publishers`` sign."""
+    """Estates named by ``flows`` (name -> the manor's flow text), all peers; owner: the first; ``publishers`` sign.
 
-    def __init__(self, tmp_path: Path, flows: dict[str, str], *, seed: int = 1, publishers=None, **conditions) -> None:
+    ``causal``: more CausalConfig settings, as a layout's ``causal:`` section gives them.
+    """
+
+    def __init__(self, tmp_path: Path, flows: dict[str, str], *, seed: int = 1, publishers=None, causal: dict | None = None,
+                 **conditions) -> None:
         self.world = World(seed=seed, **conditions)
         self.names = list(flows)
         self.keys = {n: key(n) for n in self.names}
@@ -45,7 +49,7 @@ class FlowCausal:
             cast = CastService(router, cache=cache, config=CastConfig(subscribers={p: (f"{n}/causal/**",) for p in peers[n]}),
                                inbox=tmp_path / n / "inbox.sqlite3")
             signers = {TOPIC: self.keys[n]} if n in publishers else {}
-            config = CausalConfig(topics={TOPIC: self.topic}, peers=tuple(peers[n]))
+            config = CausalConfig(topics={TOPIC: self.topic}, peers=tuple(peers[n]), **(causal or {}))
             self.services[n] = CausalService(router, cast, config, state=tmp_path / n / "causal.sqlite3", signers=signers)
             self.shims[n].router, self.shims[n].cast, self.shims[n].causal = router, cast, self.services[n]
         for n, skedder in skedders.items():  # the flows start once their houses have the service

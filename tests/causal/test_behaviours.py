@@ -102,18 +102,51 @@ def test_valid_names_predicate_two_what_fails_it_is_reported_not_delivered_and_w
     assert w.services["gamma"].ledger.evidence("log")  # kept as evidence, with the wire bytes
 
 
-def test_a_dep_nobody_here_holds_comes_back_to_the_flow_with_the_item(tmp_path):
-    w = world(tmp_path, names=("alpha", "beta"))
+def test_a_dep_nobody_here_holds_comes_back_to_the_flow_with_the_item_once_the_wait_is_over(tmp_path):
+    w = world(tmp_path, names=("alpha", "beta"), causal={"dep_wait": 3.0})
     outbox = w.store("alpha").queue("outbox")
     item = {"content": "orphan", "deps": ["ab" * 32]}
     outbox.push(item)
     outbox.push({"content": "bad dep", "deps": ["not hex"]})
     errors = w.store("alpha").queue("outbox.error")
-    assert w.run_until(lambda: len(errors.queue) == 2, 10)
-    first, second = errors.queue
-    assert first["reason"] == "unknown_dep" and first["data"] == item
-    assert second["reason"] == "bad_dep"
+    start = w.world.scheduler.clock.now()
+    assert w.run_until(lambda: len(errors.queue) == 1, 1)  # a malformed dep at once...
+    assert errors.queue[0]["reason"] == "bad_dep"
+    assert not w.run_until(lambda: len(errors.queue) == 2, 2.9)  # ...an unknown one not before the wait
+    assert w.run_until(lambda: len(errors.queue) == 2, 1)
+    assert 3.0 <= w.world.scheduler.clock.now() - start <= 3.3
+    late = errors.queue[1]
+    assert late["reason"] == "unknown_dep" and late["data"] == item and "after waiting 3 s" in late["message"]
     assert not got(w, "alpha") and not outbox.queue
+    assert w.services["alpha"].waits.waiting == 0 and w.services["alpha"].waits.bytes == 0
+
+
+def test_a_publish_naming_a_dep_its_relay_is_still_storing_waits_for_it_then_goes(tmp_path):
+    """The application got the message (say by CAST) before its relay stored it: the reply waits, not refused."""
+    w = world(tmp_path, names=("alpha", "beta"))
+    first = w.services["beta"].publish("log", b"question")
+    alpha = w.services["alpha"]
+    assert alpha.held_id("log", first.msg.hash) is None  # signed at beta; alpha's relay has not got it yet
+    w.store("alpha").queue("outbox").push({"content": "answer", "deps": [first.msg.hash.hex()]})
+    acks = w.store("alpha").queue("acks")
+    assert w.run_until(lambda: len(acks.queue) == 1, 10), w.store("alpha").queue("outbox.error").queue
+    assert first.msg.hash.hex() in acks.queue[0]["deps"]
+    assert alpha.waits.counts["waited"] == 1 and alpha.waits.counts["went"] == 1 and alpha.waits.waiting == 0
+    assert w.run_until(lambda: [m["content"] for m in got(w, "beta")] == [b"question", b"answer"], 10)  # in causal order
+
+
+def test_waiting_publishes_are_bounded_and_wait_0_refuses_at_once(tmp_path):
+    w = world(tmp_path, names=("alpha", "beta"))
+    alpha = w.services["alpha"]
+    alpha.waits.limit = 2
+    outbox, errors = w.store("alpha").queue("outbox"), w.store("alpha").queue("outbox.error")
+    for i in range(3):
+        outbox.push({"content": f"orphan {i}", "deps": [bytes([i]) * 32]})
+    assert w.run_until(lambda: len(errors.queue) == 1, 1)  # the third: refused at once, the wait is full
+    assert errors.queue[0]["reason"] == "unknown_dep" and "already wait" in errors.queue[0]["message"]
+    assert alpha.waits.waiting == 2 and alpha.waits.counts["refused_full"] == 1
+    with pytest.raises(Exception, match="unknown_dep|holds no message"):
+        alpha.publish_waiting("log", b"now or never", deps=[b"\x09" * 32], wait=0)
 
 
 def test_an_estate_without_a_key_for_the_topic_gets_its_items_back(tmp_path):
@@ -196,3 +229,16 @@ def test_without_a_relay_in_the_house_the_flow_is_told_where_it_lives(tmp_path):
     w.scheduler.spawn(skedder.run(w.scheduler), name="skedder")
     with pytest.raises(Exception, match="runs in the house that holds the CAST cache"):
         w.run_until(lambda: False, 1)
+
+
+def test_the_behaviours_wait_overrides_the_estates_dep_wait(tmp_path):
+    predicates = tmp_path / "predicates.py"
+    predicates.write_text(PREDICATES)
+    flow = FLOW.replace('with topic "log"\n', 'with topic "log" wait 0.5\n', 1)
+    assert 'wait 0.5' in flow
+    w = FlowCausal(tmp_path, {n: flow.format(name=n, predicates=predicates, valid="") for n in ("alpha", "beta")})
+    errors = w.store("alpha").queue("outbox.error")
+    w.store("alpha").queue("outbox").push({"content": "orphan", "deps": ["cd" * 32]})
+    start = w.world.scheduler.clock.now()
+    assert w.run_until(lambda: len(errors.queue) == 1, 2)  # not the estate's 5 s
+    assert 0.5 <= w.world.scheduler.clock.now() - start <= 0.7 and errors.queue[0]["reason"] == "unknown_dep"

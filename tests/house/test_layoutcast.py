@@ -65,6 +65,11 @@ def test_an_empty_section_is_the_defaults_in_the_manor_and_no_section_is_no_cast
     ("cast: {subscribers: [{estate: xyz}]}", "patterns"),
     ("cast: {subscribers: [{estate: 'x y', patterns: []}]}", "estate of cast subscriber 1"),
     ("cast: [1, 2]", "cast must be a mapping"),
+    ("cast: {lease: 86400}", "cast lease is '86400', outside 1..3600 seconds"),  # the wire's bound, not a run-time refusal
+    ("cast: {publish_timeout: 0.5}", "cast publish_timeout is '0.5', outside 1..3600 seconds"),
+    ("cast: {publish_resend: 0}", "cast publish_resend is '0', outside 0.05..600 seconds"),
+    ("cast: {publish_resend: 40}", "cast publish_resend (40 s) must be less than publish_timeout (30 s)"),
+    ("cast: {publish_timeout: 2, publish_resend: 2}", "must be less than publish_timeout (2 s)"),
 ])
 def test_bad_values_are_located_errors(tmp_path, cast, says):
     with pytest.raises(LayoutError) as raised:
@@ -72,6 +77,23 @@ def test_bad_values_are_located_errors(tmp_path, cast, says):
     text = str(raised.value)
     assert says in text
     assert "abc.yaml:8:" in text  # located on the section's line, at the value
+
+
+def test_the_publish_bound_and_resend_load_and_default_to_30_and_2_seconds(tmp_path):
+    config = load_layout(layout(tmp_path, "cast: {publish_timeout: 12.5, publish_resend: 0.5, lease: 3600}")).cast.config
+    assert (config.publish_timeout, config.publish_resend, config.lease) == (12.5, 0.5, 3600.0)
+    defaults = load_layout(layout(tmp_path, "cast:")).cast.config
+    assert (defaults.publish_timeout, defaults.publish_resend) == (30.0, 2.0)
+
+
+def test_the_layouts_longest_lease_is_the_one_the_wire_accepts():
+    from flowcast.cast.wire import MAX_LEASE, read_sub
+    from flowcast.house.layoutcast import SECONDS
+
+    assert SECONDS["lease"][1] is None  # read from the wire, never a second copy of the number
+    read_sub({"sid": b"s" * 16, "pattern": "abc/**", "cursor": 0, "lease": MAX_LEASE})
+    with pytest.raises(Exception, match="lease"):
+        read_sub({"sid": b"s" * 16, "pattern": "abc/**", "cursor": 0, "lease": MAX_LEASE + 1})
 
 
 def test_the_cache_house_must_be_one_house(tmp_path):
@@ -108,6 +130,20 @@ def _stop_when(house, done):
             break
         yield sleep(0.01)
     house.stop()
+
+
+def test_a_manor_without_the_cache_passes_the_cast_share_on_to_the_cache_house(tmp_path):
+    loaded = load_layout(layout(tmp_path, "cast: {house: w1}"))
+    manor = open_house(loaded, "manor", houses=2)
+    w1 = open_house(loaded, "w1", houses=2)
+    try:
+        assert manor.cast.publisher is None and w1.cast.publisher is not None
+        assert manor.router.forwards == {"cast": "w1"} and w1.router.forwards == {}
+    finally:
+        for house in (manor, w1):
+            house.stop()
+            house.run()
+    assert manor.router.forwards == {}  # closed with the house
 
 
 def test_a_corrupt_cache_stops_the_house_from_starting_and_is_not_replaced(tmp_path):
