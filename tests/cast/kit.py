@@ -90,3 +90,34 @@ class DiskFull:
             return real(*args)
 
         setattr(target, method, call)
+
+
+class SentTicket:
+    """A publish the stand-in cache took; the test says when it is done and how."""
+
+    def __init__(self) -> None:
+        self.done, self.seq, self.duplicate, self.error = False, 0, False, None
+
+
+class CacheStandIn:
+    """Stands for the cache's house behind an Outbox: ``sent`` is (id, name, recipients) per send."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, str, object]] = []
+        self.tickets: list[SentTicket] = []
+
+    def send(self, name, data, id, publisher, recipients):
+        self.sent.append((id, name, recipients))
+        self.tickets.append(SentTicket())
+        return self.tickets[-1]
+
+
+def outbox_house(tmp_path, cache: CacheStandIn):
+    """A Cast whose bob's turn publishes go to ``cache``: (cast, bob's service, bob's store)."""
+    from flowcast.cast.behaviours import word
+    from flowcast.cast.outbox import Outbox
+
+    cast = Cast(tmp_path)
+    svc = cast.service()
+    svc.subscriber.settler.outbox = Outbox(cache.send, cast.world.scheduler.clock.now, word)
+    return cast, svc, cast.estates["xyz"].store("bob")

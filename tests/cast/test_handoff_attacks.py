@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from flowcast.cast.behaviours import word
-from flowcast.cast.outbox import Outbox
-from tests.cast.kit import Cast, DiskFull
+from tests.cast.kit import CacheStandIn, Cast, DiskFull, outbox_house
 
 HOUR = 3600.0
 APPLES = b"\xa6apples"  # msgpack of "apples"
@@ -177,36 +175,11 @@ def test_the_tick_does_not_commit_a_failed_turns_acknowledgements_without_its_wr
 # -- the outbox ------------------------------------------------------------------------------------
 
 
-class _Sent:
-    def __init__(self) -> None:
-        self.done, self.seq, self.duplicate, self.error = False, 0, False, None
-
-
-class _Cache:
-    """Stands for the cache's house: what was sent (id, name, recipients); answers when told."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[bytes, str, object]] = []
-        self.tickets: list[_Sent] = []
-
-    def send(self, name, data, id, publisher, recipients):
-        self.sent.append((id, name, recipients))
-        self.tickets.append(_Sent())
-        return self.tickets[-1]
-
-
-def _outbox_house(tmp_path, cache: _Cache):
-    cast = Cast(tmp_path)
-    svc = cast.service()
-    svc.subscriber.settler.outbox = Outbox(cache.send, cast.world.scheduler.clock.now, word)
-    return cast, svc, cast.estates["xyz"].store("bob")
-
-
 def test_a_turn_that_publishes_with_a_failed_settle_commits_the_publish_with_its_acknowledgement(tmp_path):
     """The tick's retry committed the acknowledgement alone; the staged publish waited for a
     later turn's end: a kill in between lost the confirmation of an acknowledged order."""
-    cache = _Cache()
-    cast, svc, store = _outbox_house(tmp_path, cache)
+    cache = CacheStandIn()
+    cast, svc, store = outbox_house(tmp_path, cache)
     svc.subscribe("abc/messages/**", estate="abc", into="inbox")
     cast.publish_many(1)
     assert cast.run_until(lambda: len(cast.queue().queue) == 1, 10)
@@ -225,8 +198,8 @@ def test_an_outbox_row_whose_publish_ended_leaves_even_if_that_turns_commit_fail
     """finished() completes the tickets and hands back their ids once; a failed settle dropped
     them, so the rows stayed in the outbox and a restart (maybe past the cache's dedupe
     window) sent them again."""
-    cache = _Cache()
-    cast, svc, store = _outbox_house(tmp_path, cache)
+    cache = CacheStandIn()
+    cast, svc, store = outbox_house(tmp_path, cache)
     ticket = svc.publish("xyz/confirms/1", b"ok", turn=True)
     store.end_turn()
     assert len(cache.sent) == 1
@@ -245,8 +218,8 @@ def test_an_outbox_row_whose_publish_ended_leaves_even_if_that_turns_commit_fail
 def test_turn_publish_keeps_recipients_given_as_any_iterable(tmp_path):
     """_stage consumed a generator of recipients for the check, then joined the empty remainder:
     a private publish went out public."""
-    cache = _Cache()
-    cast, svc, store = _outbox_house(tmp_path, cache)
+    cache = CacheStandIn()
+    cast, svc, store = outbox_house(tmp_path, cache)
     svc.publish("xyz/confirms/2", b"secret", recipients=(r for r in ["carol@abc"]), turn=True)
     store.end_turn()
     assert [recipients for _id, _name, recipients in cache.sent] == [["carol@abc"]]
