@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,9 +18,7 @@ NAMES = ["cast_publish_100B", "cast_replay_100B", "cast_live_100B", "cast_live_c
 
 def test_cast_bench_quick_json():
     command = [sys.executable, str(ROOT / "bench" / "cast.py"), "--quick", "--json", "--count", "3000"]
-    start = time.monotonic()
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    elapsed = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     assert data["script"] == "cast" and data["settings"]["count"] == 3000
@@ -50,4 +47,3 @@ def test_cast_bench_quick_json():
         else:
             ratio = figures[ours]["ratios"]["x jetstream"]
             assert abs(ratio - figures[ours]["value"] / figures[peer]["value"]) < 1e-6 * ratio
-    assert elapsed < 60, f"the quick run took {elapsed:.1f} s"

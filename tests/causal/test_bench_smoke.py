@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,9 +22,7 @@ FIGURES = {
 
 def test_causal_bench_quick_json():
     command = [sys.executable, str(ROOT / "bench" / "causal.py"), "--quick", "--json"]
-    start = time.monotonic()
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=55)
-    elapsed = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     assert data["script"] == "causal" and data["settings"]["quick"] is True
@@ -41,4 +38,3 @@ def test_causal_bench_quick_json():
         assert figure["ratios"][ratio] == pytest.approx(value / figure[reference], rel=1e-2), (name, figure)
     assert "over loopback UDP" in figures["causal_fetch_ms"]["note"]
     assert "verifies/s one core does" in figures["causal_verified"]["note"]
-    assert elapsed < 60, f"the quick run took {elapsed:.1f} s"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,9 +21,7 @@ def test_routes_bench_quick_json():
         "--routes", "10",
         "--check", "3",
     ]
-    start = time.monotonic()
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    elapsed = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     assert data["script"] == "routes" and data["settings"]["remotes"] == [3, 6]
@@ -53,4 +50,3 @@ def test_routes_bench_quick_json():
     assert routed["unit"] == "msgs/s" and "cpu_us_per_msg" in routed
     assert "x goal" in figures["hub_bytes_per_remote_6"]["ratios"]
     assert 0.5 < figures["world_bytes_per_remote_3"]["ratios"]["walk/traced"] < 1.5
-    assert elapsed < 30, f"the quick run took {elapsed:.1f} s"
