@@ -27,7 +27,7 @@ _WHERE = {
     "ChildSpec": "supervisor",
     "ChildStatus": "supervisor",
     "Supervisor": "supervisor",
-    "read_status": "supervisor",
+    "read_status": "supervisorfile",
     "StatusError": "status",
     "run_trace": "trace",
 }
@@ -44,5 +44,6 @@ if TYPE_CHECKING:
     from flowcast.house.house import House, load_house
     from flowcast.house.layout import EstateLayout, LayoutError, is_layout, load_layout, plan_houses
     from flowcast.house.status import StatusError
-    from flowcast.house.supervisor import ChildSpec, ChildStatus, Supervisor, read_status
+    from flowcast.house.supervisor import ChildSpec, ChildStatus, Supervisor
+    from flowcast.house.supervisorfile import read_status
     from flowcast.house.trace import run_trace

@@ -87,6 +87,7 @@ from flowcast.house.childproc import (
     spawn,
 )
 from flowcast.house.runlock import AlreadyRunning, take_run_lock
+from flowcast.house.supervisorfile import read_status
 from flowcast.runtime.clock import wall_now
 from flowcast.runtime.durable import atomic_write
 
@@ -589,30 +590,3 @@ class Supervisor:
 def _indent(text: str | None) -> str:
     """A reason of several lines (a flow's errors) as one log record: continuation lines indented."""
     return "\n    ".join((text or "").splitlines())
-
-
-def read_status(path: Path) -> dict[str, Any] | None:
-    """Read a status file written by a Supervisor, for ``flowcast status``.
-
-    Returns None if there is no file. Adds ``"alive"``: whether the supervisor
-    process that wrote it still exists, since a supervisor killed with SIGKILL
-    cannot mark its file stopped (its houses die with it, see PR_SET_PDEATHSIG).
-    """
-    try:
-        doc: dict[str, Any] = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    pid = doc.get("supervisor_pid")
-    alive = False
-    if isinstance(pid, int) and pid > 0:
-        try:
-            os.kill(pid, 0)
-            alive = True
-        except ProcessLookupError:
-            alive = False
-        except PermissionError:  # exists, owned by someone else
-            alive = True
-    doc["alive"] = alive and doc.get("state") != "stopped"
-    return doc
-
-

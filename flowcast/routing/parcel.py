@@ -31,7 +31,7 @@ from flowcast.transport.wire import unpack_untrusted
 
 __all__ = [
     "ParcelError", "MAX_HEADER", "MAX_EXT", "HEADER_LIMITS", "encode", "open_header", "open_data", "open_ext",
-    "pack_ext", "pack_message", "route_bytes", "split_ext", "split_ext_map",
+    "pack_ext", "pack_message", "readdress", "route_bytes", "split_ext", "split_ext_map",
 ]
 
 #: A header is two routes (at most ~700 bytes of names), a tag, a stamp and the extensions.
@@ -77,6 +77,13 @@ _EXT_KEY = re.compile(r"[A-Za-z0-9_.-]{1,%d}" % MAX_EXT_KEY)
 
 class _Pairs(list):
     """A decoded map as its pairs, so that a repeated key is seen."""
+
+
+def readdress(pack: Any, src_dst: bytes, tag: str, stamp: float, parcel: Any, offset: int) -> bytes:
+    """``parcel`` under another ``src_dst`` header (a forward to another house), its extensions and data as they came."""
+    view = memoryview(parcel)
+    ext = split_ext(view[4:offset])[1] if parcel[4] == 0x95 else b""
+    return encode(pack, src_dst, tag, stamp, bytes(view[offset:]), ext)
 
 
 def check_ext(ext: Any) -> dict[str, Any]:

@@ -43,8 +43,10 @@ from typing import Any
 import msgpack
 
 from flowcast.errors import ClosedError
-from flowcast.routing.parcel import HEADER_LIMITS, MAX_HEADER, ParcelError, encode, open_header, pack_ext, split_ext, split_ext_map
-from flowcast.routing.batch import BATCH_KEY, batch_count, check_array, land_batch, parcel_count, send_batch
+from flowcast.routing.forward import Forwards
+from flowcast.routing.refusals import refuse, refuse_raw
+from flowcast.routing.parcel import HEADER_LIMITS, MAX_HEADER, ParcelError, encode, pack_ext, readdress, split_ext_map
+from flowcast.routing.batch import BATCH_KEY, batch_count, check_array, land_batch, send_batch
 from flowcast.routing.handlers import ERROR_QUEUE_BOUND, envelope  # noqa: F401 - re-exported
 from flowcast.routing.handlers import UNSET as _UNSET
 from flowcast.routing.handlers import ACCESS_REPLY, Handler, Landing, Refused, builtin_handlers, check_access, check_tag, land
@@ -71,7 +73,6 @@ REPLY_TAGS = ("error", "value")
 #: Bytes of parcels held at most for estates that have not joined (besides the count).
 HOLD_BYTES = 32 << 20
 _PAIRS = 4096  # route pairs cached (and counted) per router; full: the cache starts again
-_SILENT = ("spoofed", "malformed")  # never answered: the source they name is not who sent them
 _u32 = struct.Struct(">I").unpack_from
 _unpackb = msgpack.unpackb
 
@@ -144,7 +145,7 @@ class Router:
         self._replies = ReplyBook(self._clock, self.manor, self.counts, _PAIRS)
         self._hold_timer: Any = None
         self._handlers: dict[str, Handler] = builtin_handlers()
-        self._forwards: dict[str, str] = {}  # share -> the yard its arrivals naming no yard go on to
+        self._forwards = Forwards(yard)  # share -> the yard its arrivals naming no yard go on to
         #: Where others hear of messages: ``routed`` (made here) and ``settled`` (its dispatch
         #: ended), ``landing``/``landed`` around a landing, ``refused``.  See flowcast.routing.events.
         self.hooks = Hooks(("routed", "settled", "landing", "landed", "refused"), f"router {yard}", direct=False)
@@ -196,12 +197,15 @@ class Router:
         one handler: registering it again is a ValueError, since two layers
         giving one tag two meanings is a mistake to hear of at start.
         """
+        if not callable(handler):
+            raise ValueError(f"handler for tag {tag!r} is not callable")
+        self._register(tag, handler, access)
+
+    def _register(self, tag: str, handler: Callable[[Landing], None] | None, access: str) -> None:
         check_tag(tag)
         check_access(access)
         if access == ACCESS_REPLY:  # an answer passes with no rule: only error and value may
             raise ValueError("reply access is the router's own (error, value); a new tag is checked as write, read or a declared permission")
-        if not callable(handler):
-            raise ValueError(f"handler for tag {tag!r} is not callable")
         if tag in self._handlers:
             raise ValueError(f"tag {tag!r} already has a handler")
         self._handlers[tag] = Handler(handler, access)
@@ -215,13 +219,7 @@ class Router:
         (:meth:`forward`).  Here it lands as data would.  ``unhandle``
         removes the declaration; a tag has one handler or declaration.
         """
-        check_tag(tag)
-        check_access(access)
-        if access == ACCESS_REPLY:
-            raise ValueError("reply access is the router's own (error, value)")
-        if tag in self._handlers:
-            raise ValueError(f"tag {tag!r} already has a handler")
-        self._handlers[tag] = Handler(None, access)
+        self._register(tag, None, access)
 
     def forward(self, share: str, yard: str) -> None:
         """Pass messages for ``share`` that name no yard (``share@.estate``: the manor) on to ``yard``.
@@ -234,19 +232,16 @@ class Router:
         """
         if not self.is_manor:
             raise ValueError(f"yard {self.yard!r} is not the manor ({self.manor!r}): only the manor receives what names no yard")
-        Route.make(share, yard)  # both checked as route names
-        if not yard or yard == self.yard:
-            raise ValueError(f"forward {share!r} to another yard of this estate, not {yard!r}")
-        self._forwards[share] = yard
+        self._forwards.add(share, yard)
 
     def unforward(self, share: str) -> bool:
         """Stop passing ``share`` on: its messages land here again."""
-        return self._forwards.pop(share, None) is not None
+        return self._forwards.remove(share)
 
     @property
     def forwards(self) -> dict[str, str]:
         """Share -> the yard this manor passes it on to (a copy)."""
-        return dict(self._forwards)
+        return self._forwards.copy()
 
     def unhandle(self, tag: str, handler: Callable[[Landing], None] | None = None) -> bool:
         """Stop handling ``tag`` (only if its handler is ``handler``, when given): a closed service hears nothing more.
@@ -445,8 +440,7 @@ class Router:
                 raise _Refused(f"estate {self.estate!r} does not relay to {dst.estate!r}", "misrouted")
             if src.channel != channel:  # replies go back the way it came
                 pair = self._pair(src._replace(channel=channel), dst)
-                ext = split_ext(memoryview(parcel)[4:offset])[1] if parcel[4] == 0x95 else b""  # untouched
-                parcel = encode(self._pack, pair.packed, tag, stamp, bytes(memoryview(parcel)[offset:]), ext)
+                parcel = readdress(self._pack, pair.packed, tag, stamp, parcel, offset)  # extensions and data untouched
                 offset = len(parcel) - (len(message.data) - offset)
             handler = self._handlers.get(tag)
             access = "write" if handler is None else handler.access
@@ -534,9 +528,7 @@ class Router:
         """A message for a forwarded share (:meth:`forward`), down the lane with its destination's yard filled in."""
         on = self._pair(pair.src, pair.dst._replace(yard=yard))
         if parcel is not None:  # the header says where it goes: rewritten, extensions and data as they came
-            view = memoryview(parcel)
-            ext = split_ext(view[4:offset])[1] if parcel[4] == 0x95 else b""
-            parcel = encode(self._pack, on.packed, tag, stamp, bytes(view[offset:]), ext)
+            parcel = readdress(self._pack, on.packed, tag, stamp, parcel, offset)
         self._lane_send(on, tag, stamp, parcel, 0, data, yard, reliable)
 
     def _lane_send(self, pair: _Pair, tag: str, stamp: float, parcel: Any, offset: int, data: Any, yard: str, reliable: bool) -> None:
@@ -557,39 +549,10 @@ class Router:
     # -- refusals and errors ---------------------------------------------------
 
     def _refuse_raw(self, parcel: Any, refused: _Refused, channel: str = "") -> None:
-        """A refusal of a message as it arrived: answer only if its source can be read."""
-        if refused.count is None and refused.counter != "malformed":
-            refused.count = parcel_count(parcel)
-        try:
-            src, dst, tag, _stamp, _offset = open_header(parcel)
-            pair = _Pair(Route.from_wire(src), Route.from_wire(dst))
-            if channel and pair.src.channel != channel:
-                pair = _Pair(pair.src._replace(channel=channel), pair.dst)
-            tag = tag if tag.__class__ is str and len(tag) <= 64 else ""
-        except Exception:  # noqa: BLE001 - malformed beyond an answer
-            self.counts[refused.counter] += 1
-            self.denials.note(refused.counter, refused.reason, None, None, "")
-            return
-        self._refuse(pair, tag, refused)
+        refuse_raw(self, parcel, refused, channel)
 
     def _refuse(self, pair: _Pair, tag: str, refused: _Refused) -> None:
-        src, dst = pair.src, pair.dst
-        heard = self.hooks.refused
-        count = refused.count or 1
-        if heard is not None and not refused.heard:
-            for _ in range(count):  # each message of a batch, as each would be alone
-                heard(pair, tag, refused)
-        self.counts[refused.counter] += count
-        self.denials.note(refused.counter, f"{refused.reason}; {refused.hint}" if refused.hint else refused.reason, src, dst, tag)
-        if tag == "error" or not src.share or refused.counter in _SILENT:
-            self.counts["errors_dropped"] += 1
-            return
-        here = Route(dst.share, self.yard, self.estate, src.channel)
-        report = {"reason": refused.reason, "tag": tag, "dst": str(dst), "kind": refused.counter}
-        if count > 1:  # a batch, or part of one (flowcast.routing.batch)
-            report["count"] = count
-        self.counts["errors_sent"] += 1
-        self._send_pair(self._pair(here, src), "error", report, True, None)
+        refuse(self, pair, tag, refused)
 
     def _done(self, outgoing: Any) -> None:
         """A stack finished a message: only a failure matters (it came from a parcel)."""
