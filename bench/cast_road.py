@@ -94,8 +94,8 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
             yield sleep(0.01)
         reply("allowed", road.is_allowed(peer))
 
-    def publish(count: int, rate: float, reply_as: str):  # type: ignore[no-untyped-def]
-        """``count`` messages, paced at ``rate``/s (0: as fast as tickets return)."""
+    def publish(count: int, rate: float, reply_as: str, prefix: str = "m"):  # type: ignore[no-untyped-def]
+        """``count`` messages under ``abc/<prefix>/``, paced at ``rate``/s (0: as fast as tickets return)."""
         pending: list = []
         start = time.monotonic()
         for i in range(count):
@@ -104,7 +104,7 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
                 if due > time.monotonic():
                     yield sleep(due - time.monotonic())
             data = _stamp.pack(time.monotonic()) + payload
-            pending.append(cast.publish(f"abc/m/{i % 64}", data, publisher="alice"))
+            pending.append(cast.publish(f"abc/{prefix}/{i % 64}", data, publisher="alice"))
             if len(pending) >= 4096 or (not rate and i % 512 == 511):
                 while pending and not pending[0].done:
                     yield sleep(0.0005)
@@ -169,6 +169,18 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
             start = time.monotonic()
             state["sub"] = cast.subscribe("abc/**", estate="abc", into=into, ack=mode[0] if mode else "turn")
             reply("subscribed", start)
+        elif command == "live":
+            # Both live subscriptions at once, one per mode, each on its own names: rounds can
+            # alternate the modes without a new subscription replaying the cache in between.
+            if state.get("sub") is not None:
+                state["sub"].close()
+                state["sub"] = None
+            state["timing"], state["got"] = False, 0
+            for mode in ("turn", "none"):
+                into = f"live_{mode}"
+                scheduler.spawn(receiver(into), name=f"receiver {into}")
+                cast.subscribe(f"abc/{mode[0]}/**", estate="abc", into=into, ack=mode)
+            reply("live")
         elif command == "cpu":
             reply("cpu", time.process_time())
         elif command == "timing":
@@ -185,8 +197,14 @@ def _house(conn: Any, spec: dict[str, Any]) -> None:
 
     scheduler.add_reader(conn, on_command)
     reply("ready", road.address)
+    profile = os.environ.get("FLOWCAST_BENCH_PROFILE")
     try:
-        scheduler.run()
+        if profile and estate == "xyz":
+            import cProfile
+
+            cProfile.runctx("scheduler.run()", globals(), {"scheduler": scheduler}, f"{profile}.{estate}")
+        else:
+            scheduler.run()
     finally:
         cast.close()
         if cache is not None:
@@ -235,35 +253,42 @@ def road_run(replay: int, live: int, rate: float, seconds: float, repeats: int =
                 raise RuntimeError(f"replay: {progress['got']:,} of {replay:,} arrived")
             out["replay"] = max(out.get("replay", 0.0), replay / (progress["last"] - start))
         # The live stream and the paced latency, with acknowledged processing (ack="turn", the
-        # default) and then at most once (ack="none", the path it replaced), in the same run.
-        held = replay
+        # default) and at most once (ack="none", the path it replaced), in the same run: both
+        # subscriptions open, ``rounds`` rounds alternating which mode goes first, each figure
+        # the median over rounds with the per-round ratios' spread (a machine shared with other
+        # work loads both modes alike, and no round is picked).
+        xyz.ask("live", "live")
+        held = 0
         paced = int(rate * seconds)
-        for mode in ("turn", "none"):
-            suffix = "" if mode == "turn" else "_none"
-            if mode == "none":  # a new subscription from cursor 0: everything cached comes first
-                xyz.ask("subscribed", "subscribe", False, "inbox_none", "none")
-                if _wait_for(xyz, held, 60 + held / 2_000)["got"] != held:
-                    raise RuntimeError("the at-most-once subscription did not catch up")
+        rounds: dict[str, dict[str, list[float]]] = {m: {"live": [], "cpu_us": [], "p50": [], "p99": []} for m in ("turn", "none")}
+        for round_ in range(max(1, repeats)):
+            for mode in ("turn", "none") if round_ % 2 == 0 else ("none", "turn"):
+                got = rounds[mode]
                 xyz.ask("ok", "timing", False)
-            cpu = xyz.ask("cpu", "cpu")
-            abc.send("publish", live, 0.0, "published")
-            sent = abc.expect("published", 60 + live / 2_000)
-            progress = _wait_for(xyz, held + live, 60)
-            if progress["got"] != held + live:
-                raise RuntimeError(f"live ({mode}): {progress['got'] - held:,} of {live:,} arrived")
-            out["live" + suffix] = live / (progress["last"] - sent["start"])
-            out["cpu_us" + suffix] = (xyz.ask("cpu", "cpu") - cpu) / live * 1e6
-            held += live
-            xyz.ask("ok", "timing", True)
-            abc.send("publish", paced, rate, "paced")
-            abc.expect("paced", seconds + 60)
-            progress = _wait_for(xyz, held + paced, 60)
-            lat = sorted(xyz.ask("latency", "latency"))
-            if len(lat) != paced:
-                raise RuntimeError(f"paced ({mode}): {len(lat):,} of {paced:,} arrived")
-            out["p50" + suffix] = statistics.median(lat) * 1e6
-            out["p99" + suffix] = lat[int(len(lat) * 0.99) - 1] * 1e6
-            held += paced
+                cpu = xyz.ask("cpu", "cpu")
+                abc.send("publish", live, 0.0, "published", mode[0])
+                sent = abc.expect("published", 60 + live / 2_000)
+                progress = _wait_for(xyz, held + live, 60)
+                if progress["got"] != held + live:
+                    raise RuntimeError(f"live ({mode}): {progress['got'] - held:,} of {live:,} arrived")
+                got["live"].append(live / (progress["last"] - sent["start"]))
+                got["cpu_us"].append((xyz.ask("cpu", "cpu") - cpu) / live * 1e6)
+                held += live
+                xyz.ask("ok", "timing", True)
+                abc.send("publish", paced, rate, "paced", mode[0])
+                abc.expect("paced", seconds + 60)
+                _wait_for(xyz, held + paced, 60)
+                lat = sorted(xyz.ask("latency", "latency"))
+                if len(lat) != paced:
+                    raise RuntimeError(f"paced ({mode}): {len(lat):,} of {paced:,} arrived")
+                got["p50"].append(statistics.median(lat) * 1e6)
+                got["p99"].append(lat[int(len(lat) * 0.99) - 1] * 1e6)
+                held += paced
+        for mode, suffix in (("turn", ""), ("none", "_none")):
+            for key, values in rounds[mode].items():
+                out[key + suffix] = statistics.median(values)
+                out[key + suffix + "_runs"] = values
+        out["rounds"] = max(1, repeats)
         out["offered"] = paced / seconds
     except Exception as error:  # noqa: BLE001 - a failed run is a figure of n/a, not a crash
         out["note"] = f"{type(error).__name__}: {str(error).splitlines()[0]}"
@@ -362,13 +387,19 @@ def add_figures(figures: Figures, run: dict[str, Any], replay: int, live: int, t
         ours, theirs = run.get(key), run.get(key + "_none")
         return {"x ack none": ours / theirs} if ours and theirs else {}
 
+    def spread(key: str) -> str:
+        """The per-round ratios' range: each round measured both modes back to back."""
+        pairs = list(zip(run.get(key + "_runs", []), run.get(key + "_none_runs", [])))
+        ratios = [a / b for a, b in pairs if b]
+        return f"; median of {len(pairs)} rounds, per-round ratio {min(ratios):.2f}-{max(ratios):.2f}" if ratios else ""
+
     figures.add("cast_live_100B", run.get("live"), "msgs/s", ratios=vs_none("live"),
-                note=note or f"{live:,} published while subscribed, publish to arrival, acknowledged when the flow's turn ends")
+                note=note or f"{live:,} published while subscribed, publish to arrival, acknowledged when the flow's turn ends{spread('live')}")
     figures.add("cast_live_cpu_us", run.get("cpu_us"), "us", ratios=vs_none("cpu_us"),
-                note=note or "the subscribing process's CPU per live message, acknowledged processing")
+                note=note or f"the subscribing process's CPU per live message, acknowledged processing{spread('cpu_us')}")
     for name, key in (("cast_live_p50_us", "p50"), ("cast_live_p99_us", "p99")):
         figures.add(name, run.get(key), "us", ratios=vs_none(key),
-                    note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered")
+                    note=note or f"publish to arrival at {run['offered']:,.0f} msgs/s offered{spread(key)}")
     figures.add("cast_live_none_100B", run.get("live_none"), "msgs/s", note=note or "the same with ack=none (at most once across a crash)")
     figures.add("cast_live_none_cpu_us", run.get("cpu_us_none"), "us", note=note or "CPU per live message, ack=none")
     for name, key in (("cast_live_none_p50_us", "p50_none"), ("cast_live_none_p99_us", "p99_none")):
