@@ -34,6 +34,11 @@ Figures (``--json`` names):
   per message; ``peer.jetstream_bytes_per_message`` is the stream store's.
 * ``cast_bytes_per_subscription`` -- the publisher's memory per active
   subscription (tracemalloc over 500 on the simulated network).
+* ``cast_live_cpu_us`` and the ``cast_live_*`` lines carry ``x ack none``:
+  the same stream with acknowledged processing (``ack: turn``, the
+  default) against at most once (``ack: none``), alternating rounds.
+* ``stop_idle_s``, ``stop_road_traffic_s``, ``stop_dead_peer_s`` -- the
+  stop time with drain, median of ``--repeats`` stops (``bench/stop.py``).
 
 The peer installs itself where it can: ``nats-server`` from Debian's
 packages when missing and this process is root (or has password-less
@@ -60,6 +65,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cast_road  # noqa: E402
+import stop  # noqa: E402
 from _common import Figures, best_of, parser, timed  # noqa: E402
 
 from flowcast.cast import Cache  # noqa: E402
@@ -371,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     figures.add("peer.jetstream_replay_100B", theirs.get("replay"), "msgs/s",
                 note="new durable pull consumer, fetch 1,000" if "replay" in theirs else why)
     figures.add("peer.jetstream_bytes_per_message", theirs.get("bytes"), "B", note="" if "bytes" in theirs else why)
+    # The stop time with drain (bench/stop.py): idle, with a routed stream in flight, and with the
+    # receiving estate frozen so the drain is waited out and what stayed in flight reported.
+    stop.add_figures(figures, ("idle",) if args.quick else ("idle", "road", "dead"), repeats)
     # Every figure here moves with what else the machine runs: say how loaded it was.
     figures.settings["load_average_after"] = round(os.getloadavg()[0], 2)
     figures.emit(args.json)

@@ -175,11 +175,11 @@ houses:
     }
 
 
-def main() -> int:
-    args = parser(__doc__.splitlines()[0]).parse_args()
-    repeats = 1 if args.quick else max(1, args.repeats)
-    kinds = ("idle",) if args.quick else ("idle", "lane", "road", "dead")
-    figures = Figures("stop", repeats=repeats)
+NAMES = {"idle": "stop_idle_s", "lane": "stop_lane_traffic_s", "road": "stop_road_traffic_s", "dead": "stop_dead_peer_s"}
+
+
+def add_figures(figures: Figures, kinds: tuple[str, ...], repeats: int) -> None:
+    """Median of ``repeats`` stops of each kind, with the spread: bench/cast.py prints the same lines."""
     for kind in kinds:
         runs = []
         for _ in range(repeats):
@@ -190,12 +190,18 @@ def main() -> int:
                 shutil.rmtree(where, ignore_errors=True)
         times = [r["took"] for r in runs]
         drains = [max((d for d in r["drains"].values() if d is not None), default=0.0) for r in runs]
-        name = {"idle": "stop_idle_s", "lane": "stop_lane_traffic_s", "road": "stop_road_traffic_s", "dead": "stop_dead_peer_s"}[kind]
-        figures.add(name, statistics.median(times), "s",
+        figures.add(NAMES[kind], statistics.median(times), "s",
                     note=f"min {min(times):.3f}, max {max(times):.3f}; longest house drain median {statistics.median(drains):.3f} s;"
                          f" reported undelivered {[r['undelivered'] for r in runs]}",
                     extra={"runs": times, "house_drains": [r["drains"] for r in runs],
                            "undelivered": [r["undelivered"] for r in runs]})
+
+
+def main() -> int:
+    args = parser(__doc__.splitlines()[0]).parse_args()
+    repeats = 1 if args.quick else max(1, args.repeats)
+    figures = Figures("stop", repeats=repeats)
+    add_figures(figures, ("idle",) if args.quick else ("idle", "lane", "road", "dead"), repeats)
     figures.emit(args.json)
     return 0
 

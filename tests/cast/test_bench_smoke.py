@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NAMES = ["cast_publish_100B", "cast_replay_100B", "cast_live_100B", "cast_live_cpu_us", "cast_live_p50_us", "cast_live_p99_us",
          "cast_live_none_100B", "cast_live_none_cpu_us", "cast_live_none_p50_us", "cast_live_none_p99_us",
          "cast_bytes_per_subscription", "cast_replay_cache_100B", "cast_bytes_per_message",
-         "peer.jetstream_publish_100B", "peer.jetstream_replay_100B", "peer.jetstream_bytes_per_message"]
+         "peer.jetstream_publish_100B", "peer.jetstream_replay_100B", "peer.jetstream_bytes_per_message",
+         "stop_idle_s"]
 
 
 def test_cast_bench_quick_json():
@@ -34,6 +35,9 @@ def test_cast_bench_quick_json():
     # acknowledged processing against the at-most-once path, same run: the ratio is stated
     cpu = figures["cast_live_cpu_us"]
     assert cpu["ratios"]["x ack none"] == pytest.approx(cpu["value"] / figures["cast_live_none_cpu_us"]["value"])
+    # the stop time with drain (bench/stop.py): one idle stop with --quick, nothing reported undelivered
+    stop = figures["stop_idle_s"]
+    assert stop["runs"] and stop["undelivered"] == [0] and stop["value"] == pytest.approx(stop["runs"][0])
     # The replay figure is the road's (the definition), against the in-process read of the same count.
     replay = figures["cast_replay_100B"]
     assert "over a loopback road" in replay["note"] and replay["cache_read"] > 0
