@@ -44,13 +44,16 @@ class Handoff:
     what it returns; until then those keys stay owed on its disk.
     """
 
-    __slots__ = ("queue", "_explicit", "_owed", "_acked", "_keys")
+    __slots__ = ("queue", "_explicit", "_owed", "_acked", "_keys", "_held")
 
     def __init__(self, queue: QueueShare, *, explicit: bool = False) -> None:
         self.queue = queue
         self._owed: deque[tuple[Any, Hashable]] = deque()  # (item, key), push order
         self._acked: set[Hashable] = set()  # explicit acks not yet settled
         self._keys: set[Hashable] = set()  # keys owed, for ack by key: explicit mode only (a set insert per push costs)
+        #: taken under explicit mode before the subscription changed to implicit: the consumer still holds
+        #: them, so only its ack settles them (push order: older than anything in ``_owed``)
+        self._held: dict[Hashable, None] = {}
         self._explicit = explicit
 
     @property
@@ -59,17 +62,26 @@ class Handoff:
 
     @explicit.setter
     def explicit(self, explicit: bool) -> None:
-        """A subscription made again may change its mode: what is owed stays owed either way."""
+        """A subscription made again may change its mode: what is owed stays owed either way.
+
+        From explicit to implicit, what the consumer took and has not acked is
+        still in its hands: it stays owed until acked, not until a turn ends.
+        """
+        if self._explicit and not explicit and self._owed:
+            present = {id(item) for item in self.queue.queue}
+            self._held.update((key, None) for item, key in self._owed if id(item) not in present)
+            self._owed = deque(pair for pair in self._owed if id(pair[0]) in present)
+            self._acked.intersection_update(self._held)  # acked while still queued: settled when taken now
         self._explicit = explicit
         self._keys = self.keys() if explicit else set()
 
     def keys(self) -> set[Hashable]:
         """The keys owed now."""
-        return {key for _item, key in self._owed}
+        return {key for _item, key in self._owed} | self._held.keys()
 
     def __len__(self) -> int:
         """Items owed: pushed, not yet settled."""
-        return len(self._owed)
+        return len(self._owed) + len(self._held)
 
     def room(self) -> int:
         """How many more items the queue takes now (its bound less what it holds); large when unbounded."""
@@ -96,14 +108,16 @@ class Handoff:
 
     def oldest(self) -> Any:
         """The key pushed first of those still owed (None when nothing is)."""
+        if self._held:
+            return next(iter(self._held))
         return self._owed[0][1] if self._owed else None
 
     def owes(self, key: Hashable) -> bool:
-        return key in self._keys if self._explicit else key in self.keys()
+        return key in self._keys or key in self._held if self._explicit else key in self.keys()
 
     def ack(self, key: Hashable) -> bool:
-        """The consumer is done with ``key`` (explicit mode; harmless otherwise). False if not owed here."""
-        if key not in self._keys:
+        """The consumer is done with ``key`` (explicit mode, or held from it; harmless otherwise). False if not owed here."""
+        if key not in self._keys and key not in self._held:
             return False
         self._acked.add(key)
         return True
@@ -114,12 +128,18 @@ class Handoff:
         Implicit mode: every item no longer in the queue.  Explicit mode:
         every item acked, taken or not (a consumer may ack what it peeked).
         """
+        held: list[Hashable] = []
+        if self._held and self._acked:
+            held = [key for key in self._held if key in self._acked]
+            for key in held:
+                del self._held[key]
+            self._acked.difference_update(held)
         owed = self._owed
         if not owed:
-            return []
+            return held
         if self.explicit:
             if not self._acked:
-                return []
+                return held
             acked = self._acked
             done = [key for _item, key in owed if key in acked]
             self._owed = deque(pair for pair in owed if pair[1] not in acked)
@@ -127,7 +147,7 @@ class Handoff:
         else:
             queue = self.queue.queue
             if queue and queue[0] is owed[0][0]:
-                return []  # the oldest owed item is still first: nothing of ours was taken
+                return held  # the oldest owed item is still first: nothing of ours was taken
             if not queue:
                 done = [key for _item, key in owed]
                 owed.clear()
@@ -135,15 +155,17 @@ class Handoff:
                 present = {id(item) for item in queue}
                 done = [key for item, key in owed if id(item) not in present]
                 if not done:
-                    return []
+                    return held
                 self._owed = deque(pair for pair in owed if id(pair[0]) in present)
+        done = held + done
         if self._explicit:
             self._keys.difference_update(done)
         return done
 
     def forget(self) -> list[Hashable]:
         """Stop owing everything (the subscription closed): the keys, still unacknowledged on disk."""
-        keys = [key for _item, key in self._owed]
+        keys = [*self._held, *(key for _item, key in self._owed)]
+        self._held.clear()
         self._owed.clear()
         self._keys.clear()
         self._acked.clear()

@@ -236,8 +236,6 @@ def test_ack_of_a_forged_item_is_false_not_a_crash(tmp_path):
     assert svc.ack({"sid": [sub.sid], "seq": 1}) is False
 
 
-@pytest.mark.xfail(strict=True, reason="design: a subscription made again with ack='turn' acknowledges, at the next turn's end, "
-                   "what an ack='explicit' consumer took and still holds; Handoff.explicit's setter says 'what is owed stays owed'")
 def test_changing_explicit_to_turn_does_not_acknowledge_what_the_consumer_still_holds(tmp_path):
     cast = Cast(tmp_path)
     svc = cast.service()
@@ -251,3 +249,12 @@ def test_changing_explicit_to_turn_does_not_acknowledge_what_the_consumer_still_
     svc.subscribe("abc/messages/**", estate="abc", into="inbox", ack="turn")
     cast.turn()
     assert svc.subscriber.inbox.owed_count() == 3 and len(held) == 3
+    # what the consumer held settles when it acks, under the new mode; what comes now settles by turns
+    assert all(svc.ack(item) for item in held)
+    cast.turn()
+    assert svc.subscriber.inbox.owed_count() == 0
+    cast.publish_many(2)
+    assert cast.run_until(lambda: len(queue.queue) == 2, 10)
+    queue.queue.clear()
+    cast.turn()
+    assert cast.run_until(lambda: svc.subscriber.inbox.owed_count() == 0, 10)
