@@ -32,7 +32,8 @@ What a router counts: ``reads`` and ``read_bytes`` answered;
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, MutableMapping
+from typing import TYPE_CHECKING, Protocol
 
 import msgpack
 
@@ -79,9 +80,17 @@ class _Clocked(Protocol):
     """The part of a router the read handler uses besides a landing's ``reply``."""
 
     estate: str
-    counts: Any
+    counts: MutableMapping[str, int]
 
     def now(self) -> float: ...
+
+
+class _Handles(Protocol):
+    """A router as configure_reads uses it: its tag handlers."""
+
+    def unhandle(self, tag: str, handler: Callable[[Landing], None] | None = None) -> bool: ...
+
+    def handle(self, tag: str, handler: Callable[[Landing], None], *, access: str = "write") -> None: ...
 
 
 class _Reader:
@@ -149,7 +158,7 @@ class Reads:
         raise refused
 
 
-def configure_reads(router: Any, limits: ReadLimits) -> Reads:
+def configure_reads(router: _Handles, limits: ReadLimits) -> Reads:
     """Give ``router`` a read handler with ``limits`` in place of the one it has (a layout's ``shares:``)."""
     reads = Reads(limits)
     router.unhandle("read")
