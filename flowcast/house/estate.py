@@ -27,6 +27,7 @@ from flowcast.errors import damaged_cause
 from flowcast.house.childproc import EXIT_HOLD
 from flowcast.house.castwire import wire_cast
 from flowcast.house.layoutcausal import wire_causal
+from flowcast.house.layoutshares import wire_shares
 from flowcast.house.handoff import Handoff, not_dumpable
 from flowcast.house.house import DEFAULT_PERIOD, House, load_house
 from flowcast.house.joining import JoinTries, keep_joined
@@ -111,6 +112,8 @@ def _wire(house: House, layout: EstateLayout, plan: list[HousePlan], mine: House
         policy=[_rule(rule) for rule in layout.policy],
         default_channel=channels[0] if channels else "main",
     )
+    if layout.shares is not None:
+        wire_shares(house, layout.shares)
     wire_lane(house, lane_dir(layout), [p.yard for p in plan], keys=keys)
     if layout.cast is not None:
         wire_cast(house, layout.cast, layout.estate, yard)

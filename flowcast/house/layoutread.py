@@ -26,6 +26,7 @@ from flowcast.flow.yamlnodes import BOOL, INT, NULL, STR, TAG, NodeReader, node_
 from flowcast.house.layoutcast import read_cast
 from flowcast.house.layoutcausal import read_causal
 from flowcast.house.layoutexport import read_export
+from flowcast.house.layoutshares import read_shares
 from flowcast.house.layoutspec import (
     ACCEPTANCES,
     ACCESSES,
@@ -260,13 +261,14 @@ class LayoutReader(NodeReader):
         causal = read_causal(self, top["causal"][1], cast, run, estate, "cast" in top) if "causal" in top else None
         period = self.seconds(top["period"][1], "period", *PERIOD) if "period" in top else None
         drain = self.seconds(top["drain"][1], "drain", *DRAIN) if "drain" in top else None
+        shares = read_shares(self, top["shares"][1]) if "shares" in top else None
         export = None
         if "export" in top:
             export = read_export(self, top["export"][1], run, estate, top["estate"][1] if "estate" in top else None)
 
         if self.errors or estate is None or keep is None or run is None:
             return None
-        return EstateLayout(abspath, estate, role, keep, run, roads, policy, houses, cast, causal, export, period, drain)
+        return EstateLayout(abspath, estate, role, keep, run, roads, policy, houses, cast, causal, export, period, drain, shares)
 
     def roads(self, node: yaml.Node, estate: str | None) -> dict[str, RoadSpec]:
         if self.is_null(node):

@@ -52,7 +52,7 @@ MAX_FILE_BYTES = 1 << 20
 #: Errors listed before the rest are summarised in one line.
 MAX_ERRORS = 100
 
-TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses", "cast", "causal", "export", "period", "drain")
+TOP_KEYS = ("estate", "role", "keep", "run", "roads", "policy", "houses", "cast", "causal", "export", "period", "drain", "shares")
 #: Seconds between a house's ticks (its skedder's period), when the layout gives one: a millisecond to a minute.
 PERIOD = (0.001, 60.0)
 #: Seconds a stopping house lets its stacks flush (``drain:``, per estate or per house entry): none to ten minutes.
@@ -167,6 +167,8 @@ class EstateLayout:
     period: float | None = None
     #: Seconds every house drains when it stops (``drain:``); None: DEFAULT_DRAIN.  An entry's own wins.
     drain: float | None = None
+    #: The ``shares:`` section (flowcast.house.layoutshares.SharesSpec): queue budgets, read limits; None: defaults.
+    shares: Any = field(default=None, hash=False)
 
     def drain_of(self, entry: HouseEntry) -> float:
         """How long a house of ``entry`` lets what is in flight finish when it stops."""

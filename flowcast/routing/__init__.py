@@ -9,6 +9,7 @@
 from flowcast.routing.parcel import ParcelError
 from flowcast.routing.handlers import Landing, Refused
 from flowcast.routing.policy import Decision, Policy, PolicyError, Rule, declare_access
+from flowcast.routing.reads import ReadLimits, configure_reads
 from flowcast.routing.route import Route, RouteError
 from flowcast.routing.router import POLICY_SHARE, Router, envelope, presence_share
 
@@ -21,10 +22,12 @@ __all__ = [
     "POLICY_SHARE",
     "Policy",
     "PolicyError",
+    "ReadLimits",
     "Route",
     "RouteError",
     "Router",
     "Rule",
+    "configure_reads",
     "envelope",
     "presence_share",
 ]

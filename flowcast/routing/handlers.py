@@ -69,6 +69,9 @@ class Refused(Error):
     count: int | None = None
     #: Already told to the router's ``refused`` hook, message by message (a batch's landing).
     heard = False
+    #: Counted and noted, but its source not answered: it heard the same a moment ago, and an
+    #: answer to every message of a flood would make the refusals the flood's amplifier.
+    quiet = False
 
     def __init__(self, reason: str, kind: str, hint: str = "") -> None:
         super().__init__(reason)
@@ -128,13 +131,16 @@ class Landing:
                 raise Refused(f"malformed message ({error})", "malformed") from None
         return self._ext
 
-    def reply(self, data: Any, *, tag: str = "value", ext: Mapping[str, Any] | None = None) -> bool:
+    def reply(self, data: Any, *, tag: str = "value", ext: Mapping[str, Any] | None = None, packed: bytes | None = None) -> bool:
         """Answer the source share, from the destination share, the way the message came.
 
-        False when the router refused the answer (the reason is counted and
-        reported as for any send).
+        ``packed`` is ``data`` already packed (a share's cached encoding,
+        flowcast.routing.reads), sent as it is.  False when the router
+        refused the answer (the reason is counted and reported as for any send).
         """
-        return self.router.answer(self.pair, data, tag=tag, ext=ext)
+        if packed is None:
+            return self.router.answer(self.pair, data, tag=tag, ext=ext)
+        return self.router.answer(self.pair, data, tag=tag, ext=ext, packed=packed)
 
     def refuse(self, reason: str, kind: str = "refused") -> NoReturn:
         """Refuse the message: counted as ``kind``, and the source hears ``reason``."""
@@ -160,7 +166,14 @@ def check_access(access: Any) -> str:
 
 def land_error(landing: Landing) -> None:
     """An error report lands beside its share, in the queue ``SHARE.error``, never in it:
-    a value share that changed would be sent again by 'route send', fail again, for ever."""
+    a value share that changed would be sent again by 'route send', fail again, for ever.
+
+    The queue keeps ERROR_QUEUE_BOUND reports and the store's error-queue byte
+    budget (flowcast.store.store.ERROR_QUEUE_BYTES) of them, each counted at
+    what it cost to carry; a report that does not fit is the one dropped,
+    counted ``errors_overflowed`` (and its bytes ``errors_overflowed_bytes``),
+    never answered: an error about an error would never end.
+    """
     router = landing.router
     name = landing.dst.share + ".error"
     try:
@@ -168,11 +181,15 @@ def land_error(landing: Landing) -> None:
     except (TypeError, ValueError):
         raise Refused(f"share {name!r} exists and is not a queue", "no_share") from None
     _count_returned(router, landing)
+    parcel = landing.parcel
+    size = len(parcel) if parcel is not None else (estimate(landing.data) if errors.budget else 0)
     try:
-        if not errors.push(envelope(landing.src, landing.dst, landing.tag, landing.stamp, landing.data)):
-            router.counts["errors_overflowed"] += 1
+        pushed = errors.push(envelope(landing.src, landing.dst, landing.tag, landing.stamp, landing.data), size)
     except Exception as error:  # noqa: BLE001 - a watcher is user code
         raise Refused(f"share {name!r} refused the report: {error!r}", "update_failed") from None
+    if not pushed:
+        router.counts["errors_overflowed"] += 1
+        router.counts["errors_overflowed_bytes"] += size
 
 
 #: Kinds of returned errors counted apart (``errors_back_KIND``); the kind comes from the remote, so
@@ -197,21 +214,14 @@ def _count_returned(router: Any, landing: Landing) -> None:
     router.denials.returned(kind, reason if isinstance(reason, str) else "", landing.src, landing.dst)
 
 
-def answer_read(landing: Landing) -> None:
-    """A read is answered with the share's fields, tag ``value``."""
-    share = landing.share
-    if isinstance(share, QueueShare):
-        raise Refused(f"share {landing.dst.share!r} is a queue and cannot be read", "unreadable")
-    landing.router.counts["reads"] += 1
-    landing.reply(share.fields())
-
-
 def builtin_handlers() -> dict[str, Handler]:
-    """The tags every router knows: ``error`` and ``value`` answer, ``read`` asks."""
+    """The tags every router knows: ``error`` and ``value`` answer, ``read`` asks (flowcast.routing.reads)."""
+    from flowcast.routing.reads import Reads  # it needs Refused and Landing from here
+
     return {
         "error": Handler(land_error, ACCESS_REPLY),
         "value": Handler(None, ACCESS_REPLY),
-        "read": Handler(answer_read, "read"),
+        "read": Handler(Reads().answer, "read"),
     }
 
 

@@ -3,7 +3,8 @@
 Apart from the router's dispatch because every part that gives up on a
 message (the dispatch, a hold that timed out, a batch, a stack's failure)
 ends here, and what an answer may say and to whom is one rule: never to a
-source that cannot be believed (``SILENT``), never an error about an error.
+source that cannot be believed (``SILENT``), never an error about an error,
+and not again to a source told the same a moment ago (``Refused.quiet``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def refuse(router: Any, pair: Pair, tag: str, refused: Refused) -> None:
     router.denials.note(refused.counter, f"{refused.reason}; {refused.hint}" if refused.hint else refused.reason, src, dst, tag)
     if tag == "error" or not src.share or refused.counter in SILENT:
         router.counts["errors_dropped"] += 1
+        return
+    if refused.quiet:
+        router.counts["errors_withheld"] += count
         return
     here = Route(dst.share, router.yard, router.estate, src.channel)
     report = {"reason": refused.reason, "tag": tag, "dst": str(dst), "kind": refused.counter}

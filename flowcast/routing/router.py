@@ -256,13 +256,13 @@ class Router:
         del self._handlers[tag]
         return True
 
-    def answer(self, pair: Any, data: Any, *, tag: str = "value", ext: Mapping[str, Any] | None = None) -> bool:
-        """Send ``data`` back along ``pair`` (a message that arrived), from its destination share."""
+    def answer(self, pair: Any, data: Any, *, tag: str = "value", ext: Mapping[str, Any] | None = None, packed: bytes | None = None) -> bool:
+        """Send ``data`` back along ``pair`` (a message that arrived), from its destination share (``packed``: as packed already)."""
         if tag.__class__ is not str or len(tag) > 64:
             raise ValueError("tag must be a string of at most 64 characters")
         src, dst = pair.src, pair.dst
         here = Route(dst.share, self.yard, self.estate, src.channel)
-        return self._send_pair(self._pair(here, src), tag, data, True, ext)
+        return self._send_pair(self._pair(here, src), tag, data, True, ext, packed)
 
     # -- route pairs ---------------------------------------------------------------
 
@@ -338,14 +338,14 @@ class Router:
         self.counts["sent"] += len(values)
         return send_batch(self, pair, tag, values, reliable)
 
-    def _send_pair(self, pair: _Pair, tag: str, data: Any, reliable: bool, ext: Mapping[str, Any] | None) -> bool:
+    def _send_pair(self, pair: _Pair, tag: str, data: Any, reliable: bool, ext: Mapping[str, Any] | None, packed: bytes | None = None) -> bool:
         """Every message made in this house starts here (a send, an answer, an error report)."""
         stamp = self.now()
         parcel, offset, payload = None, 0, data
-        if ext:  # extensions travel in the parcel, even to a share of this house: one place to read them
-            if BATCH_KEY in ext:
+        if ext or packed is not None:  # extensions travel in the parcel, even to a share of this house: one place to read them
+            if ext and BATCH_KEY in ext:
                 raise ValueError(f"header extension {BATCH_KEY!r} is the router's own: send many messages with send_many")
-            parcel = encode(self._pack, pair.packed, tag, stamp, self._pack(data), pack_ext(ext))
+            parcel = encode(self._pack, pair.packed, tag, stamp, self._pack(data) if packed is None else packed, pack_ext(ext))
             offset, payload = 4 + _u32(parcel, 0)[0], _UNSET
         routed = self.hooks.routed
         if routed is None:

@@ -27,8 +27,8 @@ class Share:
     # queue in place (see Store.queue): a flow names a share before the
     # behaviour that declares it a queue is built.
     __slots__ = (
-        "name", "_fields", "stamp", "version", "history", "_now", "watchers",
-        "queue", "bound", "dropped", "budget", "_sizes", "_bytes", "dropped_bytes", "dropped_budget",
+        "name", "_fields", "stamp", "version", "history", "_now", "watchers", "_packed",
+        "queue", "bound", "dropped", "budget", "budget_declared", "_sizes", "_bytes", "dropped_bytes", "dropped_budget",
     )
 
     def __init__(
@@ -46,6 +46,7 @@ class Share:
         self.version = 1 if fields else 0
         self.history: deque[tuple[float, dict[str, Any]]] | None = deque(maxlen=history) if history else None
         self.watchers: list[Callable[[Share], None]] = []
+        self._packed: tuple[int, int, bytes | None] | None = None  # (version, size, bytes): see encoded()
 
     # -- reading ---------------------------------------------------------
 
@@ -82,6 +83,27 @@ class Share:
     def keys(self) -> list[str]:
         return list(self._fields)
 
+    def encoded(self, pack: Callable[[dict[str, Any]], bytes], limit: int = 0) -> tuple[int, bytes | None]:
+        """The fields as ``pack`` makes them, and their length: packed once per change, not once per ask.
+
+        A read of a share answers its fields; packing a large value again for
+        every read made each read cost its whole size in CPU, so the packing
+        is kept until the share next changes (its ``version`` moves).  Over
+        ``limit`` bytes (0: none) only the length is kept and the bytes are
+        None: a share too big to send is not held twice in memory either.
+        One encoding is kept, so a store's reads use one ``pack``.  A value
+        changed in place, without an update, is not seen until the next
+        update: what a read answers is the share as last updated.
+        """
+        memo = self._packed
+        if memo is not None and memo[0] == self.version and (memo[2] is not None or not limit or memo[1] > limit):
+            return memo[1], memo[2]
+        data = pack(self._fields)
+        size = len(data)
+        kept = data if not limit or size <= limit else None
+        self._packed = (self.version, size, kept)
+        return size, kept
+
     # -- writing ---------------------------------------------------------
 
     def __setitem__(self, field: str, value: Any) -> None:
@@ -107,7 +129,9 @@ class Share:
         field nothing has written yet compares against 0.0, not a KeyError;
         it is not stamped, recorded or shown to watchers.
         """
-        self._fields.setdefault(field, value)
+        if field not in self._fields:
+            self._fields[field] = value
+            self._packed = None  # not a change, but the fields a read packs are others now
 
     def create(self, data: Mapping[str, Any]) -> None:
         """Add fields that do not exist yet; existing fields keep their values."""
@@ -130,8 +154,11 @@ class QueueShare(Share):
     Writers ``push``; readers ``pop`` or drain.  A bound turns an unbounded
     producer into counted drops instead of unbounded memory.  A count alone
     does not bound memory (10,000 messages of 1 MiB are 10 GiB), so a queue
-    may also have a byte ``budget``: the bytes a message took on the wire,
-    which a router knows for free, summed over what the queue holds.
+    has a byte ``budget`` too (declared, or its store's default): the bytes
+    a message took on the wire, which a router knows for free, summed over
+    what the queue holds.  What does not fit is the newest message, and it
+    is the one refused: what is queued was promised to a reader already,
+    and its sender hears of the refusal while it can still do something.
 
     Readers take messages straight off ``queue`` (``popleft``, ``clear``),
     so the bytes they free are settled lazily, at the next push: the sizes
@@ -141,29 +168,50 @@ class QueueShare(Share):
 
     __slots__ = ()
 
-    def __init__(self, name: str, now: Callable[[], float], bound: int = 0, history: int = 0, budget: int = 0) -> None:
+    def __init__(
+        self, name: str, now: Callable[[], float], bound: int = 0, history: int = 0, budget: int | None = None
+    ) -> None:
         super().__init__(name, now, history=history)
         self._become_queue(bound, budget)
 
-    def _become_queue(self, bound: int, budget: int = 0) -> None:
+    def _become_queue(self, bound: int, budget: int | None = None) -> None:
         self.queue: deque[Any] = deque()
         self.bound = bound
         self.dropped = 0
         self.budget = 0
+        #: The budget was declared (by a flow, a layer), not the store's default: another default does not replace it.
+        self.budget_declared = False
         self._sizes: deque[int] = deque()
         self._bytes = 0
         self.dropped_budget = 0  # of the drops, the messages the byte budget refused
         self.dropped_bytes = 0  # and their bytes
         self._fields["value"] = self.queue
-        self.set_budget(budget)
+        if budget is not None:
+            self.set_budget(budget)
 
-    def set_budget(self, budget: int) -> None:
-        """Hold at most ``budget`` bytes (0: no byte budget); a second declaration may only tighten it."""
+    def set_budget(self, budget: int, *, default: bool = False) -> None:
+        """Hold at most ``budget`` bytes (0: no byte budget).
+
+        A declared budget replaces the store's ``default`` one (which only
+        stands in until something says what the queue is for); a second
+        declaration may only tighten the first; a default never replaces a
+        declaration.
+        """
         if budget.__class__ is not int or budget < 0:
             raise ValueError(f"queue share {self.name!r}: budget must be a whole number of bytes >= 0, not {budget!r}")
-        if not budget or (self.budget and budget >= self.budget):
+        if default:
+            if self.budget_declared:
+                return
+        elif self.budget_declared and (not budget or (self.budget and budget >= self.budget)):
             return
-        if not self.budget:  # messages already queued were not sized: they count 0
+        else:
+            self.budget_declared = True
+        if budget == self.budget:
+            return
+        if not budget:  # sizes are kept only under a budget
+            self._sizes = deque()
+            self._bytes = 0
+        elif not self.budget:  # messages already queued were not sized: they count 0
             self._sizes = deque([0] * len(self.queue))
             self._bytes = 0
         self.budget = budget
@@ -237,16 +285,16 @@ class QueueShare(Share):
         return f"queue {self.name!r} is full"
 
     def take(self) -> tuple[Any, int | None]:
-        """The oldest message and the bytes it was counted at (None without a budget: not
-        sized); IndexError when empty.  What moves a message on to another queue
-        uses it, so the size it came with is charged there too."""
+        """The oldest message and the bytes it was counted at (None: pushed without a size, or
+        no budget to count it); IndexError when empty.  What moves a message on to another
+        queue uses it, so the size it came with is charged there too."""
         if not self.budget:
             return self.queue.popleft(), None
         self._settle()
         message = self.queue.popleft()
         size = self._sizes.popleft()
         self._bytes -= size
-        return message, size
+        return message, size or None
 
     def pop(self) -> Any:
         """The oldest message; IndexError when empty."""
