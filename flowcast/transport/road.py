@@ -222,12 +222,20 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         self._wake()
 
     def add_remote(self, record: RemoteRecord, address: Address | None = None) -> Remote:
-        """Trust ``record`` (stored in the keep as accepted) and remember its address."""
+        """Trust ``record`` (stored in the keep as accepted) and remember its address.
+
+        A record the keep already holds (a pending join the operator now
+        trusts) changes status through the keep, so its name is bound in
+        the keep's index and the change is written: set on the object alone,
+        the name stayed unbound and a restart found the record pending.
+        """
         record.status = Status.ACCEPTED
-        stored = self.keep.get(record.fingerprint) or self.keep.add(record)
-        stored.status = Status.ACCEPTED
-        remote = self._table.add(stored, address)
-        return remote
+        stored = self.keep.get(record.fingerprint)
+        if stored is None:
+            stored = self.keep.add(record)
+        elif stored.status is not Status.ACCEPTED:
+            stored = self.keep.set_status(stored.fingerprint, Status.ACCEPTED)
+        return self._table.add(stored, address)
 
     def remote(self, name: str) -> Remote:
         return self._find(name)
