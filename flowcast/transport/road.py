@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from flowcast.transport.admission import Allowance, RoadAdmission
 from flowcast.transport.budget import (
     DEFAULT_BACKLOG_BYTES,
     DEFAULT_BACKLOG_MESSAGES,
@@ -56,7 +57,7 @@ from flowcast.transport.linkevents import LinkEvents, EventSink
 from flowcast.transport.stack import INBOX_ENTRY, Stack
 from flowcast.transport.roadreceive import RoadReceiving
 from flowcast.transport.roadsend import BACKLOG_FULL, RoadSending
-from flowcast.transport.wire import ALLOW_ACK, HEADER_SIZE, PATH, ChunkKind
+from flowcast.transport.wire import ALLOW_ACK, F_RAW, HEADER_SIZE, PATH, ChunkKind
 
 __all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL", "REMOTE_FORGOTTEN"]
 
@@ -178,6 +179,8 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         self._due = Deadlines(self)
         self._paths = PathCheck(self)
         self._table = RemoteTable(self)
+        self._admission = RoadAdmission(self)
+        self._allowance: Allowance | None = None  # the admission's, read per datagram (roadreceive.py)
         # Stack's timer hooks run at every wake: bound straight to the
         # deadlines' own methods, no call in between (a delegating method
         # cost 40 ns a call, 6% of an idle service).
@@ -236,6 +239,12 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         elif stored.status is not Status.ACCEPTED:
             stored = self.keep.set_status(stored.fingerprint, Status.ACCEPTED)
         return self._table.add(stored, address)
+
+    def set_allowance(self, allowance: Allowance | None) -> None:
+        """Ask ``allowance`` (the layer above: a router) what each remote may send, before holding or
+        decoding any of it; None: every remote may send what ``max_message`` lets (admission.py)."""
+        self._allowance = allowance
+        self._admission.set(allowance)
 
     def remote(self, name: str) -> Remote:
         return self._find(name)
@@ -309,8 +318,13 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
 
         inbox = self.inbox
         hooks = self.hooks
+        drop = self._admission.drop
 
         def deliver(stream: int, flags: int, payload: bytes) -> None:
+            admits = remote.admits
+            if admits >= 0 and (len(payload) > admits or not flags & F_RAW):  # before a listener decodes it
+                drop(remote, flags, payload)
+                return
             if hooks.message is None:  # the common case, inlined: one call per message
                 inbox.append((name, stream, flags, payload))
                 self.inbox_bytes += len(payload) + INBOX_ENTRY
@@ -328,6 +342,7 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
             budget=self.hold_budget,
         )
         link.on_path = self._paths.on_path
+        self._admission.fit(remote, link)
         return link
 
     def _held(self) -> int:
