@@ -64,7 +64,7 @@ from flowcast.routing.allowance import RoadAllowance
 from flowcast.routing.roadattach import attach, presence_share
 from flowcast.runtime.clock import RealClock
 from flowcast.transport.hooks import Hooks
-from flowcast.transport.road import BACKLOG_FULL
+from flowcast.transport.road import BACKLOG_FULL, SEND_QUEUE_FULL
 
 __all__ = ["Router", "envelope", "POLICY_SHARE", "POLICY_PROBLEM_SHARE", "presence_share", "ERROR_QUEUE_BOUND", "REPLY_TAGS"]
 
@@ -546,7 +546,9 @@ class Router:
             return
         # A full backlog (the estate is down and enough waits for it) is its own kind:
         # the sender may slow down or drop, where "undelivered" may be worth a retry.
-        kind = "backlog_full" if outgoing.reason == BACKLOG_FULL else "undelivered"
+        # So is a full send queue (the estate is up but reads slower than this house sends).
+        reason = outgoing.reason
+        kind = "backlog_full" if reason == BACKLOG_FULL else "send_queue_full" if reason == SEND_QUEUE_FULL else "undelivered"
         try:
             self._refuse_raw(outgoing.data, _Refused(f"transport: {outgoing.reason or 'failed'}", kind))
         except Exception:  # noqa: BLE001 - see _broke

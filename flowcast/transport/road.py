@@ -56,10 +56,10 @@ from flowcast.transport.session import Session
 from flowcast.transport.linkevents import LinkEvents, EventSink
 from flowcast.transport.stack import INBOX_ENTRY, Stack
 from flowcast.transport.roadreceive import RoadReceiving
-from flowcast.transport.roadsend import BACKLOG_FULL, RoadSending
+from flowcast.transport.roadsend import BACKLOG_FULL, DEFAULT_SEND_QUEUE_BYTES, SEND_QUEUE_FULL, RoadSending
 from flowcast.transport.wire import ALLOW_ACK, F_RAW, HEADER_SIZE, PATH, ChunkKind
 
-__all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL", "REMOTE_FORGOTTEN"]
+__all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL", "SEND_QUEUE_FULL", "REMOTE_FORGOTTEN"]
 
 
 _ALLOW_ACK_KIND = ChunkKind.ALLOW_ACK
@@ -77,7 +77,8 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
     ``hold_budget`` bounds what all sessions hold for order or reassembly,
     ``incomplete_after`` and ``idle_after`` when incomplete messages and
     silent sessions go, ``backlog_messages``/``backlog_bytes`` what waits for
-    one remote that is down (budget.py; docs/protocol.md section 10).
+    one remote that is down (budget.py; docs/protocol.md section 10), ``send_queue_bytes`` what waits
+    for one remote with a live session (roadsend.py).
     ``events`` (any :class:`~flowcast.transport.stack.EventSink`, such as an
     export Recorder) records message events and presence changes.
     ``join_cookies`` (``load``, ``always``, ``never``) and ``join_rate`` say
@@ -115,6 +116,7 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         idle_after: float = DEFAULT_IDLE_AFTER,
         backlog_messages: int = DEFAULT_BACKLOG_MESSAGES,
         backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
+        send_queue_bytes: int = DEFAULT_SEND_QUEUE_BYTES,
         handshake_rate: float = 2000.0,
         events: EventSink | None = None,
         join_cookies: str = "load",
@@ -151,6 +153,9 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
             raise ValueError("backlog bounds must be positive")
         self.backlog_messages = int(backlog_messages)
         self.backlog_bytes = int(backlog_bytes)
+        if send_queue_bytes < 1:
+            raise ValueError("send_queue_bytes must be positive")
+        self.send_queue_bytes = int(send_queue_bytes)
         self.remotes: dict[str, Remote] = {}  # by fingerprint
         self._by_name: dict[str, Remote] = {}
         self._forget_last()  # roadsend.py's cache of the last send's remote: empty
