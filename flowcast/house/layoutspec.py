@@ -68,6 +68,7 @@ LIMIT_KEYS = {
     "idle_after": (10, 7 * 86_400),  # seconds of silence before a session is reaped
     "backlog_messages": (1, 10_000_000),  # messages waiting for one remote that is down
     "backlog_bytes": (1 << 16, 1 << 40),  # and their bytes
+    "send_queue_bytes": (1 << 16, 1 << 40),  # bytes waiting for one remote with a live session
     "max_message": (1 << 16, 1 << 32),  # bytes of one message, either way (and what decoding one can make: ~72 per byte)
     # Not a hold: the UDP payload of each datagram, for every remote of the road.  Not given: per remote,
     # what the port carries on loopback and 1,232 bytes to another host (transport/roadmtu.py).

@@ -113,9 +113,12 @@ class Policy:
 
     def __init__(self, rules: Iterable[Rule | Mapping[str, Any]] = ()) -> None:
         self.counts: Counter[str] = Counter()
+        #: Goes up with every :meth:`replace`: what was derived from the rules (admits_any) is stale.
+        self.version = 0
         self.rules: tuple[Rule, ...] = ()
         self._compiled: list[tuple[bool, str, tuple[Any, ...]]] = []
         self._cache: dict[tuple, Decision] = {}
+        self._admits: dict[tuple[str, str, str], bool] = {}
         self.replace(rules)
         del self.counts["replaced"]  # the first rules replace nothing: 'replaced' counts run-time changes
 
@@ -132,6 +135,8 @@ class Policy:
         self.rules = parsed
         self._compiled = compiled
         self._cache = {}
+        self._admits = {}
+        self.version += 1
         self.counts["replaced"] += 1
 
     def decide(self, access: Access, estate: str, role: str, share: str, tag: str, channel: str) -> Decision:
@@ -147,6 +152,35 @@ class Policy:
 
     def allows(self, access: Access, estate: str, role: str, share: str, tag: str, channel: str) -> bool:
         return self.decide(access, estate, role, share, tag, channel).allowed
+
+    def admits_any(self, estate: str, role: str, channel: str) -> bool:
+        """May any request at all from ``estate`` (of ``role``) on ``channel`` be allowed?
+
+        Asked before a road holds or decodes anything of a peer's message
+        (flowcast.routing.allowance): False only when no rule could allow
+        it -- no allow rule matches the estate, role and channel before a
+        ``deny: any`` that matches them for every share and tag.  It errs
+        towards True (a rule for one share admits the estate), never False
+        for a request that ``decide`` would allow.
+        """
+        key = (estate, role, channel)
+        found = self._admits.get(key)
+        if found is None:
+            found = self._admits_any(estate, role, channel)
+            if len(self._admits) >= _CACHE:
+                self._admits.clear()
+            self._admits[key] = found
+        return found
+
+    def _admits_any(self, estate: str, role: str, channel: str) -> bool:
+        for allow, access, (estate_m, role_m, share_m, tag_m, channel_m) in self._compiled:
+            if any(m is not None and m(v) is None for m, v in ((estate_m, estate), (role_m, role), (channel_m, channel))):
+                continue
+            if allow:
+                return True
+            if access == "any" and share_m is None and tag_m is None:
+                return False  # everything from it is denied, whatever follows
+        return False
 
     def _decide(self, key: tuple) -> Decision:
         access, *values = key

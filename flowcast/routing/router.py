@@ -60,9 +60,11 @@ from flowcast.routing.policy import Policy
 from flowcast.routing.policyshare import POLICY_PROBLEM_SHARE, POLICY_SHARE, follow_policy_share
 from flowcast.routing.route import Route
 from flowcast.routing.nearmiss import NearMiss
+from flowcast.routing.allowance import RoadAllowance
+from flowcast.routing.roadattach import attach, presence_share
 from flowcast.runtime.clock import RealClock
 from flowcast.transport.hooks import Hooks
-from flowcast.transport.road import BACKLOG_FULL
+from flowcast.transport.road import BACKLOG_FULL, SEND_QUEUE_FULL
 
 __all__ = ["Router", "envelope", "POLICY_SHARE", "POLICY_PROBLEM_SHARE", "presence_share", "ERROR_QUEUE_BOUND", "REPLY_TAGS"]
 
@@ -75,11 +77,6 @@ HOLD_BYTES = 32 << 20
 _PAIRS = 4096  # route pairs cached (and counted) per router; full: the cache starts again
 _u32 = struct.Struct(">I").unpack_from
 _unpackb = msgpack.unpackb
-
-
-def presence_share(channel: str) -> str:
-    """The share whose fields are ``{estate: presence}`` for one road."""
-    return f"flowcast.road.{channel}.presence"
 
 
 _Refused = Refused  # the router's name for it
@@ -131,6 +128,7 @@ class Router:
         self.hold_bytes = hold_bytes
         self.lane: Any = None
         self.roads: dict[str, Any] = {}
+        self._allowances: dict[str, RoadAllowance] = {}  # per road: what each estate may send on it (allowance.py)
         self.keeps: dict[Any, Any] = {}  # keep directory -> Keep, shared by the roads
         self.counts: Counter[str] = Counter()
         self._pack = msgpack.Packer(use_bin_type=True).pack  # one per router: a house is one thread
@@ -166,21 +164,7 @@ class Router:
             raise ValueError(f"yard {self.yard!r} is not the manor ({self.manor!r}): only the manor runs roads")
         Route.make(channel=channel)
         self.roads[channel] = road
-        road.hooks.add("message", lambda message: self._from_road(channel, road, message))
-        road.hooks.add("done", self._done)
-        presence = self.store.share(presence_share(channel))
-
-        def on_presence(name: str, old: Any, new: Any) -> None:
-            # Held messages go first: the presence share runs the flows' watchers,
-            # and their bugs must not keep a joined estate's messages waiting.
-            try:
-                if (channel, name) in self._held:
-                    release(self, channel, name)
-                presence.update({name: getattr(new, "value", str(new))})
-            except Exception:  # noqa: BLE001 - see _broke
-                self._broke("presence", name)
-
-        road.hooks.add("presence", on_presence)
+        self._allowances[channel] = attach(self, channel, road)
 
     def set_events(self, sink: Any) -> None:
         """Record routed messages (``routed``, ``landed``, ``refused``) into ``sink``, an
@@ -497,6 +481,8 @@ class Router:
                 handler = self._handlers.get(tag)
                 if handler is None or handler.access != ACCESS_REPLY:  # answers expect nothing back
                     self._replies.expect(pair, tag)
+                    if tag == "read" and dst.channel in self._allowances:  # its value is owed: let in, whatever its size
+                        self._allowances[dst.channel].sent(dst.estate, tag, self._clock())
                 if self._held and (dst.channel, dst.estate) in self._held:
                     # Earlier messages still wait for this estate: they go first,
                     # or this one waits behind them (order per stream).
@@ -560,7 +546,9 @@ class Router:
             return
         # A full backlog (the estate is down and enough waits for it) is its own kind:
         # the sender may slow down or drop, where "undelivered" may be worth a retry.
-        kind = "backlog_full" if outgoing.reason == BACKLOG_FULL else "undelivered"
+        # So is a full send queue (the estate is up but reads slower than this house sends).
+        reason = outgoing.reason
+        kind = "backlog_full" if reason == BACKLOG_FULL else "send_queue_full" if reason == SEND_QUEUE_FULL else "undelivered"
         try:
             self._refuse_raw(outgoing.data, _Refused(f"transport: {outgoing.reason or 'failed'}", kind))
         except Exception:  # noqa: BLE001 - see _broke

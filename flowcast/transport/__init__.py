@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = [
     "Acceptance",
+    "Allowance",
     "Hooks",
     "Keep",
     "LaneStack",
@@ -27,6 +28,7 @@ __all__ = [
 
 _WHERE = {
     "Acceptance": "flowcast.transport.keep",
+    "Allowance": "flowcast.transport.admission",
     "Hooks": "flowcast.transport.hooks",
     "Keep": "flowcast.transport.keep",
     "RemoteRecord": "flowcast.transport.keep",

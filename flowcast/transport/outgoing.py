@@ -18,7 +18,7 @@ from typing import Any
 
 from flowcast.errors import Error
 
-__all__ = ["DELIVERED", "FAILED", "QUEUED", "SENT", "Outgoing", "OutgoingStateError", "deliver_through", "numbered"]
+__all__ = ["DELIVERED", "FAILED", "QUEUED", "SENT", "Outgoing", "OutgoingStateError", "deliver_through", "numbered", "settle"]
 
 QUEUED, DELIVERED, FAILED, SENT = 0, 1, 2, 3
 _STATE_NAMES = {QUEUED: "queued", DELIVERED: "delivered", FAILED: "failed", SENT: "sent"}
@@ -181,7 +181,14 @@ def numbered(data: bytes, stream: int, flags: int, timeout: float | None, remote
 
 
 def deliver_through(queue: deque[Outgoing], expected: int, completed: Callable[[Outgoing], None] | None) -> int:
-    """Deliver the messages at the head of ``queue`` numbered below ``expected``; how many were pending.
+    """Deliver the messages at the head of ``queue`` numbered below ``expected``; how many were pending
+    (:func:`settle` says how many bytes they were too)."""
+    return settle(queue, expected, completed)[0]
+
+
+def settle(queue: deque[Outgoing], expected: int, completed: Callable[[Outgoing], None] | None) -> tuple[int, int]:
+    """Deliver the messages at the head of ``queue`` numbered below ``expected``: how many were
+    pending, and their bytes (a link's send queue budget counts them: sender.py).
 
     A receiver reports delivery by stream (the next sequence number it has not
     delivered), so a sender's ACK settles a run of messages at once.  The
@@ -198,43 +205,47 @@ def deliver_through(queue: deque[Outgoing], expected: int, completed: Callable[[
     run is walked message by message instead.
     """
     if not queue:
-        return 0
+        return 0, 0
     first = queue[0].seq
     run = expected - first
     if run <= 0:
-        return 0
+        return 0, 0
     if run > len(queue):
         run = len(queue)
     if queue[run - 1].seq != first + run - 1:  # not numbered in a row: the careful walk
         return _deliver_walk(queue, expected, completed)
     popleft = queue.popleft
     settled = run
+    size = 0
     if completed is None:
         for _ in range(run):
             msg = popleft()
             if msg._state == QUEUED:
                 msg._state = DELIVERED
+                size += len(msg.data)
             else:
                 settled -= 1
-        return settled
+        return settled, size
     for _ in range(run):
         msg = popleft()
         if msg._state == QUEUED:
             msg._state = DELIVERED
+            size += len(msg.data)
             if not msg.skip:
                 completed(msg)
         else:
             settled -= 1
-    return settled
+    return settled, size
 
 
-def _deliver_walk(queue: deque[Outgoing], expected: int, completed: Callable[[Outgoing], None] | None) -> int:
-    count = 0
+def _deliver_walk(queue: deque[Outgoing], expected: int, completed: Callable[[Outgoing], None] | None) -> tuple[int, int]:
+    count = size = 0
     while queue and queue[0].seq < expected:
         msg = queue.popleft()
         if msg._state == QUEUED:
             msg._state = DELIVERED
             count += 1
+            size += len(msg.data)
             if completed is not None and not msg.skip:
                 completed(msg)
-    return count
+    return count, size

@@ -165,6 +165,17 @@ class Receiver(Reassembly):
         budget = self.budget
         return budget is None or budget.used + size <= budget.limit or budget.admit(self, size)
 
+    def limit_holding(self, limit: int | None) -> None:
+        """Hold at most ``limit`` bytes for order or reassembly (None: this link's own limit).
+
+        The road lowers it for a peer the layer above lets send little or
+        nothing (transport/admission.py): what that peer sends is then
+        refused before it is held.  What is held already stays for the
+        budget's sweeps and evictions.
+        """
+        default = self.receive_window + 2 * self.max_message
+        self._hold_limit = default if limit is None else min(default, max(0, limit))
+
     def received(self, counter: int) -> None:
         """Record that packet ``counter`` was opened and handled (for ACKs)."""
         ranges = self.recv_ranges

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from flowcast.transport.admission import Allowance, RoadAdmission
 from flowcast.transport.budget import (
     DEFAULT_BACKLOG_BYTES,
     DEFAULT_BACKLOG_MESSAGES,
@@ -55,10 +56,10 @@ from flowcast.transport.session import Session
 from flowcast.transport.linkevents import LinkEvents, EventSink
 from flowcast.transport.stack import INBOX_ENTRY, Stack
 from flowcast.transport.roadreceive import RoadReceiving
-from flowcast.transport.roadsend import BACKLOG_FULL, RoadSending
-from flowcast.transport.wire import ALLOW_ACK, HEADER_SIZE, PATH, ChunkKind
+from flowcast.transport.roadsend import BACKLOG_FULL, DEFAULT_SEND_QUEUE_BYTES, SEND_QUEUE_FULL, RoadSending
+from flowcast.transport.wire import ALLOW_ACK, F_RAW, HEADER_SIZE, PATH, ChunkKind
 
-__all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL", "REMOTE_FORGOTTEN"]
+__all__ = ["RoadStack", "Remote", "JoinAttempt", "BACKLOG_FULL", "SEND_QUEUE_FULL", "REMOTE_FORGOTTEN"]
 
 
 _ALLOW_ACK_KIND = ChunkKind.ALLOW_ACK
@@ -76,7 +77,8 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
     ``hold_budget`` bounds what all sessions hold for order or reassembly,
     ``incomplete_after`` and ``idle_after`` when incomplete messages and
     silent sessions go, ``backlog_messages``/``backlog_bytes`` what waits for
-    one remote that is down (budget.py; docs/protocol.md section 10).
+    one remote that is down (budget.py; docs/protocol.md section 10), ``send_queue_bytes`` what waits
+    for one remote with a live session (roadsend.py).
     ``events`` (any :class:`~flowcast.transport.stack.EventSink`, such as an
     export Recorder) records message events and presence changes.
     ``join_cookies`` (``load``, ``always``, ``never``) and ``join_rate`` say
@@ -114,6 +116,7 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         idle_after: float = DEFAULT_IDLE_AFTER,
         backlog_messages: int = DEFAULT_BACKLOG_MESSAGES,
         backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
+        send_queue_bytes: int = DEFAULT_SEND_QUEUE_BYTES,
         handshake_rate: float = 2000.0,
         events: EventSink | None = None,
         join_cookies: str = "load",
@@ -150,6 +153,9 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
             raise ValueError("backlog bounds must be positive")
         self.backlog_messages = int(backlog_messages)
         self.backlog_bytes = int(backlog_bytes)
+        if send_queue_bytes < 1:
+            raise ValueError("send_queue_bytes must be positive")
+        self.send_queue_bytes = int(send_queue_bytes)
         self.remotes: dict[str, Remote] = {}  # by fingerprint
         self._by_name: dict[str, Remote] = {}
         self._forget_last()  # roadsend.py's cache of the last send's remote: empty
@@ -178,6 +184,8 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         self._due = Deadlines(self)
         self._paths = PathCheck(self)
         self._table = RemoteTable(self)
+        self._admission = RoadAdmission(self)
+        self._allowance: Allowance | None = None  # the admission's, read per datagram (roadreceive.py)
         # Stack's timer hooks run at every wake: bound straight to the
         # deadlines' own methods, no call in between (a delegating method
         # cost 40 ns a call, 6% of an idle service).
@@ -222,12 +230,26 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         self._wake()
 
     def add_remote(self, record: RemoteRecord, address: Address | None = None) -> Remote:
-        """Trust ``record`` (stored in the keep as accepted) and remember its address."""
+        """Trust ``record`` (stored in the keep as accepted) and remember its address.
+
+        A record the keep already holds (a pending join the operator now
+        trusts) changes status through the keep, so its name is bound in
+        the keep's index and the change is written: set on the object alone,
+        the name stayed unbound and a restart found the record pending.
+        """
         record.status = Status.ACCEPTED
-        stored = self.keep.get(record.fingerprint) or self.keep.add(record)
-        stored.status = Status.ACCEPTED
-        remote = self._table.add(stored, address)
-        return remote
+        stored = self.keep.get(record.fingerprint)
+        if stored is None:
+            stored = self.keep.add(record)
+        elif stored.status is not Status.ACCEPTED:
+            stored = self.keep.set_status(stored.fingerprint, Status.ACCEPTED)
+        return self._table.add(stored, address)
+
+    def set_allowance(self, allowance: Allowance | None) -> None:
+        """Ask ``allowance`` (the layer above: a router) what each remote may send, before holding or
+        decoding any of it; None: every remote may send what ``max_message`` lets (admission.py)."""
+        self._allowance = allowance
+        self._admission.set(allowance)
 
     def remote(self, name: str) -> Remote:
         return self._find(name)
@@ -301,8 +323,13 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
 
         inbox = self.inbox
         hooks = self.hooks
+        drop = self._admission.drop
 
         def deliver(stream: int, flags: int, payload: bytes) -> None:
+            admits = remote.admits
+            if admits >= 0 and (len(payload) > admits or not flags & F_RAW):  # before a listener decodes it
+                drop(remote, flags, payload)
+                return
             if hooks.message is None:  # the common case, inlined: one call per message
                 inbox.append((name, stream, flags, payload))
                 self.inbox_bytes += len(payload) + INBOX_ENTRY
@@ -320,6 +347,7 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
             budget=self.hold_budget,
         )
         link.on_path = self._paths.on_path
+        self._admission.fit(remote, link)
         return link
 
     def _held(self) -> int:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from flowcast.transport.admission import Allowance, RoadAdmission
+from flowcast.transport.holding import _CannotHold
 from flowcast.transport.port import Address
 from flowcast.transport.presence import Presence
 from flowcast.transport.roadremote import Remote
@@ -44,6 +46,9 @@ class RoadReceiving:
     _sessions: dict[int, tuple[Remote, Session]]
     _flushq: dict[Remote, None]
     _dirty: dict[Remote, None]
+    _allowance: Allowance | None
+    max_message: int
+    _admission: RoadAdmission
 
     def _receive_batch(self, batch: list[tuple[bytes, Address]], now: float) -> None:
         counts = self.counts
@@ -76,8 +81,11 @@ class RoadReceiving:
                             self._source = (remote, address)
                             try:
                                 link.handle(body, now)
-                            except WireError:
-                                counts["bad_chunks"] += 1
+                            except WireError as error:
+                                if 0 <= remote.admits < self.max_message and type(error) is _CannotHold:
+                                    self._admission.refused(remote, len(body))
+                                else:
+                                    counts["bad_chunks"] += 1
                                 continue
                             finally:
                                 self._source = None
@@ -150,6 +158,9 @@ class RoadReceiving:
 
     def _authentic(self, remote: Remote, session: Session, body: bytes, counter: int, address: Address, now: float) -> bool:
         """Handle an opened body; whether the session is settled at ``address`` (the quick path's condition)."""
+        allowance = self._allowance
+        if allowance is not None and (remote.admits_version != allowance.version or now >= remote.admits_until):
+            self._admission.refresh(remote, session, now)  # before the link holds anything of it
         remote.last_heard = now
         self._dirty[remote] = None
         self._flushq[remote] = None
@@ -183,8 +194,11 @@ class RoadReceiving:
         self._source = (remote, address)
         try:
             link.handle(body[offset:] if offset else body, now)
-        except WireError:
-            self.counts["bad_chunks"] += 1
+        except WireError as error:
+            if 0 <= remote.admits < self.max_message and type(error) is _CannotHold:
+                self._admission.refused(remote, len(body))  # its allowance held it to less (admission.py)
+            else:
+                self.counts["bad_chunks"] += 1
             return False
         finally:
             self._source = None

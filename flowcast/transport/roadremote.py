@@ -93,6 +93,9 @@ class Remote:
         "last_ping",
         "probes",
         "due",
+        "admits",
+        "admits_version",
+        "admits_until",
     )
 
     def __init__(self, record: RemoteRecord, address: Address | None, places: dict[Address, int] | None = None) -> None:
@@ -112,6 +115,11 @@ class Remote:
         self.last_ping = 0.0
         self.probes: dict[Address, tuple[int, float]] = {}  # candidate address -> (token, until)
         self.due: float | None = None  # its deadline as the stack's heap has it (None: none there)
+        #: The largest message it may send, as the road's allowance last said (-1: no allowance, any
+        #: message the road takes), the allowance's version then, and until when (admission.py).
+        self.admits = -1
+        self.admits_version = -1
+        self.admits_until = float("inf")
 
     @property
     def address(self) -> Address | None:

@@ -21,10 +21,16 @@ from flowcast.transport.outgoing import Outgoing
 from flowcast.transport.presence import Presence
 from flowcast.transport.stack import F_RAW
 
-__all__ = ["RoadSending", "BACKLOG_FULL"]
+__all__ = ["RoadSending", "BACKLOG_FULL", "SEND_QUEUE_FULL", "DEFAULT_SEND_QUEUE_BYTES"]
 
 #: The reason of a message refused because its remote's backlog is full.
 BACKLOG_FULL = "backlog full"
+#: The reason of a message refused because what waits for its remote's live session is at its budget.
+SEND_QUEUE_FULL = "send queue full"
+#: Bytes of reliable messages that may wait for one remote with a session (queued, in flight or not
+#: yet reported delivered), as the backlog does while it has none: a remote that reads slowly, or
+#: advertises a closed window, would otherwise grow them for as long as flows send.
+DEFAULT_SEND_QUEUE_BYTES = 64 << 20
 
 _DEAD = Presence.DEAD
 _NO_NAME = object()  # what the cache holds when it holds nothing: no caller's ``to`` is this object
@@ -41,6 +47,7 @@ class RoadSending:
     #: cost.  RemoteTable forgets it whenever a remote is added, renamed or dropped.
     _last_to: Any
     _last_remote: Any
+    send_queue_bytes: int
 
     def _forget_last(self) -> None:
         """Forget the send path's cache (RemoteTable calls it when a remote is added, renamed or dropped)."""
@@ -73,7 +80,10 @@ class RoadSending:
             and stream.__class__ is int and 0 <= stream <= 0xFFFF
         ):
             session = remote.session
-            if session is not None and session.remote_index is not None and remote.presence is not _DEAD and not self._closed:
+            if (
+                session is not None and session.remote_index is not None and remote.presence is not _DEAD and not self._closed
+                and (session.link.pending_bytes + len(payload) <= self.send_queue_bytes or not session.link.pending_count)
+            ):  # (over the send queue budget: the general path refuses it)
                 if timeout is ...:
                     timeout = self.default_timeout
                 origin = self._origin
@@ -101,7 +111,15 @@ class RoadSending:
                 self._urgent = True
         session = remote.session
         if session is not None and session.remote_index is not None and remote.presence is not _DEAD:
-            session.link.submit(msg, now)
+            link = session.link
+            if link.pending_count and not msg.flags & 0x01 and link.pending_bytes + len(msg.data) > self.send_queue_bytes:
+                # What waits for this remote is at its budget: this one fails now, so its sender
+                # hears (the router routes an error back), as when the backlog is full.  One message
+                # alone always goes, whatever its size (max_message bounds it).
+                self.counts["send_queue_full"] += 1
+                self._fail(msg, SEND_QUEUE_FULL)
+                return
+            link.submit(msg, now)
         else:
             # No session, or the remote is down: the message waits in the
             # backlog, which is bounded (a dead remote's link would not be).

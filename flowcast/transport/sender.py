@@ -34,7 +34,7 @@ import heapq
 from collections import deque
 from typing import Any
 
-from flowcast.transport.outgoing import QUEUED, Outgoing, OutgoingStateError, deliver_through
+from flowcast.transport.outgoing import QUEUED, Outgoing, OutgoingStateError, settle
 from flowcast.transport.outgoing import numbered as _numbered
 from flowcast.transport.packing import ACKED, ELICITING, MAX_INFLIGHT_PACKETS, NO_SEGMENTS, Packing
 from flowcast.transport.wire import F_UNRELIABLE, MSG, SEG
@@ -63,6 +63,7 @@ SENDER_SLOTS = (
     "last_counter",
     "next_seq",
     "peer_window",
+    "pending_bytes",
     "pending_count",
     "ping_owed",
     "resend",
@@ -94,6 +95,7 @@ class Sender(Packing):
         self.peer_window = 1 << 20
         self.last_counter = -1
         self.pending_count = 0  # reliable messages not yet final
+        self.pending_bytes = 0  # and their bytes: what the road's send queue budget bounds (roadsend.py)
         self._latest_deadline: dict[int, float] = {}
         self._early: list[tuple[float, int, int, Outgoing]] = []  # (deadline, stream, seq, msg): no two alike, so no address decides
         self.ping_owed = False
@@ -120,6 +122,7 @@ class Sender(Packing):
             queue = self.unfinished[stream] = deque()
         queue.append(msg)
         self.pending_count += 1
+        self.pending_bytes += size
         latest = self._latest_deadline
         if deadline < latest.get(stream, -_INF):
             heapq.heappush(self._early, (deadline, stream, seq, msg))
@@ -157,6 +160,7 @@ class Sender(Packing):
                     queue = self.unfinished[stream] = deque()
                 queue.append(msg)
                 self.pending_count += 1
+                self.pending_bytes += size
                 if msg.timeout is not None and msg.deadline is None:
                     msg.deadline = now + msg.timeout
                 # Deadlines that rise along a stream are watched at its head;
@@ -293,8 +297,9 @@ class Sender(Packing):
                 if queue[0].seq < expected:  # queued here means reliable: each one pending counted
                     # Two statements: ``completed`` runs listeners that may send on
                     # this link (pending_count += 1); ``-=`` would write back a stale value.
-                    settled = deliver_through(queue, expected, completed)
+                    settled, size = settle(queue, expected, completed)
                     self.pending_count -= settled
+                    self.pending_bytes -= size
                 if not queue:  # all delivered: an idle stream keeps no queue (760 B) per remote
                     del unfinished[stream]
                     self._latest_deadline.pop(stream, None)
@@ -333,6 +338,7 @@ class Sender(Packing):
         self.counts["failed"] += 1
         if not msg.flags & F_UNRELIABLE:
             self.pending_count -= 1
+            self.pending_bytes -= len(msg.data)
             if self.acks is False:
                 queue = self.unfinished.get(msg.stream)
                 if queue and queue[0] is msg:
@@ -379,6 +385,7 @@ class Sender(Packing):
         self.inflight.clear()
         self.inflight_bytes = 0
         self.pending_count = 0
+        self.pending_bytes = 0
         return out
 
     def fail_all(self, reason: str) -> None:

@@ -30,11 +30,10 @@ from flowcast.transport.hooks import Hooks, Replaced
 from flowcast.transport.port import DatagramPort
 from flowcast.transport.recording import MessageRecorder
 from flowcast.transport.outgoing import Outgoing
-from flowcast.transport.wire import F_JSON, F_UNRELIABLE, unpack_untrusted
+from flowcast.transport.wire import F_JSON, F_RAW, F_UNRELIABLE, unpack_untrusted
 
 __all__ = ["Stack", "Message", "EventSink", "LinkEvents", "serve", "F_RAW", "DEFAULT_TIMEOUT", "INBOX_ENTRY"]
 
-F_RAW = 0x04  # payload is bytes the application sent as bytes
 DEFAULT_TIMEOUT = 60.0
 RECEIVE_BATCH = 256
 #: What a delivered message costs in the inbox beside its payload (its tuple and deque slot), counted

@@ -46,6 +46,7 @@ __all__ = [
     "PATH",
     "F_UNRELIABLE",
     "F_JSON",
+    "F_RAW",
     "run_payloads",
     "array_header",
     "pack_header",
@@ -125,6 +126,7 @@ class ChunkKind:
 # chunk flags
 F_UNRELIABLE = 0x01  # fire-and-forget: no stream order, never resent
 F_JSON = 0x02  # payload is JSON rather than msgpack
+F_RAW = 0x04  # payload is bytes the application sent as bytes
 
 MSG = struct.Struct("!BBHQI")  # kind, flags, stream, seq, length
 SEG = struct.Struct("!BBHQIII")  # kind, flags, stream, seq, segment no, count, length

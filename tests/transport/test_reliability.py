@@ -14,6 +14,9 @@ from flowcast.transport.stack import serve
 from .roadkit import World
 
 SIZES = [100] * 97 + [10_000, 100_000, 1 << 20]
+#: The workloads queue ~120 MiB at once, past the default send_queue_bytes (64 MiB): what is tested
+#: here is that everything queued arrives, so the queue may hold all of it.
+QUEUE_ALL = 1 << 30
 
 
 def _workload(seed: int, count: int, streams: int = 4) -> list[tuple[int, bytes]]:
@@ -42,7 +45,7 @@ def _check_exactly_once_in_order(work, received) -> None:
 
 def test_ten_thousand_mixed_messages_through_a_hostile_simulated_network():
     world = World(seed=31, delay=(0.001, 0.004), loss=0.10, duplicate=0.02, reorder=0.05, corrupt=0.01)
-    alpha, beta = world.pair()
+    alpha, beta = world.pair(send_queue_bytes=QUEUE_ALL)
     work = _workload(1, 10_000)
     outs = [alpha.send_bytes(payload, "beta", stream=stream, timeout=None) for stream, payload in work]
     received = []
@@ -97,7 +100,7 @@ def test_ten_thousand_mixed_messages_through_the_chaos_relay():
         ("127.0.0.1", 0), beta.address, loss=0.10, duplicate=0.02, reorder=0.05, corrupt=0.01, delay=0.0005, seed=7
     )
     relay.start()
-    alpha = RoadStack(UdpPort("127.0.0.1", 0), keep_a, policy="always", datagram_size=16384)
+    alpha = RoadStack(UdpPort("127.0.0.1", 0), keep_a, policy="always", datagram_size=16384, send_queue_bytes=QUEUE_ALL)
     try:
         alpha.join(relay.address)
         assert serve([alpha, beta], until=lambda: alpha.is_allowed("beta") and beta.is_allowed("alpha"), timeout=10)
