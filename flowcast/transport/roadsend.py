@@ -29,7 +29,7 @@ BACKLOG_FULL = "backlog full"
 SEND_QUEUE_FULL = "send queue full"
 #: Bytes of reliable messages that may wait for one remote with a session (queued, in flight or not
 #: yet reported delivered), as the backlog does while it has none: a remote that reads slowly, or
-#: advertises a closed window, would otherwise grow them for as long as flows send.
+#: advertises a closed window, would otherwise grow them for as long as senders send.
 DEFAULT_SEND_QUEUE_BYTES = 64 << 20
 
 _DEAD = Presence.DEAD
