@@ -65,6 +65,8 @@ class ReplyBudget:
             raise ValueError("reply budget: amplification must be positive")
         burst = max(float(_BURST), per_source / 4)
         self._buckets = JoinBudget(rate, per_source=per_source, burst=burst, sources=sources, start=min(burst, float(_START)))
+        self.rate = float(rate)
+        self.per_source = float(per_source)
         self.amplification = float(amplification)
         self.sources = sources
         # address -> [bytes received, bytes sent], least recently heard first

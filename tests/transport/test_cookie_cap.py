@@ -18,6 +18,7 @@ from flowcast.transport.joingate import parse_join_cookie, wrap_join
 from flowcast.transport.replybudget import DEFAULT_REPLY_RATE, DEFAULT_REPLY_SOURCE_RATE, ReplyBudget
 from flowcast.transport.wire import PacketKind
 from tests.transport.roadkit import World
+from tests.house.test_layout import tree  # noqa: F401 - a fixture
 from tests.transport.test_adversarial import Tap
 
 
@@ -106,3 +107,16 @@ def test_a_join_let_through_without_a_cookie_is_answered_within_the_ledger():
     assert len(tap.kind(PacketKind.JOIN_ACCEPT, "main", "mallory")) == 5
     assert _bytes(tap, "main", "mallory") <= 3 * _bytes(tap, "mallory", "main")
     assert main._joins.replies.ratio("mallory") <= 1.0
+
+
+def test_the_reply_budget_is_set_from_the_layout(tree):
+    from flowcast.house.layout import load_layout
+    from tests.house.test_layout import MINIMAL, write
+    from tests.house.test_layout_limits import road_of
+
+    layout = MINIMAL + "roads:\n  main:\n    port: 0\n    reply_bytes: 8192\n    reply_source_bytes: 320\n"
+    options = load_layout(write(tree, layout)).roads["main"].stack_options()
+    assert options == {"reply_bytes": 8192, "reply_source_bytes": 320}
+    replies = road_of(options)._joins.replies
+    assert (replies.rate, replies.per_source) == (8192.0, 320.0)
+    assert (road_of({})._joins.replies.rate, road_of({})._joins.replies.per_source) == (DEFAULT_REPLY_RATE, DEFAULT_REPLY_SOURCE_RATE)
