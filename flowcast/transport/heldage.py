@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from flowcast.transport.holding import AGE_COST, Partial, StreamIn
 
-__all__ = ["AGE_COST", "INF", "AgedLink", "charge_books", "push", "live", "oldest", "clear"]
+__all__ = ["AGE_COST", "INF", "AgedLink", "charge_books", "push", "live", "oldest", "next_due", "clear"]
 
 INF = float("inf")
 _REBUILD_SLACK = 64
@@ -52,21 +52,13 @@ class AgedLink(Protocol):
     age_tick: int
     books: int
     partials_unreliable: dict[tuple[int, int], Partial]
-    budget: Any
-    _hold_limit: int
+
+    def book(self, delta: int) -> None: ...
 
 
 def charge_books(link: AgedLink, delta: int) -> None:
-    """``delta`` more bytes of books (stream states, heap entries): in the link's limit and the budget.
-
-    Books are not ``buffered`` (what may be evicted): they lower the link's own
-    limit instead, so the receive path's one comparison counts them for free.
-    """
-    link.books += delta
-    link._hold_limit -= delta
-    budget = link.budget
-    if budget is not None:
-        budget.used += delta
+    """``delta`` more bytes of books (the link keeps them: :meth:`Receiver.book`)."""
+    link.book(delta)
 
 
 def push(link: AgedLink, when: float, state: StreamIn | None, key: Any, item: Any) -> None:

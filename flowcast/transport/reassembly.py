@@ -26,7 +26,6 @@ from flowcast.transport.holding import (
     VIEW_HELD,
     _CannotHold,
     Partial,
-    StreamIn,
     held_cost,
 )
 from flowcast.transport.tablesize import GROW_AT, SIZE_AT

@@ -160,8 +160,20 @@ class Receiver(Reassembly):
             raise _CannotHold
         state = self.streams_in[stream] = StreamIn(stream)
         self._stream_order.append(stream)
-        _heldage.charge_books(self, STREAM_COST)
+        self.book(STREAM_COST)
         return state
+
+    def book(self, delta: int) -> None:
+        """``delta`` more bytes of books (stream states, age heap entries), here and in the stack's budget.
+
+        Books are not ``buffered`` (what may be evicted): they lower this link's
+        own limit instead, so the receive path's one comparison counts them for free.
+        """
+        self.books += delta
+        self._hold_limit -= delta
+        budget = self.budget
+        if budget is not None:
+            budget.used += delta
 
     @property
     def buffered(self) -> int:

@@ -21,6 +21,7 @@ import pytest
 
 from flowcast.transport import budget as budget_module
 from flowcast.transport.budget import HoldBudget
+from flowcast.transport.holding import STREAM_COST
 from flowcast.transport.reliable import MIN_PIECE, Link
 from flowcast.transport.wire import MSG, ChunkKind, WireError
 from tests.transport.attacks import seg
@@ -102,3 +103,45 @@ def test_the_honest_floor_is_not_regained_by_attackers_each_time_the_honest_peer
         # attackers evict each other, within their own floors: their cost, not the honest peer's)
         assert budget.counts["evicted"] == evicted, round_
     assert sum(a.counts["refused"] for a in attackers) >= 3
+
+
+def test_the_heap_evicts_in_the_order_a_sort_of_everything_would():
+    """Differential: after random progress, evictions drop the least recently progressed entries
+    first (whole messages held out of order last), as sorting every entry by last progress did."""
+    import random
+
+    from flowcast.transport.holding import Partial
+
+    rng = random.Random(25)
+    link = Link(60_000, lambda *a: None, budget=HoldBudget(1 << 30))
+    link._hold_limit = 1 << 40
+    piece = b"t" * MIN_PIECE
+    for seq in range(1, 400):  # stream 0 waits for seq 0: everything is held
+        if rng.random() < 0.2:
+            link.handle(MSG.pack(ChunkKind.MSG, 0, 0, seq, 10) + b"w" * 10, 0.0)
+        else:
+            link.handle(seg(seq, 0, 4, piece), rng.uniform(0, 10))
+    state = link.streams_in[0]  # its dict of what waits is copied as evictions thin it: read it afresh
+    for _ in range(600):  # later pieces move some messages' last progress on
+        seq = rng.choice([s for s, item in state.pending.items() if type(item) is Partial])
+        number = len(state.pending[seq].parts)
+        if number < 3:
+            link.handle(seg(seq, number, 4, piece), rng.uniform(10, 20))
+
+    def key(seq):
+        item = state.pending[seq]
+        return item.last if type(item) is Partial else float("inf")
+
+    expected = sorted((key(seq), seq) for seq in state.pending)
+    dropped: list[tuple[float, int]] = []
+    while state.pending:
+        before = {seq: key(seq) for seq in state.pending}
+        budget_module.evict(link, 1)
+        gone = set(before) - set(state.pending)
+        assert len(gone) == 1
+        seq = gone.pop()
+        dropped.append((before[seq], seq))
+    # the same entries, in the same order of last progress (ties, such as the whole messages', may go either way)
+    assert [when for when, _ in dropped] == [when for when, _ in expected]
+    assert sorted(seq for _, seq in dropped) == sorted(seq for _, seq in expected)
+    assert link.buffered == 0 and link.books == STREAM_COST  # every heap entry gone with what it stood for
