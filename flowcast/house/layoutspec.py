@@ -69,6 +69,8 @@ LIMIT_KEYS = {
     "backlog_messages": (1, 10_000_000),  # messages waiting for one remote that is down
     "backlog_bytes": (1 << 16, 1 << 40),  # and their bytes
     "send_queue_bytes": (1 << 16, 1 << 40),  # bytes waiting for one remote with a live session
+    "reply_bytes": (1 << 10, 1 << 30),  # bytes a second of replies to addresses not yet proven (cookies), in all
+    "reply_source_bytes": (64, 1 << 30),  # and to any one such address
     "max_message": (1 << 16, 1 << 32),  # bytes of one message, either way (and what decoding one can make: ~72 per byte)
     # Not a hold: the UDP payload of each datagram, for every remote of the road.  Not given: per remote,
     # what the port carries on loopback and 1,232 bytes to another host (transport/roadmtu.py).

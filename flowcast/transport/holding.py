@@ -25,6 +25,8 @@ __all__ = [
     "PARTIAL_COST",
     "SKIPPED",
     "SKIP_COST",
+    "STREAM_COST",
+    "AGE_COST",
     "VIEW_HELD",
     "StreamIn",
     "Partial",
@@ -37,6 +39,13 @@ __all__ = [
 ENTRY_COST = 145  # a whole message held out of order (tuple, dict slot, key, bytes header)
 SKIP_COST = 80  # a SKIP held out of order
 PARTIAL_COST = 240  # an incomplete message: its object, an empty dict of pieces, its slot and key
+# A stream's own state, held for as long as the session lives (a peer names
+# up to 65,536 streams: 13.5 MB a session when this was not counted): its
+# StreamIn, the empty dict of what waits, its slot and key in the link's
+# streams and its place in the ACK rotation (receiver.py).
+STREAM_COST = 204
+# An entry of a link's age heap (heldage.py): its tuple, counter, id and list slot.
+AGE_COST = 152
 # A piece costs its bytes object (one-byte ones are shared), its key (small
 # ints are shared), and what it grows the dict of pieces by (sys.getsizeof):
 # dict tables grow by doubling, so a constant per piece is off by up to 2x.
@@ -49,13 +58,20 @@ FIRST_TABLE = sys.getsizeof({1 << 20: None}) - EMPTY_DICT  # what a dict's first
 
 
 class StreamIn:
-    """A stream as received: the next sequence number to deliver, and what waits behind a gap."""
+    """A stream as received: the next sequence number to deliver, and what waits behind a gap.
 
-    __slots__ = ("expected", "pending")
+    ``dropped`` counts entries the hold budget took out of ``pending`` since
+    it was last copied: a dict keeps its table when entries go, so it is
+    copied once as many went as are left (budget.py), not at every eviction.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("stream", "expected", "pending", "dropped")
+
+    def __init__(self, stream: int = 0) -> None:
+        self.stream = stream
         self.expected = 0
         self.pending: dict[int, Any] = {}  # seq -> (flags, bytes) | Partial | SKIPPED
+        self.dropped = 0
 
 
 class Partial:

@@ -42,7 +42,9 @@ _WINDOW = 1.0  # seconds: a source heard within it counts as active
 class JoinBudget:
     """Token buckets for the work an admitted JOIN costs (verify, sign, keep record)."""
 
-    def __init__(self, rate: float = 100.0, *, per_source: float = 20.0, burst: float | None = None, sources: int = 4096) -> None:
+    def __init__(
+        self, rate: float = 100.0, *, per_source: float = 20.0, burst: float | None = None, sources: int = 4096, start: float | None = None
+    ) -> None:
         burst = max(5.0, per_source / 4) if burst is None else burst
         if rate <= 0 or per_source <= 0 or burst < 1 or sources < 1:
             raise ValueError("join budget: rate and per_source must be positive, burst at least 1, sources at least 1")
@@ -50,6 +52,8 @@ class JoinBudget:
         self.per_source = float(per_source)
         self.burst = float(burst)
         self.sources = sources
+        #: What a source heard for the first time may spend at once (None: its whole burst).
+        self.start = start
         self._bucket = TokenBucket(self.rate, max(1.0, self.rate / 4))  # counts from the first JOIN
         self._buckets: dict[object, TokenBucket] = {}  # address -> its bucket, least recently heard first
         self._heard: dict[object, float] = {}  # address -> last heard, least recently heard first
@@ -65,8 +69,12 @@ class JoinBudget:
             del heard[first]
         return len(heard)
 
-    def take(self, address: object, now: float) -> bool:
-        """May a JOIN from ``address`` be verified and admitted now?  (Spends a token of each bucket.)"""
+    def take(self, address: object, now: float, cost: float = 1.0) -> bool:
+        """May a JOIN from ``address`` be verified and admitted now?  (Spends ``cost`` tokens of each bucket.)
+
+        ``cost`` other than one: the buckets count something else than JOINs
+        (replybudget.py counts bytes); ``burst`` must then hold the largest cost.
+        """
         heard = self._heard
         heard.pop(address, None)
         heard[address] = now
@@ -76,14 +84,14 @@ class JoinBudget:
         buckets = self._buckets
         mine = buckets.pop(address, None)
         if mine is None:
-            mine = TokenBucket(share, self.burst, at=now)
+            mine = TokenBucket(share, self.burst, at=now, tokens=self.start)
         else:
             mine.rate = share  # the share as it is now, since this source was last heard
         if len(buckets) >= self.sources:
             del buckets[next(iter(buckets))]
         buckets[address] = mine
-        if mine.refill(now) < 1.0 or self._bucket.refill(now) < 1.0:
+        if mine.refill(now) < cost or self._bucket.refill(now) < cost:
             return False
-        mine.tokens -= 1.0
-        self._bucket.tokens -= 1.0
+        mine.tokens -= cost
+        self._bucket.tokens -= cost
         return True

@@ -16,7 +16,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from flowcast.transport import heldage as _heldage
 from flowcast.transport.holding import (
+    AGE_COST,
     ENTRY_COST,
     FIRST_TABLE,
     INT_KEY,
@@ -24,7 +26,6 @@ from flowcast.transport.holding import (
     VIEW_HELD,
     _CannotHold,
     Partial,
-    StreamIn,
     held_cost,
 )
 from flowcast.transport.tablesize import GROW_AT, SIZE_AT
@@ -81,7 +82,7 @@ class Reassembly:
         if (
             entry.size + length > self.max_message
             or self._buffered + need > self._hold_limit
-            or (budget is not None and budget.used + need > budget.limit)
+            or (budget is not None and budget.used + need > budget.soft)
         ):
             return False
         parts[number] = memoryview(body)[_SEG_SIZE:]
@@ -132,7 +133,7 @@ class Reassembly:
         else:
             state = self.streams_in.get(stream)
             if state is None:
-                state = self.streams_in[stream] = StreamIn()
+                state = self._new_stream(stream)  # type: ignore[attr-defined]  # Receiver's
                 if self.adopt:  # a message whose start we missed is skipped whole
                     state.expected = seq if number == 0 else seq + 1
             expected = state.expected
@@ -176,11 +177,13 @@ class Reassembly:
         table = entry.table
         # room for the piece, and for its dict's table to double (it may: the cost is known only after)
         need = extra + held + (table if table > FIRST_TABLE else FIRST_TABLE)
+        if extra:
+            need += AGE_COST  # its entry in the age heap
         budget = self.budget
         if (
             entry.size + size > self.max_message
             or self._buffered + need > self._hold_limit
-            or (budget is not None and budget.used + need > budget.limit and not budget.admit(self, need))
+            or (budget is not None and budget.used + need > budget.soft and not budget.admit(self, need))
         ):
             raise _CannotHold
         parts[number] = piece
@@ -209,6 +212,7 @@ class Reassembly:
                     budget.holders[self] = None
             if extra:
                 holder[key] = entry
+                _heldage.push(self, now, state, key, entry)  # type: ignore[arg-type]
                 if self.sweep_at is None and budget is not None:
                     self.sweep_at = now + budget.incomplete_after  # a sweep will look at it
             return
@@ -233,7 +237,8 @@ class Reassembly:
                 self._drain(stream, state)
             return
         self._charge(len(complete) + ENTRY_COST - counted)
-        holder[seq] = (flags, complete)
+        item = holder[seq] = (flags, complete)
+        _heldage.push(self, _heldage.INF, state, seq, item)  # type: ignore[arg-type]
         if watch is not None:
             watch.arrived(stream, seq, len(complete), expected, holder)
         if seq == expected:

@@ -17,10 +17,13 @@ import struct
 from typing import Any
 
 from flowcast.transport import evicted as _evicted
+from flowcast.transport import heldage as _heldage
 from flowcast.transport.holding import (
+    AGE_COST,
     BYTES_HEADER,
     ENTRY_COST,
     SKIP_COST,
+    STREAM_COST,
     SKIPPED,
     VIEW_HELD,
     _CannotHold,
@@ -81,7 +84,12 @@ _EVICTED_KIND = ChunkKind.EVICTED
 RECEIVER_SLOTS = (
     "_buffered",
     "_stream_cursor",
+    "_stream_order",
     "_hold_limit",
+    "age_tick",
+    "ages",
+    "ages_at",
+    "books",
     "ack_due",
     "ack_owed",
     "ack_pending",
@@ -131,6 +139,41 @@ class Receiver(Reassembly):
         self.ack_due: float | None = None  # when a delayed ACK must go alone
         self.advertised = receive_window
         self._stream_cursor = 0
+        #: Streams in the order first heard: the ACK's rotation when there are too many for one ACK.
+        self._stream_order: list[int] = []
+        #: Bytes of books -- stream states, age heap entries (heldage.py) -- in the budget, never evicted.
+        self.books = 0
+        self.ages: list = []
+        self.ages_at = 64
+        self.age_tick = 0
+        if budget is not None:
+            budget.join(self)
+
+    def _new_stream(self, stream: int) -> StreamIn:
+        """The state of a stream the peer names for the first time, counted in the budget (or _CannotHold).
+
+        Streams are 16-bit and their state lasts as long as the session: a
+        peer that named all of them held 13.5 MB outside any budget.  Each
+        now costs STREAM_COST of the link's share, like anything else it holds.
+        """
+        if not self._room(STREAM_COST):
+            raise _CannotHold
+        state = self.streams_in[stream] = StreamIn(stream)
+        self._stream_order.append(stream)
+        self.book(STREAM_COST)
+        return state
+
+    def book(self, delta: int) -> None:
+        """``delta`` more bytes of books (stream states, age heap entries), here and in the stack's budget.
+
+        Books are not ``buffered`` (what may be evicted): they lower this link's
+        own limit instead, so the receive path's one comparison counts them for free.
+        """
+        self.books += delta
+        self._hold_limit -= delta
+        budget = self.budget
+        if budget is not None:
+            budget.used += delta
 
     @property
     def buffered(self) -> int:
@@ -163,7 +206,7 @@ class Receiver(Reassembly):
         if self._buffered + size > self._hold_limit:
             return False
         budget = self.budget
-        return budget is None or budget.used + size <= budget.limit or budget.admit(self, size)
+        return budget is None or budget.used + size <= budget.soft or budget.admit(self, size)
 
     def limit_holding(self, limit: int | None) -> None:
         """Hold at most ``limit`` bytes for order or reassembly (None: this link's own limit).
@@ -219,9 +262,13 @@ class Receiver(Reassembly):
         if len(streams) <= MAX_ACK_STREAMS:
             items = [(stream, state.expected) for stream, state in streams.items()]
         else:
-            keys = sorted(streams)
-            start = self._stream_cursor % len(keys)
-            picked = (keys[start:] + keys[:start])[:MAX_ACK_STREAMS]
+            # In turn, MAX_ACK_STREAMS at a time: each ACK costs the same however many streams the
+            # peer named (it sorted them all, so a PING cost ~1 ms with 65,536 of them).
+            order = self._stream_order
+            start = self._stream_cursor % len(order)
+            picked = order[start : start + MAX_ACK_STREAMS]
+            if len(picked) < MAX_ACK_STREAMS:
+                picked += order[: MAX_ACK_STREAMS - len(picked)]
             self._stream_cursor = start + MAX_ACK_STREAMS
             items = [(stream, streams[stream].expected) for stream in picked]
         pieces = [ACK.pack(_ACK_KIND, 0, len(chosen), len(items), window)]
@@ -263,7 +310,7 @@ class Receiver(Reassembly):
                     else:
                         state = streams.get(stream)
                         if state is None:
-                            state = streams[stream] = StreamIn()
+                            state = self._new_stream(stream)
                             if self.adopt:
                                 state.expected = seq
                         expected = state.expected
@@ -287,7 +334,7 @@ class Receiver(Reassembly):
                     eliciting = True
                     state = streams.get(stream)
                     if state is None:
-                        state = streams[stream] = StreamIn()
+                        state = self._new_stream(stream)
                         if self.adopt:
                             state.expected = seq
                     if seq == state.expected and not state.pending and watch is None:
@@ -392,7 +439,7 @@ class Receiver(Reassembly):
         streams = self.streams_in
         state = streams.get(stream)
         if state is None:
-            state = streams[stream] = StreamIn()
+            state = self._new_stream(stream)
         if seq >= state.expected and seq - state.expected <= MAX_AHEAD:
             old = state.pending.get(seq)
             if old is None and not self._room(SKIP_COST):
@@ -419,11 +466,12 @@ class Receiver(Reassembly):
                 self._drain(stream, state)
         elif seq < expected or seq in state.pending:
             self.counts["duplicates"] += 1
-        elif seq - expected > MAX_AHEAD or not self._room(length + ENTRY_COST):
+        elif seq - expected > MAX_AHEAD or not self._room(length + ENTRY_COST + AGE_COST):
             raise _CannotHold
         else:
-            state.pending[seq] = (flags, payload)
+            item = state.pending[seq] = (flags, payload)
             self._charge(length + ENTRY_COST)
+            _heldage.push(self, _heldage.INF, state, seq, item)
             if watch is not None:
                 watch.arrived(stream, seq, length, expected, state.pending)
 

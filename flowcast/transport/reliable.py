@@ -90,7 +90,7 @@ class Link(Sender, Receiver, Recovery):
     # One per session: slots, not a ~1.6 KB instance dict per remote.  Each
     # part names its own (a mixin with slots of its own could not be mixed
     # with another); these few all parts read.
-    __slots__ = ("acks", "completed", "counts", "max_body", "max_message", "watch") + SENDER_SLOTS + RECEIVER_SLOTS + RECOVERY_SLOTS
+    __slots__ = ("__weakref__", "acks", "completed", "counts", "max_body", "max_message", "watch") + SENDER_SLOTS + RECEIVER_SLOTS + RECOVERY_SLOTS
 
     def __init__(
         self,

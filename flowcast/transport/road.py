@@ -46,6 +46,7 @@ from flowcast.transport.revoke import Sweep
 from flowcast.transport.hooks import Replaced
 from flowcast.transport.roadallow import Allows
 from flowcast.transport.roaddue import Deadlines
+from flowcast.transport.replybudget import DEFAULT_REPLY_RATE, DEFAULT_REPLY_SOURCE_RATE
 from flowcast.transport.roadjoin import Joins
 from flowcast.transport.roadmtu import MIN_DATAGRAM, datagram_for
 from flowcast.transport.roadpath import PathCheck
@@ -85,7 +86,9 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
     when a JOIN must first prove its source address (joingate.py);
     ``join_work_rate`` caps the JOINs a second that are verified and
     admitted, shared fairly between source addresses, each at most
-    ``join_source_rate`` (joinbudget.py).  ``aegis`` (default: where this
+    ``join_source_rate`` (joinbudget.py); ``reply_bytes`` and
+    ``reply_source_bytes`` cap, a second, what goes to addresses not yet
+    proven (cookies, in all and per address: replybudget.py).  ``aegis`` (default: where this
     machine has hardware AES) offers AEGIS-256 in handshakes, fixed for the
     stack's life so a handshake's two ends never decide on different offers
     (crypto.py says why never without hardware AES).  A keep
@@ -123,6 +126,8 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         join_rate: float = 50.0,
         join_work_rate: float = 100.0,
         join_source_rate: float = 20.0,
+        reply_bytes: float = DEFAULT_REPLY_RATE,
+        reply_source_bytes: float = DEFAULT_REPLY_SOURCE_RATE,
         aegis: bool | None = None,
     ) -> None:
         local = keep.local()
@@ -179,7 +184,10 @@ class RoadStack(RoadSending, RoadReceiving, Stack):
         self.handshake_rate = float(handshake_rate)
         # The roles (RAET's transactions), each holding this stack.
         self._rate = HandshakeRate(self.handshake_rate, self.clock.now(), self._places, self.counts)
-        self._joins = Joins(self, cookies=join_cookies, rate=join_rate, work_rate=join_work_rate, source_rate=join_source_rate)
+        self._joins = Joins(
+            self, cookies=join_cookies, rate=join_rate, work_rate=join_work_rate, source_rate=join_source_rate,
+            reply_rate=reply_bytes, reply_source_rate=reply_source_bytes,
+        )
         self._allows = Allows(self)
         self._due = Deadlines(self)
         self._paths = PathCheck(self)

@@ -6,7 +6,11 @@ JOIN_ACCEPT (then it allows at once), JOIN_PEND (an operator must decide;
 it keeps asking, slower) or JOIN_REFUSE.  The joinent lets the keep decide
 by its acceptance policy (keep.py), after two gates that keep a flood
 cheap: the join gate's address cookies (joingate.py) and the join budget
-(joinbudget.py), then the stack's handshake buckets (roadrate.py).
+(joinbudget.py), then the stack's handshake buckets (roadrate.py).  What it
+answers an address that has not proven it receives -- a cookie, or the
+reply to a JOIN let through without one -- is spent from the reply budget
+(replybudget.py): capped in bytes, fair per address, never more than three
+times what came from there.
 
 With a keep writer (keepwriter.py) a reply is held until its record is
 durable: a joiner told "accepted" is never forgotten by a crash.  The
@@ -24,13 +28,14 @@ from typing import TYPE_CHECKING
 from flowcast.transport import handshake as hs
 from flowcast.transport.budget import release
 from flowcast.transport.joinbudget import JoinBudget
-from flowcast.transport.joingate import JoinGate, build_join_cookie, parse_join_cookie, unwrap_join, wrap_join
+from flowcast.transport.joingate import COOKIE_LEN, JoinGate, build_join_cookie, parse_join_cookie, unwrap_join, wrap_join
 from flowcast.transport.keep import Acceptance, Status
 from flowcast.transport.port import Address
 from flowcast.transport.presence import Presence
 from flowcast.transport.reliable import Outgoing
+from flowcast.transport.replybudget import DEFAULT_REPLY_RATE, DEFAULT_REPLY_SOURCE_RATE, ReplyBudget
 from flowcast.transport.roadremote import JoinAttempt, random32
-from flowcast.transport.wire import MAGIC, PacketKind
+from flowcast.transport.wire import HEADER_SIZE, MAGIC, PacketKind
 
 if TYPE_CHECKING:
     from flowcast.transport.road import RoadStack
@@ -46,11 +51,23 @@ class Joins:
     """The joins of one road: those it sent, and the gates and keep-write queue of those it answers."""
 
 
-    def __init__(self, stack: RoadStack, *, cookies: str, rate: float, work_rate: float, source_rate: float) -> None:
+    def __init__(
+        self,
+        stack: RoadStack,
+        *,
+        cookies: str,
+        rate: float,
+        work_rate: float,
+        source_rate: float,
+        reply_rate: float = DEFAULT_REPLY_RATE,
+        reply_source_rate: float = DEFAULT_REPLY_SOURCE_RATE,
+    ) -> None:
         self.stack = stack
         self.attempts: dict[int, JoinAttempt] = {}  # joins this stack sent, by tag
         self.gate = JoinGate(mode=cookies, rate=rate)
         self.budget = JoinBudget(work_rate, per_source=source_rate)
+        self.replies = ReplyBudget(reply_rate, per_source=reply_source_rate)
+        self._unproven: Address | None = None  # the source of the JOIN on_join answers, while it has proven nothing
         # Join replies waiting for their keep records to be durable: (ticket, datagram, address, until).
         self.unwritten: deque[tuple[int, bytes, Address, float]] = deque()
         self._wake: tuple[socket.socket, socket.socket] | None = None
@@ -150,10 +167,27 @@ class Joins:
 
     def receive_join(self, data: bytes, address: Address, now: float) -> None:
         """A JOIN with no cookie: asked for one under load, else through the budget to ``on_join``."""
+        self.replies.heard(address, len(data))
         if self.gate.needs_cookie(now, self.loaded()):
             self.ask_cookie(data, address, now)
         elif self.affordable(address, now):
-            self.stack._on_join(data, address, now)
+            self._unproven = address  # its reply is spent from the reply budget
+            try:
+                self.stack._on_join(data, address, now)
+            finally:
+                self._unproven = None
+
+    def _may_answer(self, address: Address, size: int, now: float, *, rated: bool = True) -> bool:
+        """Spend ``size`` bytes of the reply budget for ``address`` (unproven); counted in the stack if refused."""
+        replies = self.replies
+        counts = replies.counts
+        before = counts["reply_limited"], counts["amplification_limited"]
+        if replies.take(address, size, now, rated=rated):
+            return True
+        stack_counts = self.stack.counts
+        stack_counts["reply_limited"] += counts["reply_limited"] - before[0]
+        stack_counts["amplification_limited"] += counts["amplification_limited"] - before[1]
+        return False
 
     def on_join(self, data: bytes, address: Address, now: float) -> None:
         stack = self.stack
@@ -205,6 +239,8 @@ class Joins:
         uid = verdict.record.uid if verdict.record is not None else 0
         local = stack.local
         reply = hs.build_join_reply(kind, stack.keys, local.name, local.role, local.mode, request.nonce, verdict.reason, uid, tag)
+        if self._unproven == address and not self._may_answer(address, len(reply), now, rated=False):
+            return  # the joiner repeats; under load it is asked for a cookie instead
         ticket = stack.keep.unwritten(verdict.record.fingerprint) if writer is not None and verdict.record is not None else 0
         if ticket:
             # Told only once its record is on disk (see release), a
@@ -246,6 +282,8 @@ class Joins:
         if len(data) < hs.MIN_JOIN:
             stack.counts["bad_join"] += 1  # never answer more bytes than came
             return
+        if not self._may_answer(address, HEADER_SIZE + COOKIE_LEN, now):
+            return  # over the reply budget: no MAC, no datagram (the joiner repeats)
         stack.counts["join_cookies"] += 1
         stack._emit(build_join_cookie(_tag(data), self.gate.cookie(address, now)), address)
 

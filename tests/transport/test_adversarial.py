@@ -543,7 +543,8 @@ def test_forged_join_accept_from_an_observer_is_not_pinned_as_the_joined_estate(
 def test_unauthenticated_joins_from_one_sender_allocate_bounded_state():
     """Was a finding (fixed in 704c89c): unsolicited JOINs with fresh keys are auto-accepted without any cap under once/always (Keep.admit): one sender grows the keep and RoadStack.remotes without bound."""
     world = World(seed=205, delay=0.0)
-    main = world.estate("main", policy="once", join_work_rate=1e6, join_source_rate=1e6)  # about state, not rate
+    # about state, not rate: every JOIN let through without a cookie (cookie replies are rationed per address)
+    main = world.estate("main", policy="once", join_rate=1e6, join_work_rate=1e6, join_source_rate=1e6)
     mallory = world.net.port("mallory")
     total = MAX_PENDING + 100
     answered = 0

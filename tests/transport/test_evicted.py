@@ -37,12 +37,13 @@ class ByHand:
 
 
 def test_a_message_evicted_after_it_was_acknowledged_fails_at_once_and_its_stream_moves_on():
-    budget = HoldBudget(300_000)
+    budget = HoldBudget(400_000)
     done: list[Outgoing] = []
     sender = Link(1400, lambda *a: None, done.append)
     delivered: list[bytes] = []
     receiver = Link(1400, lambda stream, flags, data: delivered.append(bytes(data)), budget=budget)
-    hog = Link(60_000, lambda *a: None, budget=budget)
+    # two other peers (floors are per session, and one floor is always kept free: budget.py)
+    hogs = [Link(60_000, lambda *a: None, budget=budget) for _ in range(2)]
     hand = ByHand(sender, receiver)
     big = sender.submit(Outgoing(b"b" * 200_000, stream=1, timeout=None), 0.0)
     hand.carry(sender, 0.0, drop=True)  # the first packet is lost: the rest waits for it
@@ -50,9 +51,10 @@ def test_a_message_evicted_after_it_was_acknowledged_fails_at_once_and_its_strea
         pass
     hand.carry(receiver, 0.0)  # ACK: every piece but the first acknowledged
     assert receiver.buffered > 150_000 and big.state == "queued"
-    # another peer, within its fair share, needs room: the receiver's held pieces go
-    for number in range(3):
-        hog.handle(seg(0, number, 100, b"h" * 50_000), 0.1)
+    # two other peers, within their floors, need room: the receiver's held pieces go
+    for hog in hogs:
+        for number in range(2):
+            hog.handle(seg(0, number, 100, b"h" * 50_000), 0.1)
     assert receiver.counts["evicted"] >= 1 and receiver.buffered < 150_000
     hand.carry(receiver, 0.1)  # the next ACK tells the sender
     assert big.state == "failed" and big.reason == "evicted" and done == [big]

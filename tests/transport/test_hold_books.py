@@ -4,8 +4,9 @@ The hold accounting is kept inline on the receive path, once per piece, and a
 dict of pieces is counted from sizes measured once (tablesize.py) instead of
 asking ``sys.getsizeof`` per piece.  These check that the shortcuts count
 exactly what the plain way would: each link's ``buffered`` is what it
-holds (``held_cost`` of every entry), the budget's ``used`` and ``holders``
-are the sum and the set of its links holding anything, and a message
+holds (``held_cost`` of every entry), its ``books`` its streams' states and
+age heap entries, the budget's ``used`` and ``holders`` the sum of both and
+the set of its links holding anything, and a message
 arriving in order is never charged as a whole message.
 """
 
@@ -15,7 +16,7 @@ import random
 import sys
 
 from flowcast.transport.budget import HoldBudget
-from flowcast.transport.holding import Partial, held_cost
+from flowcast.transport.holding import AGE_COST, STREAM_COST, Partial, held_cost
 from flowcast.transport.reliable import MIN_PIECE, Link
 from flowcast.transport.tablesize import MEASURED
 from flowcast.transport.wire import F_UNRELIABLE, MSG, SEG, SKIP, ChunkKind, WireError
@@ -59,23 +60,26 @@ def test_messages_arriving_in_order_are_never_held_whole():
     for seq in range(20):
         link.handle(seg(seq, 0, 2, first), 0.0)
         entry = link.streams_in[0].pending[seq]
-        assert link.buffered == budget.used == held_cost(entry) < len(first) + 2_000
+        assert link.buffered == budget.used - link.books == held_cost(entry) < len(first) + 2_000
         assert list(budget.holders) == [link]
         link.handle(seg(seq, 1, 2, last), 0.0)
-        # delivered at once: nothing held, nothing left in the books
-        assert link.buffered == budget.used == 0 and not budget.holders
+        # delivered at once: nothing held; the books are the stream's state and the age heap's entries
+        assert link.buffered == 0 and budget.used == link.books and not budget.holders
+        assert link.books == STREAM_COST + AGE_COST * len(link.ages) <= STREAM_COST + AGE_COST * 64
         assert not link.streams_in[0].pending
     assert delivered == [50_700] * 20
 
 
 def test_the_books_stay_exact_under_mixed_traffic_refusals_and_evictions():
-    """Seeded random chunks from two peers into one small budget: in-order and
+    """Seeded random chunks from three peers into one small budget: in-order and
     out-of-order messages and pieces, duplicates, SKIPs, unreliable pieces,
     refusals and evictions.  After every body each link's ``buffered`` is
     what it holds, and the budget's books are its links' sum and set."""
     rng = random.Random(2024)
     budget = HoldBudget(1 << 18)
-    links = [Link(60_000, lambda *a: None, budget=budget) for _ in range(2)]
+    # three: with two sessions a floor is half the budget, and the reserve kept for the idle
+    # one's floor (budget.py) means no peer within its floor ever needs an eviction
+    links = [Link(60_000, lambda *a: None, budget=budget) for _ in range(3)]
     refused = partials = 0
     for _ in range(3000):
         link = rng.choice(links)
@@ -100,7 +104,9 @@ def test_the_books_stay_exact_under_mixed_traffic_refusals_and_evictions():
             refused += 1  # refused for room, or a piece length this message cannot have
         for each in links:
             assert each.buffered == _held(each) >= 0
-        assert budget.used == sum(each.buffered for each in links) <= budget.limit
+        assert budget.used == sum(each.buffered + each.books for each in links) <= budget.limit
+        for each in links:
+            assert each.books == STREAM_COST * len(each.streams_in) + AGE_COST * len(each.ages)
         assert set(budget.holders) == {each for each in links if each.buffered > 0}
         partials += any(type(item) is Partial for each in links for state in each.streams_in.values() for item in state.pending.values())
     assert refused > 0 and budget.counts["evicted"] > 0 and partials > 100
