@@ -250,6 +250,9 @@ class Broker:
         if box.is_delivered(digest, msg.epoch) or digest in box.buffered or digest in box.rejected:
             return "duplicate"
         relay = self.relay
+        if digest in relay.rejected or relay.forged_ref(msg):  # a dep stored after it came, named with a forged hsig
+            self._refuse_forged(msg)
+            return REJECTED
         for dep in msg.deps:
             found = relay.rejected.get(dep.hash)
             if found is not None and dep.hash not in box.rejected:
@@ -291,6 +294,18 @@ class Broker:
             if box.deferred:
                 self._follow(sub, ready)
         return status
+
+    def _refuse_forged(self, msg: TopicMsg) -> None:
+        """``msg`` is rejected at the relay (a forged reference found after it was stored): in every mailbox of
+        its topic too, so whether it is delivered never depends on which of it and its dep came first."""
+        reason = self.relay.rejected.get(msg.hash, (msg.topic, msg.epoch, "bad_dep_signature"))[2]
+        if msg.hash not in self.relay.rejected:
+            self.counts["bad_dep_signature"] += 1
+            self.relay.reject(msg, reason)
+        for sub in list(self.by_topic.get(msg.topic, ())):
+            box = sub.mailbox
+            if msg.hash not in box.rejected and not box.is_delivered(msg.hash, msg.epoch):
+                self.reject(sub, msg.hash, msg.publisher, msg.epoch, reason)
 
     def _follow(self, sub: Subscription, ready: list[Ready]) -> None:
         """Offer the own successor of each message just delivered, if it is stored here and was deferred.

@@ -186,15 +186,33 @@ class Relay:
         return ""
 
     def _held_refs(self, msg: TopicMsg) -> str:
-        """A dep held here named with another signature or publisher must verify (deps not held are
-        verified before they are fetched, in sync)."""
-        index = self.index
+        """A dep held here, stored or still on its way to the disk, named with another signature or
+        publisher must verify (deps not held are verified before they are fetched, in sync; one that
+        arrives after ``msg`` is compared when ``msg`` is offered: :meth:`forged_ref`)."""
+        return "bad_dep_signature" if self.forged_ref(msg) else ""
+
+    def signed_as(self, digest: bytes) -> tuple[bytes, bytes] | None:
+        """(publisher, hsig) of ``digest`` if this relay holds it, stored or pending; else None."""
+        held = self.index.get(digest)
+        if held is not None:
+            return held.publisher, held.hsig
+        pending = self.pending.get(digest)
+        if pending is not None:
+            return pending[0].publisher, pending[0].hsig
+        return None
+
+    def forged_ref(self, msg: TopicMsg) -> bool:
+        """True if ``msg`` names a message held here with a signature or publisher that does not verify.
+
+        Only a named id that differs from the held one costs a verify, so an
+        honest message costs a dict lookup per dep.
+        """
         for dep in msg.deps:
-            held = index.get(dep.hash)
-            if (held is not None and (dep.hsig != held.hsig or dep.publisher != held.publisher)
+            known = self.signed_as(dep.hash)
+            if (known is not None and (dep.hsig != known[1] or dep.publisher != known[0])
                     and not verify_id(dep.publisher, dep.hash, dep.hsig)):
-                return "bad_dep_signature"
-        return ""
+                return True
+        return False
 
     def reject(self, msg: TopicMsg, reason: str) -> None:
         """``msg`` is signed by its publisher but breaks the rules: remember its hash (what names it is
