@@ -262,6 +262,10 @@ class CausalService:
         """Keep a signed message that proves misbehaviour (``other``: the message it equivocates with); report it."""
         reason = reason or kind
         cap = (msg.publisher, "equivocation" if other is not None else kind, msg.epoch)
+        if other is not None:  # reported every time (the share, the event); only the disk writes are capped
+            self.note("equivocations", msg.topic, msg.hash, {"publisher": msg.publisher.hex(), "other": other.hex()})
+            if self.hooks.equivocation is not None:
+                self.hooks.equivocation(msg.topic, msg.publisher, other, msg.hash)
         if self._evidence[cap] >= self.config.evidence_cap:
             self.counts["evidence_over_cap"] += 1
             return
@@ -271,9 +275,6 @@ class CausalService:
             if other_wire is not None:
                 self.ledger.keep(other, "equivocation", msg.topic, msg.publisher, f"claims the same place as {msg.hash.hex()}",
                                  msg.hash, self.clock(), other_wire)
-            self.note("equivocations", msg.topic, msg.hash, {"publisher": msg.publisher.hex(), "other": other.hex()})
-            if self.hooks.equivocation is not None:
-                self.hooks.equivocation(msg.topic, msg.publisher, other, msg.hash)
         if self.ledger.keep(msg.hash, kind, msg.topic, msg.publisher, reason, other, self.clock(), msg.wire):
             self._evidence[cap] += 1  # only what is new counts: judging one message again (a re-entered frame) is not more proof
             self.counts[f"evidence_{kind}"] += 1
