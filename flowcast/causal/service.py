@@ -388,8 +388,8 @@ class CausalService:
             "waiting": {"publishes": self.waits.waiting, "bytes": self.waits.bytes, **self.waits.counts},
             "subscriptions": [
                 {"name": s.name, "topic": s.topic, "into": s.into, "delivered": s.delivered, "rejected": s.rejected,
-                 "buffered": len(s.mailbox.buffered), "deferred": s.mailbox.counts["deferred"],
-                 "deferred_publishers": len(s.mailbox.deferred), "backlog": len(s.backlog),
+                 "buffered": len(s.mailbox.buffered), "deferred": len(s.mailbox.deferred),
+                 "deferrals": s.mailbox.counts["deferred"], "deferred_publishers": len(s.mailbox.deferred.by_publisher), "backlog": len(s.backlog),
                  "owed": len(s.handoff), "redelivered": s.redelivered}
                 for s in self.broker.subs.values()
             ],

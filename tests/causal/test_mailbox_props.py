@@ -5,7 +5,7 @@ every delivered sequence is a linear extension of the DAG, every message
 is delivered at most once, and all are delivered once the sync completes.
 The Mailbox is driven directly (no I/O), the way the broker drives it:
 ``seq`` is a storage locator (the position in an append-only store) and
-deferred messages are re-offered from :meth:`Mailbox.resumable` as
+deferred messages are re-offered from :meth:`Mailbox.due` as
 ``broker.Broker.resume`` does.
 """
 
@@ -164,7 +164,7 @@ class Run:
             assert box.rejected[h][1] == "dep_rejected"
         elif full:
             assert (status, ready) == (DEFERRED, []), (node, status)
-            assert box.deferred[publisher] <= seq
+            assert any(p.seq == seq for p in box.deferred.by_publisher[publisher].values())
         else:
             assert (status, ready) == (BUFFERED, []), (node, status)
             assert box.buffered[h].seq == seq
@@ -213,22 +213,15 @@ class Run:
             assert done == {self.dag(epoch).hashes[n] for n in self.nodes(epoch)}
 
     def resume(self) -> None:
-        """Re-offer deferred messages as ``Broker.resume`` does, after a turn that delivered.
-
-        For each resumable publisher: forget its deferral, then offer its
-        stored messages from the lowest deferred seq on, in seq order (what
-        is deferred again is remembered again).  Again while that delivered.
-        """
+        """Re-offer deferred messages as ``Broker.resume`` does: what :meth:`Mailbox.due` hands back, by seq,
+        until nothing more is due (each offer may wake more)."""
         for _round in range(10_000):
-            delivered = len(self.delivered)
-            for publisher, low in self.box.resumable():
-                self.box.resumed(publisher, None)
-                for seq in range(low, len(self.storage)):
-                    epoch, node = self.storage[seq]
-                    if self.dag(epoch).publishers[node] == publisher:
-                        self.offer(node, epoch)
-            if len(self.delivered) == delivered:
+            due = self.box.due()
+            if not due:
                 return
+            for entry in sorted(due, key=lambda p: p.seq):
+                epoch, node = self.storage[entry.seq]
+                self.offer(node, epoch)
         raise AssertionError("resuming never settles")
 
     def settled(self) -> None:
@@ -238,7 +231,7 @@ class Run:
         assert box.waiters == {}
         assert box.waited() == []
         assert all(c == 0 for c in box.per_publisher.values())
-        assert box.deferred == {}
+        assert not box.deferred and box.deferred.on == {} and box.woken == []
 
 
 def assert_linear_extension(dag: Dag, sequence: list[int]) -> None:
