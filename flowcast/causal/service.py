@@ -384,6 +384,7 @@ class CausalService:
                        for t in self.config.topics},
             "relay": dict(relay.counts),
             "sync": {"missing": len(self.sync.missing), **self.sync.counts, **self.heads.counts},
+            "intake": self.sync.intake.status(),
             "broker": dict(self.broker.counts),
             "waiting": {"publishes": self.waits.waiting, "bytes": self.waits.bytes, **self.waits.counts},
             "subscriptions": [
