@@ -93,6 +93,10 @@ class Relay:
         self.genesis: dict[tuple[str, int], bytes] = {}
         #: topic -> the newest epoch closed here (-1: none): never open again, even after a restart
         self.closed: dict[str, int] = {}
+        #: (topic, publisher, epoch) -> [messages, wire bytes] held here (stored or pending): its epoch's history
+        self.history: dict[tuple[str, bytes, int], list[int]] = {}
+        #: (topic, publisher, epoch) -> messages refused ``epoch_full`` (the history reached a budget)
+        self.full: dict[tuple[str, bytes, int], int] = {}
         #: every publisher key of every topic, mapped to itself
         self._keys: dict[bytes, bytes] = {k: k for t in config.topics.values() for k in t.publishers}
 
@@ -136,6 +140,8 @@ class Relay:
         if shape:
             self.reject(msg, shape)
             return self._drop(msg.topic, shape, source, msg.publisher)
+        if self._over_history(msg):
+            return self._drop(msg.topic, "epoch_full", source, msg.publisher)
         self._claim(msg)
         self.pending[digest] = (msg, source)
         try:
@@ -149,6 +155,32 @@ class Relay:
         ticket.add_done(lambda done, digest=digest: self._stored(done, digest))
         self.counts["accepted"] += 1
         return "stored"
+
+    def _over_history(self, msg: TopicMsg) -> bool:
+        """Count ``msg`` into its publisher's history of its epoch, or say it is over a budget (and count that)."""
+        chain = (msg.topic, msg.publisher, msg.epoch)
+        held = self.history.get(chain)
+        if held is None:
+            held = self.history[chain] = [0, 0]
+        size = len(msg.wire)
+        if held[0] < self.config.epoch_max_messages and held[1] + size <= self.config.epoch_max_bytes:
+            held[0] += 1
+            held[1] += size
+            return False
+        refused = self.full.get(chain, 0)
+        if not refused:
+            log.warning("causal: publisher %s holds %d messages (%d bytes) in epoch %d of %s, its budget "
+                        "(epoch_max_messages %d, epoch_max_bytes %d): its further messages of the epoch are refused "
+                        "until the next epoch opens", msg.publisher.hex()[:16], held[0], held[1], msg.epoch, msg.topic,
+                        self.config.epoch_max_messages, self.config.epoch_max_bytes)
+        self.full[chain] = refused + 1
+        return True
+
+    def _unhistory(self, msg: TopicMsg) -> None:
+        held = self.history.get((msg.topic, msg.publisher, msg.epoch))
+        if held is not None:
+            held[0] -= 1
+            held[1] -= len(msg.wire)
 
     def _window(self, msg: TopicMsg, owner: bytes) -> str:
         current = self.current.get(msg.topic, 0)
@@ -245,7 +277,8 @@ class Relay:
 
     def _unclaim(self, msg: TopicMsg) -> None:
         """Undo :meth:`_claim` for a message the disk refused: it was never stored, so it claims no place
-        (else the publisher's next message, finding no previous, would equivocate with it)."""
+        (else the publisher's next message, finding no previous, would equivocate with it), nor history."""
+        self._unhistory(msg)
         prev = msg.prev
         key = (msg.topic, msg.publisher, msg.epoch, prev.hash if prev is not None else b"")
         if self.claims.get(key) == msg.hash:
@@ -314,6 +347,9 @@ class Relay:
             del self.heads[key]
         for key in [k for k in self.genesis if k[0] == topic and k[1] < keep_from]:
             del self.genesis[key]
+        for table in (self.history, self.full):
+            for key in [k for k in table if k[0] == topic and k[2] < keep_from]:
+                del table[key]
         for digest in [h for h, (t, e, _r) in self.rejected.items() if t == topic and e < keep_from]:
             del self.rejected[digest]
         return len(old)
@@ -367,6 +403,9 @@ class Relay:
             if not self.is_open(msg.topic, msg.epoch) or msg.hash in self.index:
                 continue
             self._claim(msg)
+            held = self.history.setdefault((msg.topic, msg.publisher, msg.epoch), [0, 0])
+            held[0] += 1  # what the cache holds counts, even past a budget lowered since
+            held[1] += len(msg.wire)
             self.index[msg.hash] = Held(msg.topic, msg.epoch, msg.publisher, msg.hsig, seq, "")
             kept += 1
         return kept

@@ -380,7 +380,10 @@ class CausalService:
     def status(self) -> dict[str, Any]:
         relay = self.relay
         return {
-            "topics": {t: {"epoch": relay.current.get(t, 0), "held": sum(1 for h in relay.index.values() if h.topic == t)}
+            "topics": {t: {"epoch": relay.current.get(t, 0),
+                           "held": sum(held[0] for (topic, _p, _e), held in relay.history.items() if topic == t),
+                           "full": {publisher.hex(): {"epoch": epoch, "refused": refused}
+                                    for (topic, publisher, epoch), refused in relay.full.items() if topic == t}}
                        for t in self.config.topics},
             "relay": dict(relay.counts),
             "sync": {"missing": len(self.sync.missing), **self.sync.counts, **self.heads.counts},
