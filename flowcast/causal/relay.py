@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flowcast.causal.config import CausalConfig
+from flowcast.causal.index import Held, HeldIndex
 from flowcast.causal.message import CausalError, TopicMsg, decode, verify_id
 from flowcast.causal.storage import LocalStorage
 
@@ -41,20 +42,6 @@ log = logging.getLogger(__name__)
 #: Rejected hashes remembered across the open epochs (each a few hundred bytes): a publisher flooding
 #: signed junk is bounded here as its evidence is in the ledger (the cap per publisher, kind and epoch).
 MAX_REJECTED = 100_000
-
-
-class Held:
-    """What the relay remembers of a stored message of an open epoch."""
-
-    __slots__ = ("topic", "epoch", "publisher", "hsig", "seq", "source")
-
-    def __init__(self, topic: str, epoch: int, publisher: bytes, hsig: bytes, seq: int, source: str) -> None:
-        self.topic = topic
-        self.epoch = epoch
-        self.publisher = publisher
-        self.hsig = hsig
-        self.seq = seq
-        self.source = source
 
 
 class Relay:
@@ -71,16 +58,19 @@ class Relay:
         self._on_evidence = on_evidence
         self._on_epoch = on_epoch
         self.counts: Counter[str] = Counter()
-        #: hash -> Held, for messages stored in the open epochs
-        self.index: dict[bytes, Held] = {}
+        #: hash -> Held, for messages stored in the open epochs (packed: flowcast/causal/index.py)
+        self.index = HeldIndex(self._read_hsig)
         #: hash -> (message, source): accepted, waiting for the disk
         self.pending: dict[bytes, tuple[TopicMsg, str]] = {}
         #: hash -> who waits to hear that the pending write of it is durable (or failed)
         self._waiting: dict[bytes, list[Durable]] = {}
         #: hash -> (topic, epoch, reason): signed, but failed the shape rules (or a dep of it did)
         self.rejected: dict[bytes, tuple[str, int, str]] = {}
-        #: (topic, publisher, epoch, prev hash or b"") -> the hash that claimed it first
-        self.claims: dict[tuple[str, bytes, int, bytes], bytes] = {}
+        #: (topic, epoch) -> {prev hash (or the publisher's key, for a chain's first) -> the hash that claimed it first}
+        self.claims: dict[tuple[str, int], dict[bytes, bytes]] = {}
+        #: (topic, publisher, epoch, prev hash or key) -> first claimant, where another publisher's message claimed
+        #: that prev first (a dep naming a publisher that did not sign it, not held here yet): rare
+        self.odd_claims: dict[tuple[str, bytes, int, bytes], bytes] = {}
         #: (topic, publisher, epoch) -> the newest hash of the publisher's chain seen here
         self.tips: dict[tuple[str, bytes, int], bytes] = {}
         #: (topic, epoch) -> hashes accepted here that no accepted message names yet
@@ -237,14 +227,29 @@ class Relay:
         """True if ``msg`` names a message held here with a signature or publisher that does not verify.
 
         Only a named id that differs from the held one costs a verify, so an
-        honest message costs a dict lookup per dep.
+        honest message costs a lookup (and at most a short keyed hash) per dep.
         """
+        index, pending = self.index, self.pending
         for dep in msg.deps:
-            known = self.signed_as(dep.hash)
-            if (known is not None and (dep.hsig != known[1] or dep.publisher != known[0])
-                    and not verify_id(dep.publisher, dep.hash, dep.hsig)):
+            held = index.get(dep.hash)
+            if held is not None:
+                same = held.signed_by(dep.publisher, dep.hsig)
+            else:
+                waiting = pending.get(dep.hash)
+                if waiting is None:
+                    continue
+                same = dep.hsig == waiting[0].hsig and dep.publisher == waiting[0].publisher
+            if not same and not verify_id(dep.publisher, dep.hash, dep.hsig):
                 return True
         return False
+
+    def _read_hsig(self, seq: int) -> bytes | None:
+        """The signature of the message stored at ``seq``, read back (the index keeps only recent ones whole)."""
+        wire = self.storage.get([seq]).get(seq)
+        try:
+            return decode(wire).hsig if wire is not None else None
+        except CausalError:
+            return None
 
     def reject(self, msg: TopicMsg, reason: str) -> None:
         """``msg`` is signed by its publisher but breaks the rules: remember its hash (what names it is
@@ -255,13 +260,33 @@ class Relay:
             self.counts["rejected_over_cap"] += 1  # what names it waits as missing until its epoch closes
         self._on_evidence(msg, reason, None)
 
+    def _claim_slot(self, msg: TopicMsg) -> tuple[dict[Any, bytes], Any]:
+        """Where ``msg``'s claim to its place is kept: by the prev hash (the decoded dep's own bytes, no
+        copy) in its topic and epoch, or, where another publisher claimed that prev first, by the whole key."""
+        prev = msg.prev
+        key = prev.hash if prev is not None else msg.publisher
+        table = self.claims.get((msg.topic, msg.epoch))
+        if table is None:
+            table = self.claims[(msg.topic, msg.epoch)] = {}
+        first = table.get(key)
+        if first is not None and first != msg.hash and self._publisher_of(first) not in (None, msg.publisher):
+            return self.odd_claims, (msg.topic, msg.publisher, msg.epoch, key)
+        return table, key
+
+    def _publisher_of(self, digest: bytes) -> bytes | None:
+        held = self.index.get(digest)
+        if held is not None:
+            return held.publisher
+        pending = self.pending.get(digest)
+        return pending[0].publisher if pending is not None else None
+
     def _claim(self, msg: TopicMsg) -> None:
         """Record which message claims each (publisher, epoch, prev); a second claimant is an equivocation."""
         prev = msg.prev
-        key = (msg.topic, msg.publisher, msg.epoch, prev.hash if prev is not None else b"")
-        first = self.claims.get(key)
+        table, key = self._claim_slot(msg)
+        first = table.get(key)
         if first is None:
-            self.claims[key] = msg.hash
+            table[key] = msg.hash
             chain = (msg.topic, msg.publisher, msg.epoch)
             if prev is None or self.tips.get(chain) == prev.hash:
                 self.tips[chain] = msg.hash
@@ -280,9 +305,9 @@ class Relay:
         (else the publisher's next message, finding no previous, would equivocate with it), nor history."""
         self._unhistory(msg)
         prev = msg.prev
-        key = (msg.topic, msg.publisher, msg.epoch, prev.hash if prev is not None else b"")
-        if self.claims.get(key) == msg.hash:
-            del self.claims[key]
+        table, key = self._claim_slot(msg)
+        if table.get(key) == msg.hash:
+            del table[key]
         chain = (msg.topic, msg.publisher, msg.epoch)
         if self.tips.get(chain) == msg.hash:
             if prev is not None:
@@ -299,6 +324,8 @@ class Relay:
 
     def _stored(self, ticket: Any, digest: bytes) -> None:
         msg, source = self.pending.pop(digest, (None, ""))
+        if not self.pending:
+            self.pending = {}  # a dict never shrinks: the table a burst grew goes with it
         waiting = self._waiting.pop(digest, ())
         if msg is None:
             return
@@ -310,7 +337,7 @@ class Relay:
             for durable in waiting:
                 durable(False)
             return
-        self.index[digest] = Held(msg.topic, msg.epoch, msg.publisher, msg.hsig, ticket.seq, source)
+        self.index.put(digest, msg.topic, msg.epoch, msg.publisher, msg.hsig, ticket.seq, source)
         for durable in waiting:  # on disk: the copies that fed it may go
             durable(True)
         self.counts["stored"] += 1
@@ -339,8 +366,10 @@ class Relay:
         old = [h for h, held in self.index.items() if held.topic == topic and held.epoch < keep_from]
         for digest in old:
             del self.index[digest]
-        for key in [k for k in self.claims if k[0] == topic and k[2] < keep_from]:
+        for key in [k for k in self.claims if k[0] == topic and k[1] < keep_from]:
             del self.claims[key]
+        for key in [k for k in self.odd_claims if k[0] == topic and k[2] < keep_from]:
+            del self.odd_claims[key]
         for key in [k for k in self.tips if k[0] == topic and k[2] < keep_from]:
             del self.tips[key]
         for key in [k for k in self.heads if k[0] == topic and k[1] < keep_from]:
@@ -406,6 +435,6 @@ class Relay:
             held = self.history.setdefault((msg.topic, msg.publisher, msg.epoch), [0, 0])
             held[0] += 1  # what the cache holds counts, even past a budget lowered since
             held[1] += len(msg.wire)
-            self.index[msg.hash] = Held(msg.topic, msg.epoch, msg.publisher, msg.hsig, seq, "")
+            self.index.put(msg.hash, msg.topic, msg.epoch, msg.publisher, msg.hsig, seq, "")
             kept += 1
         return kept

@@ -37,7 +37,7 @@ def test_a_message_offered_again_is_a_duplicate_whether_delivered_or_buffered() 
     assert box.offer(C, P, 0, (B,)) == (BUFFERED, [])
     assert box.offer(C, P, 0, (B,)) == (DUPLICATE, [])
     assert box.counts[DUPLICATE] == 2 and box.counts[DELIVERED] == 1
-    assert list(box.buffered) == [C] and box.per_publisher[P] == 1 and box.waiters[B] == [box.buffered[C]]
+    assert list(box.buffered) == [C] and box.per_publisher[P] == 1 and box.waiting_for(B) == [box.buffered[C]]
     status, ready = box.offer(B, P, 0, (A,))
     assert status == DELIVERED and hashes(ready) == [B, C]
     assert box.offer(C, P, 0, (B,)) == (DUPLICATE, [])
@@ -200,7 +200,7 @@ def test_closing_an_epoch_abandons_its_buffered_messages_and_forgets_it() -> Non
     assert box.rejected == {D: (0, "invalid"), E: (1, "invalid"), m: (1, "dep_rejected")}
     abandoned = box.close_epoch(0)
     assert sorted(e.hash for e in abandoned) == [C, X] and all(e.epoch == 0 for e in abandoned)
-    assert list(box.buffered) == [k] and box.waiters == {h: [box.buffered[k]]}
+    assert list(box.buffered) == [k] and list(box.waiters) == [h] and box.waiting_for(h) == [box.buffered[k]]
     assert box.rejected == {E: (1, "invalid"), m: (1, "dep_rejected")}
     assert box.epochs() == [1] and box.frontier(0) == [] and box.frontier(1) == [g]
     assert not box.is_delivered(A, 0) and box.is_delivered(g, 1)

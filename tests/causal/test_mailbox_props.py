@@ -203,8 +203,9 @@ class Run:
             missing = box.missing_of(entry)
             assert entry.waiting == len(missing) > 0, entry
             for d in missing:
-                assert any(w is entry for w in box.waiters.get(d, ())), (entry, d)
-        for d, waiting in box.waiters.items():
+                assert any(w is entry for w in box.waiting_for(d)), (entry, d)
+        for d in box.waiters:
+            waiting = box.waiting_for(d)
             assert waiting, "an empty waiter list is kept"
             for w in waiting:
                 assert box.buffered.get(w.hash) is w and d in w.deps
@@ -410,7 +411,7 @@ def test_closing_an_epoch_abandons_exactly_its_buffered_messages(data) -> None:
     assert box.buffered == before  # the other epochs' buffered messages, untouched
     assert {e: s for e, s in box.delivered.items()} == kept
     assert closing not in box.epochs() and box.frontier(closing) == []
-    assert not any(w.epoch == closing for ws in box.waiters.values() for w in ws)
+    assert not any(w.epoch == closing for d in box.waiters for w in box.waiting_for(d))
     run.delivered = [(e, i) for e, i in run.delivered if e != closing]
     run.position = {k: p for k, p in run.position.items() if k[0] != closing}
     run.dags = tuple(g for g in graphs if g.epoch != closing)
