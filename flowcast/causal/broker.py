@@ -246,7 +246,9 @@ class Broker:
         if box.is_delivered(digest, msg.epoch) or digest in box.buffered or digest in box.rejected:
             return "duplicate"
         relay = self.relay
-        if digest in relay.rejected or relay.forged_ref(msg):  # a dep stored after it came, named with a forged hsig
+        held = relay.index.get(digest)
+        if digest in relay.rejected or ((held is None or held.unsure) and relay.forged_ref(msg)):
+            # a dep stored after it came, named with a forged hsig (what came after its deps was checked then)
             self._refuse_forged(msg)
             return REJECTED
         for dep in msg.deps:
@@ -327,7 +329,11 @@ class Broker:
                     continue
                 done += len(chunk)
                 self.counts["reoffered"] += len(chunk)
-                self._replay(sub, sorted(entry.seq for entry in chunk))
+                try:
+                    self._replay(sub, sorted(entry.seq for entry in chunk))
+                except Exception:  # noqa: BLE001 - one subscription's failure must not stop the others' wake-ups
+                    self.counts["offer_failed"] += 1
+                    log.exception("causal: offering deferred messages to %r again failed", sub)
         finally:
             self._waking = False
         if self._wakes and self._wake_timer is None and not self.service._closed:

@@ -29,7 +29,7 @@ __all__ = ["Held", "HeldIndex", "RECENT"]
 #: Whole signatures kept for the newest stored messages (what a publish names); older ones are read back.
 RECENT = 256
 
-_ROW = struct.Struct("<QQIII8s")
+_ROW = struct.Struct("<QQIIIB8s")
 _KEY = os.urandom(16)
 
 
@@ -40,16 +40,18 @@ def fingerprint(hsig: bytes) -> bytes:
 class Held:
     """What the relay remembers of one stored message (a view made on asking; changing it changes nothing)."""
 
-    __slots__ = ("hash", "topic", "epoch", "publisher", "seq", "source", "mark", "_index")
+    __slots__ = ("hash", "topic", "epoch", "publisher", "seq", "source", "unsure", "mark", "_index")
 
-    def __init__(self, hash: bytes, topic: str, epoch: int, publisher: bytes, seq: int, source: str, mark: bytes,
-                 index: "HeldIndex") -> None:
+    def __init__(self, hash: bytes, topic: str, epoch: int, publisher: bytes, seq: int, source: str, unsure: bool,
+                 mark: bytes, index: "HeldIndex") -> None:
         self.hash = hash
         self.topic = topic
         self.epoch = epoch
         self.publisher = publisher
         self.seq = seq
         self.source = source
+        #: some dep was not held here when it was accepted, so its named signature was not compared then
+        self.unsure = unsure
         self.mark = mark
         self._index = index
 
@@ -79,9 +81,10 @@ class HeldIndex:
         #: hash -> hsig of the newest stored messages
         self.recent: OrderedDict[bytes, bytes] = OrderedDict()
 
-    def put(self, digest: bytes, topic: str, epoch: int, publisher: bytes, hsig: bytes, seq: int, source: str) -> None:
+    def put(self, digest: bytes, topic: str, epoch: int, publisher: bytes, hsig: bytes, seq: int, source: str,
+            unsure: bool = True) -> None:
         self._rows[digest] = _ROW.pack(seq, epoch, self._name(topic), self._key(publisher), self._name(source),
-                                       fingerprint(hsig))
+                                       1 if unsure else 0, fingerprint(hsig))
         recent = self.recent
         recent[digest] = hsig
         if len(recent) > RECENT:
@@ -91,8 +94,9 @@ class HeldIndex:
         row = self._rows.get(digest)
         if row is None:
             return None
-        seq, epoch, topic, publisher, source, mark = _ROW.unpack(row)
-        return Held(digest, self._names[topic], epoch, self._keys[publisher], seq, self._names[source], mark, self)
+        seq, epoch, topic, publisher, source, unsure, mark = _ROW.unpack(row)
+        return Held(digest, self._names[topic], epoch, self._keys[publisher], seq, self._names[source], bool(unsure),
+                    mark, self)
 
     def __getitem__(self, digest: bytes) -> Held:
         found = self.get(digest)

@@ -20,11 +20,14 @@ what waits here; a stop leaves them owed, to be handed over again.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
 __all__ = ["Intake", "PER_PASS"]
+
+log = logging.getLogger(__name__)
 
 #: Messages from the peers' feeds offered to the relay in one pass (each costs a signature check).
 PER_PASS = 64
@@ -115,7 +118,11 @@ class Intake:
             self.waiting -= 1
             self.bytes -= _size(item)
             self.counts["offered"] += 1
-            self._offer(lane.peer, item)
+            try:
+                self._offer(lane.peer, item)
+            except Exception:  # noqa: BLE001 - still owed to the feed: handed over again after a restart
+                self.counts["offer_failed"] += 1
+                log.exception("causal: a message from %s could not be offered to the relay", lane.peer)
         if ready and self._timer is None and not self._closed:
             self._timer = self.scheduler.call_later(0.0, self._pass)
 

@@ -62,6 +62,8 @@ class Relay:
         self.index = HeldIndex(self._read_hsig)
         #: hash -> (message, source): accepted, waiting for the disk
         self.pending: dict[bytes, tuple[TopicMsg, str]] = {}
+        #: pending hashes some dep of which was not held when they were accepted (:meth:`forged_ref` later)
+        self._unsure: set[bytes] = set()
         #: hash -> who waits to hear that the pending write of it is durable (or failed)
         self._waiting: dict[bytes, list[Durable]] = {}
         #: hash -> (topic, epoch, reason): signed, but failed the shape rules (or a dep of it did)
@@ -134,10 +136,13 @@ class Relay:
             return self._drop(msg.topic, "epoch_full", source, msg.publisher)
         self._claim(msg)
         self.pending[digest] = (msg, source)
+        if any(dep.hash not in self.index and dep.hash not in self.pending for dep in msg.deps):
+            self._unsure.add(digest)
         try:
             ticket = self.storage.put(msg)
         except Exception as error:  # noqa: BLE001 - busy, full, closed: counted; the sender's copy stays
             self.pending.pop(digest, None)
+            self._unsure.discard(digest)
             self._unclaim(msg)
             return self._drop(msg.topic, f"store_{getattr(error, 'reason', 'failed')}", source, msg.publisher)
         if durable is not None:
@@ -212,16 +217,6 @@ class Relay:
         publisher must verify (deps not held are verified before they are fetched, in sync; one that
         arrives after ``msg`` is compared when ``msg`` is offered: :meth:`forged_ref`)."""
         return "bad_dep_signature" if self.forged_ref(msg) else ""
-
-    def signed_as(self, digest: bytes) -> tuple[bytes, bytes] | None:
-        """(publisher, hsig) of ``digest`` if this relay holds it, stored or pending; else None."""
-        held = self.index.get(digest)
-        if held is not None:
-            return held.publisher, held.hsig
-        pending = self.pending.get(digest)
-        if pending is not None:
-            return pending[0].publisher, pending[0].hsig
-        return None
 
     def forged_ref(self, msg: TopicMsg) -> bool:
         """True if ``msg`` names a message held here with a signature or publisher that does not verify.
@@ -324,8 +319,11 @@ class Relay:
 
     def _stored(self, ticket: Any, digest: bytes) -> None:
         msg, source = self.pending.pop(digest, (None, ""))
+        unsure = digest in self._unsure
+        self._unsure.discard(digest)
         if not self.pending:
             self.pending = {}  # a dict never shrinks: the table a burst grew goes with it
+            self._unsure = set()
         waiting = self._waiting.pop(digest, ())
         if msg is None:
             return
@@ -337,7 +335,7 @@ class Relay:
             for durable in waiting:
                 durable(False)
             return
-        self.index.put(digest, msg.topic, msg.epoch, msg.publisher, msg.hsig, ticket.seq, source)
+        self.index.put(digest, msg.topic, msg.epoch, msg.publisher, msg.hsig, ticket.seq, source, unsure)
         for durable in waiting:  # on disk: the copies that fed it may go
             durable(True)
         self.counts["stored"] += 1
