@@ -28,6 +28,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from flowcast.causal.deferred import Parked
 from flowcast.causal.mailbox import BUFFERED, DEFERRED, DELIVERED, REJECTED, Buffered, Mailbox, Ready
 from flowcast.causal.message import CausalError, TopicMsg, decode
 from flowcast.store.handoff import Handoff
@@ -37,9 +38,9 @@ __all__ = ["ACKS", "Broker", "MAX_OWED", "Subscription", "delivery"]
 log = logging.getLogger(__name__)
 
 Predicate = Callable[[TopicMsg], Any]
-#: Seconds between re-reads of a publisher's deferred messages from storage when its buffer has no room:
-#: they are the backstop for what following a delivered message's own successor does not reach.
-RESUME_EVERY = 1.0
+#: Deferred messages read back and offered again in one pass; the rest go on the next turn, so a delivery
+#: that wakes thousands of them does not hold up the house (flowcast/causal/deferred.py says when they wake).
+WAKE_PER_PASS = 256
 #: Seconds between looks for room in a full queue share while deliveries wait for it.
 DRAIN_EVERY = 0.05
 #: How a subscription's deliveries are acknowledged: when the turn that took them ends, or by ``ack``.
@@ -118,12 +119,10 @@ class Broker:
         self._outbox: list[tuple[Subscription, Ready, TopicMsg | None]] = []
         self._flushing: Any = None
         self._retry = 0.0
-        #: (subscription, hash): stored messages to offer now, the own successors of what was just delivered
-        self._chase: deque[tuple[Subscription, bytes]] = deque()
-        self._chasing = False
-        #: (subscription name, publisher) -> when its deferred messages were last re-read without room
-        self._backstop: dict[tuple[str, bytes], float] = {}
-        self._resume_timer: Any = None
+        #: (subscription, deferred messages to read back and offer again), served in turn
+        self._wakes: deque[tuple[Subscription, list[Parked]]] = deque()
+        self._waking = False
+        self._wake_timer: Any = None
         self._draining: Any = None
         #: subscription name -> Handoff, for the life of the broker: a subscription made again keeps what it owes
         self.handoffs: dict[str, Handoff] = {}
@@ -210,8 +209,6 @@ class Broker:
         # recorded as delivered but never handed over: no longer delivered, so the next subscription of this name gets them
         self._outbox = [entry for entry in self._outbox if entry[0] is not sub]
         self._forget_backlog(sub)
-        for key in [k for k in self._backstop if k[0] == sub.name]:
-            del self._backstop[key]
 
     def _read(self, seqs: list[int]) -> Iterator[tuple[int, TopicMsg]]:
         """(seq, message) read back from storage in batches; what expired or does not decode is skipped."""
@@ -226,12 +223,11 @@ class Broker:
                 except CausalError:
                     self.counts["unreadable"] += 1
 
-    def _replay(self, sub: Subscription, seqs: list[int], publisher: bytes | None = None) -> None:
+    def _replay(self, sub: Subscription, seqs: list[int]) -> None:
         """Offer stored messages again, in store order (a new subscription, a restart, deferred ones)."""
         for seq, msg in self._read(seqs):
-            if publisher is None or msg.publisher == publisher:
-                held = self.relay.index.get(msg.hash)
-                self.offer(sub, msg, seq, held.source if held is not None else "")
+            held = self.relay.index.get(msg.hash)
+            self.offer(sub, msg, seq, held.source if held is not None else "")
 
     # -- offering ---------------------------------------------------------------------
 
@@ -250,6 +246,11 @@ class Broker:
         if box.is_delivered(digest, msg.epoch) or digest in box.buffered or digest in box.rejected:
             return "duplicate"
         relay = self.relay
+        held = relay.index.get(digest)
+        if digest in relay.rejected or ((held is None or held.unsure) and relay.forged_ref(msg)):
+            # a dep stored after it came, named with a forged hsig (what came after its deps was checked then)
+            self._refuse_forged(msg)
+            return REJECTED
         for dep in msg.deps:
             found = relay.rejected.get(dep.hash)
             if found is not None and dep.hash not in box.rejected:
@@ -271,8 +272,6 @@ class Broker:
             swept, box.swept = box.swept, []
             for entry, why in swept:
                 self._rejected(sub, sub.topic, entry.hash, entry.publisher, why)
-            if box.deferred:  # they freed buffer room
-                self.scheduler.call_later(0.0, self.resume)
         if status == BUFFERED:
             entry = box.buffered[digest]
             if self.hooks.buffered is not None:
@@ -288,39 +287,61 @@ class Broker:
                 self._outbox.append((sub, item, first if item.hash == digest else None))
             if self._flushing is None:
                 self._flushing = self.scheduler.call_later(0.0, self.flush)
-            if box.deferred:
-                self._follow(sub, ready)
+        if box.woken or (box.deferred and status != DEFERRED):
+            self._wake(sub)
         return status
 
-    def _follow(self, sub: Subscription, ready: list[Ready]) -> None:
-        """Offer the own successor of each message just delivered, if it is stored here and was deferred.
+    def _refuse_forged(self, msg: TopicMsg) -> None:
+        """``msg`` is rejected at the relay (a forged reference found after it was stored): in every mailbox of
+        its topic too, so whether it is delivered never depends on which of it and its dep came first."""
+        reason = self.relay.rejected.get(msg.hash, (msg.topic, msg.epoch, "bad_dep_signature"))[2]
+        if msg.hash not in self.relay.rejected:
+            self.counts["bad_dep_signature"] += 1
+            self.relay.reject(msg, reason)
+        for sub in list(self.by_topic.get(msg.topic, ())):
+            box = sub.mailbox
+            if msg.hash not in box.rejected and not box.is_delivered(msg.hash, msg.epoch):
+                self.reject(sub, msg.hash, msg.publisher, msg.epoch, reason)
 
-        A publisher's messages form a chain (each names its own previous), and
-        the relay knows each message's successor by its claim, so a chain
-        that arrived backwards over the cap is delivered one read each,
-        in order, instead of by re-reading everything deferred.
-        """
-        claims = self.relay.claims
-        for item in ready:
-            if item.publisher in sub.mailbox.deferred:
-                successor = claims.get((sub.topic, item.publisher, item.epoch, item.hash))
-                if successor is not None:
-                    self._chase.append((sub, successor))
-        if self._chasing:
+    def _wake(self, sub: Subscription) -> None:
+        """Offer again what ``sub``'s mailbox says is due (Mailbox.due): at most WAKE_PER_PASS now, the rest
+        on the next turns, in turn with the other subscriptions."""
+        due = sub.mailbox.due()
+        if due:
+            self._wakes.append((sub, due))
+            self._work()
+
+    def _work(self) -> None:
+        if self._waking:  # an offer made here woke more: they are served by the loop below
             return
-        self._chasing = True
+        self._waking = True
+        done = 0
         try:
-            while self._chase:
-                who, digest = self._chase.popleft()
-                held = self.relay.index.get(digest)
-                box = who.mailbox
-                if (held is None or who.closed or box.is_delivered(digest, held.epoch) or digest in box.buffered
-                        or digest in box.rejected):
-                    continue  # not stored yet (it is offered when it is), or already known here
-                self.counts["followed"] += 1
-                self._replay(who, [held.seq])
+            while self._wakes and done < WAKE_PER_PASS:
+                sub, entries = self._wakes[0]
+                chunk = entries[-64:]
+                del entries[-64:]
+                if entries:
+                    self._wakes.rotate(-1)
+                else:
+                    self._wakes.popleft()
+                if sub.closed:
+                    continue
+                done += len(chunk)
+                self.counts["reoffered"] += len(chunk)
+                try:
+                    self._replay(sub, sorted(entry.seq for entry in chunk))
+                except Exception:  # noqa: BLE001 - one subscription's failure must not stop the others' wake-ups
+                    self.counts["offer_failed"] += 1
+                    log.exception("causal: offering deferred messages to %r again failed", sub)
         finally:
-            self._chasing = False
+            self._waking = False
+        if self._wakes and self._wake_timer is None and not self.service._closed:
+            self._wake_timer = self.scheduler.call_later(0.0, self._work_due)
+
+    def _work_due(self) -> None:
+        self._wake_timer = None
+        self._work()
 
     def _judge(self, sub: Subscription, msg: TopicMsg) -> str:
         """Predicate 2: '' if valid, else the reason."""
@@ -348,8 +369,8 @@ class Broker:
         for entry in gone:
             if entry.hash != digest:
                 self._rejected(sub, sub.topic, entry.hash, entry.publisher, "dep_rejected")
-        if gone and sub.mailbox.deferred:
-            self.scheduler.call_later(0.0, self.resume)
+        if sub.mailbox.woken or (gone and sub.mailbox.deferred):
+            self._wake(sub)
 
     def _rejected(self, sub: Subscription, topic: str, digest: bytes, publisher: bytes, reason: str) -> None:
         sub.rejected += 1
@@ -500,33 +521,11 @@ class Broker:
                         len(hashes), name, exc_info=True)
 
     def resume(self) -> None:
-        """Offer deferred messages again (read from storage) where their publishers have room, or, at most
-        every RESUME_EVERY seconds, where a dep they wait for was delivered (Mailbox.resumable)."""
-        now = self.clock()
-        later = float("inf")
+        """Offer again the deferred messages that are due in every mailbox (room came back, or a dep they
+        wait for was delivered or rejected)."""
         for sub in list(self.subs.values()):
-            box = sub.mailbox
-            for publisher, low in box.resumable():
-                room = len(box.buffered) < box.max_buffered and box.per_publisher[publisher] < box.max_per_publisher
-                key = (sub.name, publisher)
-                if not room:
-                    due = self._backstop.get(key, -RESUME_EVERY) + RESUME_EVERY
-                    if due > now:
-                        later = min(later, due)
-                        continue
-                    self._backstop[key] = now
-                seqs = sorted(h.seq for h in self.relay.index.values()
-                              if h.topic == sub.topic and h.publisher == publisher and h.seq >= low)
-                box.resumed(publisher, None)
-                self.counts["resumed"] += 1
-                self._replay(sub, seqs, publisher)
-        if later < float("inf") and self._resume_timer is None:
-            self._resume_timer = self.scheduler.call_later(later - now, self._resume_due)
-
-    def _resume_due(self) -> None:
-        self._resume_timer = None
-        if not self.service._closed:
-            self.resume()
+            if sub.mailbox.deferred or sub.mailbox.woken:
+                self._wake(sub)
 
     def close(self) -> None:
         """Stop: nothing more is recorded or handed over, and what was recorded but still waits for room in
@@ -534,9 +533,10 @@ class Broker:
         What the flows took in the last turn is acknowledged; what sits in their queues stays owed."""
         self._settle()
         self.store.off_turn_end(self._settle)
-        if self._resume_timer is not None:
-            self._resume_timer.cancel()
-            self._resume_timer = None
+        if self._wake_timer is not None:
+            self._wake_timer.cancel()
+            self._wake_timer = None
+        self._wakes.clear()
         if self._draining is not None:
             self._draining.cancel()
             self._draining = None
@@ -547,16 +547,9 @@ class Broker:
 
     def close_epoch(self, topic: str, epoch: int) -> list[tuple[Subscription, Buffered, list[bytes]]]:
         out = []
-        now = self.clock()
         for sub in self.by_topic.get(topic, ()):
             box = sub.mailbox
             missing = {e.hash: box.missing_of(e) for e in box.buffered.values() if e.epoch == epoch}
-            if box.deferred:  # deferred messages are only a seq in the mailbox: the relay's index names them
-                done = box.delivered.get(epoch, ())
-                for digest, held in self.relay.index.items():
-                    if (held.topic == topic and held.epoch == epoch and digest not in done and digest not in box.buffered
-                            and digest not in box.rejected):
-                        out.append((sub, Buffered(digest, held.publisher, epoch, (), held.seq, None, 0, now), []))
             for entry in box.close_epoch(epoch):
                 out.append((sub, entry, missing.get(entry.hash, [])))
             try:

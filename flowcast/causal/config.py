@@ -74,6 +74,12 @@ class CausalConfig:
     #: refused ``unknown_dep`` (0: at once; flowcast/causal/depwait.py).  A few seconds: what the
     #: application got by CAST reaches its relay a road trip and an fsync later, or a fetch or two.
     dep_wait: float = 5.0
+    #: History one publisher may hold in one epoch of a topic here: messages, and their wire bytes.  Past
+    #: either, its messages of that epoch are refused ``epoch_full`` (counted, shown in status, logged once),
+    #: until the owner opens the next epoch.  Without ``epoch_every`` epoch 0 never closes, so this is what
+    #: bounds what one authorized publisher can make every relay hold (about 400 B of memory per message).
+    epoch_max_messages: int = 100_000
+    epoch_max_bytes: int = 256 << 20
 
     def __post_init__(self) -> None:
         for name, topic in self.topics.items():
@@ -83,6 +89,8 @@ class CausalConfig:
             raise CausalError("grace >= 0, caps >= 1 and 0 < fetch_base <= fetch_max", "bad_config")
         if self.epoch_every is not None and not self.epoch_every > 0:
             raise CausalError("epoch_every is a positive number of seconds", "bad_config")
+        if self.epoch_max_messages < 1 or self.epoch_max_bytes < 1:
+            raise CausalError("epoch_max_messages and epoch_max_bytes are at least 1", "bad_config")
         if not self.dep_wait >= 0:
             raise CausalError("dep_wait is a number of seconds >= 0", "bad_config")
         if self.heads_every is not None and not self.heads_every > 0:

@@ -11,10 +11,10 @@ house, in the property tests with random graphs, and in the bench against
 a bare topological sort, so what it costs per delivery is what it computes.
 
 Bounds: buffered messages are capped per publisher and per topic; an offer
-over a cap is *deferred* -- the mailbox remembers only the lowest storage
-seq it deferred per publisher, and the caller offers from there again when
-:meth:`Mailbox.resumable` says the publisher has room.  Memory is bounded
-by the caps and the number of publishers, not by what arrives.
+over a cap is *deferred* -- the mailbox keeps its storage seq under one dep
+it waits for (flowcast/causal/deferred.py), and :meth:`Mailbox.due` hands
+back the deferred messages worth offering again: those whose dep was just
+delivered or rejected, and, when there is room, each publisher's oldest.
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-__all__ = ["Buffered", "DEFERRED", "DELIVERED", "DUPLICATE", "BUFFERED", "Mailbox", "REJECTED", "Ready"]
+from flowcast.causal.deferred import Deferred, Parked
 
-#: Deps remembered per publisher for its deferred messages; past that, any delivery may unblock them.
-MAX_DEFERRED_DEPS = 4096
+__all__ = ["Buffered", "DEFERRED", "DELIVERED", "DUPLICATE", "BUFFERED", "Mailbox", "REJECTED", "Ready"]
 
 DELIVERED = "delivered"
 BUFFERED = "buffered"
@@ -48,20 +47,29 @@ class Ready(NamedTuple):
 
 
 class Buffered:
-    """A buffered message: what it waits for, and where it is stored."""
+    """A buffered message: what it waits for, and where it is stored.
 
-    __slots__ = ("hash", "publisher", "epoch", "deps", "seq", "item", "waiting", "since")
+    A message naming one dep (a chain's next) keeps that hash itself, not a
+    tuple of it: 48 bytes less for each message a flood makes a mailbox hold.
+    """
+
+    __slots__ = ("hash", "publisher", "epoch", "_deps", "seq", "item", "waiting", "since")
 
     def __init__(self, hash: bytes, publisher: bytes, epoch: int, deps: tuple[bytes, ...], seq: int, item: Any,
                  waiting: int, since: float) -> None:
         self.hash = hash
         self.publisher = publisher
         self.epoch = epoch
-        self.deps = deps
+        self._deps: bytes | tuple[bytes, ...] = deps[0] if len(deps) == 1 else deps
         self.seq = seq
         self.item = item
         self.waiting = waiting
         self.since = since
+
+    @property
+    def deps(self) -> tuple[bytes, ...]:
+        deps = self._deps
+        return (deps,) if deps.__class__ is bytes else deps  # type: ignore[return-value]
 
     def __repr__(self) -> str:
         return f"Buffered({self.hash[:6].hex()}, e{self.epoch}, waiting={self.waiting})"
@@ -82,21 +90,16 @@ class Mailbox:
         #: epoch -> delivered hashes no delivered message names yet (insertion-ordered)
         self.heads: dict[int, dict[bytes, None]] = {}
         self.buffered: dict[bytes, Buffered] = {}
-        #: dep hash -> the buffered messages waiting for it
-        self.waiters: dict[bytes, list[Buffered]] = {}
+        #: dep hash -> the buffered message waiting for it, or a list of them (one is the common case: a chain)
+        self.waiters: dict[bytes, Buffered | list[Buffered]] = {}
         #: hash -> (epoch, reason): never delivered; what names it is rejected too
         self.rejected: dict[bytes, tuple[int, str]] = {}
         self.per_publisher: Counter[bytes] = Counter()
-        #: publisher -> lowest storage seq of a message deferred over a cap
-        self.deferred: dict[bytes, int] = {}
-        #: publisher -> deliveries counted when its first deferral since resumed: one after may unblock it
-        self.deferred_at: dict[bytes, int] = {}
-        #: publisher -> the deps its deferred messages wait for (None: more than MAX_DEFERRED_DEPS, not kept)
-        self.deferred_deps: dict[bytes, set[bytes] | None] = {}
-        #: dep hash -> the publishers with a deferred message waiting for it
-        self.deferred_on: dict[bytes, set[bytes]] = {}
-        #: publishers one of whose deferred messages' deps was delivered since: worth offering again
-        self.deferred_hit: set[bytes] = set()
+        #: messages deferred over a cap, each under one dep it waits for (``len``: how many now)
+        self.deferred = Deferred()
+        #: deferred messages whose dep was delivered or rejected since :meth:`due` was last asked
+        self.woken: list[Parked] = []
+        self._turn = 0  # which publisher gets the first share of room that comes back
         #: buffered messages rejected while releasing others (a dep of another epoch), with the reason:
         #: the caller reports them (and clears the list)
         self.swept: list[tuple[Buffered, str]] = []
@@ -138,12 +141,9 @@ class Mailbox:
             self._release(hash, epoch, ready)
             return DELIVERED, ready
         if self.per_publisher[publisher] >= self.max_per_publisher or len(self.buffered) >= self.max_buffered:
-            low = self.deferred.get(publisher)
-            if low is None or seq < low:
-                self.deferred[publisher] = seq
-            self.deferred_at.setdefault(publisher, self.counts[DELIVERED])
-            self._defer_deps(publisher, deps, done)
-            self.counts[DEFERRED] += 1
+            on = next(dep for dep in deps if dep not in done)
+            self.deferred.park(hash, publisher, epoch, seq, on)
+            self.counts[DEFERRED] += 1  # deferrals; len(self.deferred) is the messages deferred now
             return DEFERRED, []
         entry = Buffered(hash, publisher, epoch, deps, seq, item, waiting, self.clock())
         self.buffered[hash] = entry
@@ -153,45 +153,17 @@ class Mailbox:
             if dep not in done:
                 found = waiters.get(dep)
                 if found is None:
-                    waiters[dep] = [entry]
-                else:
+                    waiters[dep] = entry
+                elif found.__class__ is list:
                     found.append(entry)
+                else:
+                    waiters[dep] = [found, entry]
         self.counts[BUFFERED] += 1
         return BUFFERED, []
 
-    def _defer_deps(self, publisher: bytes, deps: tuple[bytes, ...], done: set[bytes]) -> None:
-        """Remember what a deferred message waits for, so that only delivering one of those makes the
-        publisher worth re-reading (a flood naming ghosts then costs nothing per honest delivery)."""
-        known = self.deferred_deps.setdefault(publisher, set())
-        if known is None:
-            return
-        for dep in deps:
-            if dep in done or dep in known:
-                continue
-            if len(known) >= MAX_DEFERRED_DEPS:
-                self._forget_deferred_deps(publisher)
-                self.deferred_deps[publisher] = None  # too many to keep: any delivery may unblock it
-                return
-            known.add(dep)
-            on = self.deferred_on.get(dep)
-            if on is None:
-                self.deferred_on[dep] = {publisher}
-            else:
-                on.add(publisher)
-
-    def _forget_deferred_deps(self, publisher: bytes) -> None:
-        for dep in self.deferred_deps.pop(publisher, None) or ():
-            on = self.deferred_on.get(dep)
-            if on is not None:
-                on.discard(publisher)
-                if not on:
-                    del self.deferred_on[dep]
-
     def _deliver(self, hash: bytes, epoch: int, deps: tuple[bytes, ...], done: set[bytes]) -> None:
-        if self.deferred_on:
-            hit = self.deferred_on.pop(hash, None)
-            if hit is not None:
-                self.deferred_hit.update(hit)
+        if self.deferred.on:
+            self.woken.extend(self.deferred.wake(hash))
         done.add(hash)
         heads = self.heads[epoch]
         for dep in deps:
@@ -205,7 +177,7 @@ class Mailbox:
         found = waiters.pop(hash, None)
         if found is None:
             return
-        queue = [(found, epoch)]
+        queue = [(_listed(found), epoch)]
         now = self.clock()
         buffered = self.buffered
         per_publisher = self.per_publisher
@@ -230,7 +202,7 @@ class Mailbox:
                 ready.append(Ready(entry.hash, entry.publisher, entry.epoch, entry.seq, entry.item, now - entry.since))
                 more = waiters.pop(entry.hash, None)
                 if more is not None:
-                    queue.append((more, entry.epoch))
+                    queue.append((_listed(more), entry.epoch))
 
     # -- rejecting ------------------------------------------------------------
 
@@ -250,7 +222,9 @@ class Mailbox:
                 gone.append(entry)
             self.rejected[h] = (e, why)
             self.counts[f"rejected_{why}"] += 1
-            for waiter in self.waiters.pop(h, ()):
+            if self.deferred.on:  # offered again, they are rejected too
+                self.woken.extend(self.deferred.wake(h))
+            for waiter in _listed(self.waiters.pop(h, [])):
                 if waiter.hash in self.buffered:
                     todo.append((waiter.hash, "dep_rejected", waiter.epoch))
         return gone
@@ -266,6 +240,8 @@ class Mailbox:
             heads.pop(hash, None)
         self.rejected[hash] = (epoch, reason)
         self.counts[f"rejected_{reason}"] += 1
+        if self.deferred.on:
+            self.woken.extend(self.deferred.wake(hash))
         # what is still buffered naming it no longer waits for it (it was released): reject it now
         for entry in [e for e in self.buffered.values() if hash in e.deps]:
             self.swept.extend((gone, "dep_expired") for gone in self.reject(entry.hash, "dep_expired", entry.epoch))
@@ -274,12 +250,18 @@ class Mailbox:
         """Take a message that leaves the buffer off the waiter lists of its deps."""
         for dep in entry.deps:
             found = self.waiters.get(dep)
-            if found is not None and entry in found:
+            if found is entry:
+                del self.waiters[dep]
+            elif found.__class__ is list and entry in found:
                 found.remove(entry)
                 if not found:
                     del self.waiters[dep]
 
     # -- asking ---------------------------------------------------------------
+
+    def waiting_for(self, dep: bytes) -> list[Buffered]:
+        """The buffered messages waiting for ``dep``."""
+        return _listed(self.waiters.get(dep, []))
 
     def is_delivered(self, hash: bytes, epoch: int) -> bool:
         return hash in self.delivered.get(epoch, ())
@@ -302,30 +284,31 @@ class Mailbox:
         keys = list(heads)
         return keys[-limit:]
 
-    def resumable(self) -> list[tuple[bytes, int]]:
-        """(publisher, lowest deferred seq) for each publisher with deferred messages and room to buffer them now.
+    def due(self) -> list[Parked]:
+        """Take out the deferred messages worth offering again now, for the caller to read back and offer.
 
-        Or, with no room, once a dep one of them waits for was delivered: it may
-        now be deliverable, which needs no room -- and what fills the buffer
-        may be waiting for exactly it.  (A publisher whose deferred deps were
-        too many to remember: once anything was delivered since.)
+        Those whose dep was delivered or rejected since the last call (one
+        of them may be deliverable, which needs no room), then, while there
+        is room, the oldest of each publisher with room, the room shared
+        between them in turn.  Offered again, each is delivered, buffered,
+        or deferred again under its next missing dep: never a busy loop.
         """
-        room = len(self.buffered) < self.max_buffered
-        delivered = self.counts[DELIVERED]
-        return [(p, seq) for p, seq in self.deferred.items()
-                if (room and self.per_publisher[p] < self.max_per_publisher) or p in self.deferred_hit
-                or (self.deferred_deps.get(p, ()) is None and self.deferred_at.get(p, delivered) < delivered)]
-
-    def resumed(self, publisher: bytes, seq: int | None) -> None:
-        """The caller re-offered ``publisher``'s deferred messages up to the end (None) or deferred again from ``seq``."""
-        if seq is None:
-            self.deferred.pop(publisher, None)
-            self.deferred_at.pop(publisher, None)
-            self.deferred_hit.discard(publisher)
-            self._forget_deferred_deps(publisher)
-        else:
-            self.deferred[publisher] = seq
-            self.deferred_at.setdefault(publisher, self.counts[DELIVERED])
+        out, self.woken = self.woken, []
+        deferred = self.deferred
+        room = self.max_buffered - len(self.buffered)
+        if not deferred.count or room <= 0:
+            return out
+        publishers = list(deferred.by_publisher)
+        start = self._turn % len(publishers)
+        self._turn += 1
+        share = -(-room // len(publishers))
+        for publisher in publishers[start:] + publishers[:start]:
+            if room <= 0:
+                break
+            took = deferred.oldest(publisher, min(share, room, self.max_per_publisher - self.per_publisher[publisher]))
+            room -= len(took)
+            out.extend(took)
+        return out
 
     # -- epochs ---------------------------------------------------------------
 
@@ -337,6 +320,9 @@ class Mailbox:
             self.per_publisher[entry.publisher] -= 1
         for entry in abandoned:
             self._unwait(entry)
+        now = self.clock()
+        abandoned.extend(Buffered(p.hash, p.publisher, epoch, (), p.seq, None, 0, now) for p in self.deferred.drop_epoch(epoch))
+        self.woken = [p for p in self.woken if p.epoch != epoch]
         self.counts["abandoned"] += len(abandoned)
         self.delivered.pop(epoch, None)
         self.heads.pop(epoch, None)
@@ -361,6 +347,11 @@ class Mailbox:
             "buffered": len(self.buffered),
             "waited": len(self.waited()),
             "rejected": len(self.rejected),
-            "deferred_publishers": len(self.deferred),
+            "deferred": len(self.deferred),
+            "deferred_publishers": len(self.deferred.by_publisher),
             "counts": dict(self.counts),
         }
+
+
+def _listed(found: Buffered | list[Buffered]) -> list[Buffered]:
+    return found if found.__class__ is list else [found]  # type: ignore[return-value]

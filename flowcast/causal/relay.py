@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flowcast.causal.config import CausalConfig
+from flowcast.causal.index import Held, HeldIndex
 from flowcast.causal.message import CausalError, TopicMsg, decode, verify_id
 from flowcast.causal.storage import LocalStorage
 
@@ -41,20 +42,6 @@ log = logging.getLogger(__name__)
 #: Rejected hashes remembered across the open epochs (each a few hundred bytes): a publisher flooding
 #: signed junk is bounded here as its evidence is in the ledger (the cap per publisher, kind and epoch).
 MAX_REJECTED = 100_000
-
-
-class Held:
-    """What the relay remembers of a stored message of an open epoch."""
-
-    __slots__ = ("topic", "epoch", "publisher", "hsig", "seq", "source")
-
-    def __init__(self, topic: str, epoch: int, publisher: bytes, hsig: bytes, seq: int, source: str) -> None:
-        self.topic = topic
-        self.epoch = epoch
-        self.publisher = publisher
-        self.hsig = hsig
-        self.seq = seq
-        self.source = source
 
 
 class Relay:
@@ -71,16 +58,21 @@ class Relay:
         self._on_evidence = on_evidence
         self._on_epoch = on_epoch
         self.counts: Counter[str] = Counter()
-        #: hash -> Held, for messages stored in the open epochs
-        self.index: dict[bytes, Held] = {}
+        #: hash -> Held, for messages stored in the open epochs (packed: flowcast/causal/index.py)
+        self.index = HeldIndex(self._read_hsig)
         #: hash -> (message, source): accepted, waiting for the disk
         self.pending: dict[bytes, tuple[TopicMsg, str]] = {}
+        #: pending hashes some dep of which was not held when they were accepted (:meth:`forged_ref` later)
+        self._unsure: set[bytes] = set()
         #: hash -> who waits to hear that the pending write of it is durable (or failed)
         self._waiting: dict[bytes, list[Durable]] = {}
         #: hash -> (topic, epoch, reason): signed, but failed the shape rules (or a dep of it did)
         self.rejected: dict[bytes, tuple[str, int, str]] = {}
-        #: (topic, publisher, epoch, prev hash or b"") -> the hash that claimed it first
-        self.claims: dict[tuple[str, bytes, int, bytes], bytes] = {}
+        #: (topic, epoch) -> {prev hash (or the publisher's key, for a chain's first) -> the hash that claimed it first}
+        self.claims: dict[tuple[str, int], dict[bytes, bytes]] = {}
+        #: (topic, publisher, epoch, prev hash or key) -> first claimant, where another publisher's message claimed
+        #: that prev first (a dep naming a publisher that did not sign it, not held here yet): rare
+        self.odd_claims: dict[tuple[str, bytes, int, bytes], bytes] = {}
         #: (topic, publisher, epoch) -> the newest hash of the publisher's chain seen here
         self.tips: dict[tuple[str, bytes, int], bytes] = {}
         #: (topic, epoch) -> hashes accepted here that no accepted message names yet
@@ -93,6 +85,10 @@ class Relay:
         self.genesis: dict[tuple[str, int], bytes] = {}
         #: topic -> the newest epoch closed here (-1: none): never open again, even after a restart
         self.closed: dict[str, int] = {}
+        #: (topic, publisher, epoch) -> [messages, wire bytes] held here (stored or pending): its epoch's history
+        self.history: dict[tuple[str, bytes, int], list[int]] = {}
+        #: (topic, publisher, epoch) -> messages refused ``epoch_full`` (the history reached a budget)
+        self.full: dict[tuple[str, bytes, int], int] = {}
         #: every publisher key of every topic, mapped to itself
         self._keys: dict[bytes, bytes] = {k: k for t in config.topics.values() for k in t.publishers}
 
@@ -136,12 +132,17 @@ class Relay:
         if shape:
             self.reject(msg, shape)
             return self._drop(msg.topic, shape, source, msg.publisher)
+        if self._over_history(msg):
+            return self._drop(msg.topic, "epoch_full", source, msg.publisher)
         self._claim(msg)
         self.pending[digest] = (msg, source)
+        if any(dep.hash not in self.index and dep.hash not in self.pending for dep in msg.deps):
+            self._unsure.add(digest)
         try:
             ticket = self.storage.put(msg)
         except Exception as error:  # noqa: BLE001 - busy, full, closed: counted; the sender's copy stays
             self.pending.pop(digest, None)
+            self._unsure.discard(digest)
             self._unclaim(msg)
             return self._drop(msg.topic, f"store_{getattr(error, 'reason', 'failed')}", source, msg.publisher)
         if durable is not None:
@@ -149,6 +150,32 @@ class Relay:
         ticket.add_done(lambda done, digest=digest: self._stored(done, digest))
         self.counts["accepted"] += 1
         return "stored"
+
+    def _over_history(self, msg: TopicMsg) -> bool:
+        """Count ``msg`` into its publisher's history of its epoch, or say it is over a budget (and count that)."""
+        chain = (msg.topic, msg.publisher, msg.epoch)
+        held = self.history.get(chain)
+        if held is None:
+            held = self.history[chain] = [0, 0]
+        size = len(msg.wire)
+        if held[0] < self.config.epoch_max_messages and held[1] + size <= self.config.epoch_max_bytes:
+            held[0] += 1
+            held[1] += size
+            return False
+        refused = self.full.get(chain, 0)
+        if not refused:
+            log.warning("causal: publisher %s holds %d messages (%d bytes) in epoch %d of %s, its budget "
+                        "(epoch_max_messages %d, epoch_max_bytes %d): its further messages of the epoch are refused "
+                        "until the next epoch opens", msg.publisher.hex()[:16], held[0], held[1], msg.epoch, msg.topic,
+                        self.config.epoch_max_messages, self.config.epoch_max_bytes)
+        self.full[chain] = refused + 1
+        return True
+
+    def _unhistory(self, msg: TopicMsg) -> None:
+        held = self.history.get((msg.topic, msg.publisher, msg.epoch))
+        if held is not None:
+            held[0] -= 1
+            held[1] -= len(msg.wire)
 
     def _window(self, msg: TopicMsg, owner: bytes) -> str:
         current = self.current.get(msg.topic, 0)
@@ -186,15 +213,38 @@ class Relay:
         return ""
 
     def _held_refs(self, msg: TopicMsg) -> str:
-        """A dep held here named with another signature or publisher must verify (deps not held are
-        verified before they are fetched, in sync)."""
-        index = self.index
+        """A dep held here, stored or still on its way to the disk, named with another signature or
+        publisher must verify (deps not held are verified before they are fetched, in sync; one that
+        arrives after ``msg`` is compared when ``msg`` is offered: :meth:`forged_ref`)."""
+        return "bad_dep_signature" if self.forged_ref(msg) else ""
+
+    def forged_ref(self, msg: TopicMsg) -> bool:
+        """True if ``msg`` names a message held here with a signature or publisher that does not verify.
+
+        Only a named id that differs from the held one costs a verify, so an
+        honest message costs a lookup (and at most a short keyed hash) per dep.
+        """
+        index, pending = self.index, self.pending
         for dep in msg.deps:
             held = index.get(dep.hash)
-            if (held is not None and (dep.hsig != held.hsig or dep.publisher != held.publisher)
-                    and not verify_id(dep.publisher, dep.hash, dep.hsig)):
-                return "bad_dep_signature"
-        return ""
+            if held is not None:
+                same = held.signed_by(dep.publisher, dep.hsig)
+            else:
+                waiting = pending.get(dep.hash)
+                if waiting is None:
+                    continue
+                same = dep.hsig == waiting[0].hsig and dep.publisher == waiting[0].publisher
+            if not same and not verify_id(dep.publisher, dep.hash, dep.hsig):
+                return True
+        return False
+
+    def _read_hsig(self, seq: int) -> bytes | None:
+        """The signature of the message stored at ``seq``, read back (the index keeps only recent ones whole)."""
+        wire = self.storage.get([seq]).get(seq)
+        try:
+            return decode(wire).hsig if wire is not None else None
+        except CausalError:
+            return None
 
     def reject(self, msg: TopicMsg, reason: str) -> None:
         """``msg`` is signed by its publisher but breaks the rules: remember its hash (what names it is
@@ -205,13 +255,33 @@ class Relay:
             self.counts["rejected_over_cap"] += 1  # what names it waits as missing until its epoch closes
         self._on_evidence(msg, reason, None)
 
+    def _claim_slot(self, msg: TopicMsg) -> tuple[dict[Any, bytes], Any]:
+        """Where ``msg``'s claim to its place is kept: by the prev hash (the decoded dep's own bytes, no
+        copy) in its topic and epoch, or, where another publisher claimed that prev first, by the whole key."""
+        prev = msg.prev
+        key = prev.hash if prev is not None else msg.publisher
+        table = self.claims.get((msg.topic, msg.epoch))
+        if table is None:
+            table = self.claims[(msg.topic, msg.epoch)] = {}
+        first = table.get(key)
+        if first is not None and first != msg.hash and self._publisher_of(first) not in (None, msg.publisher):
+            return self.odd_claims, (msg.topic, msg.publisher, msg.epoch, key)
+        return table, key
+
+    def _publisher_of(self, digest: bytes) -> bytes | None:
+        held = self.index.get(digest)
+        if held is not None:
+            return held.publisher
+        pending = self.pending.get(digest)
+        return pending[0].publisher if pending is not None else None
+
     def _claim(self, msg: TopicMsg) -> None:
         """Record which message claims each (publisher, epoch, prev); a second claimant is an equivocation."""
         prev = msg.prev
-        key = (msg.topic, msg.publisher, msg.epoch, prev.hash if prev is not None else b"")
-        first = self.claims.get(key)
+        table, key = self._claim_slot(msg)
+        first = table.get(key)
         if first is None:
-            self.claims[key] = msg.hash
+            table[key] = msg.hash
             chain = (msg.topic, msg.publisher, msg.epoch)
             if prev is None or self.tips.get(chain) == prev.hash:
                 self.tips[chain] = msg.hash
@@ -227,11 +297,12 @@ class Relay:
 
     def _unclaim(self, msg: TopicMsg) -> None:
         """Undo :meth:`_claim` for a message the disk refused: it was never stored, so it claims no place
-        (else the publisher's next message, finding no previous, would equivocate with it)."""
+        (else the publisher's next message, finding no previous, would equivocate with it), nor history."""
+        self._unhistory(msg)
         prev = msg.prev
-        key = (msg.topic, msg.publisher, msg.epoch, prev.hash if prev is not None else b"")
-        if self.claims.get(key) == msg.hash:
-            del self.claims[key]
+        table, key = self._claim_slot(msg)
+        if table.get(key) == msg.hash:
+            del table[key]
         chain = (msg.topic, msg.publisher, msg.epoch)
         if self.tips.get(chain) == msg.hash:
             if prev is not None:
@@ -248,6 +319,11 @@ class Relay:
 
     def _stored(self, ticket: Any, digest: bytes) -> None:
         msg, source = self.pending.pop(digest, (None, ""))
+        unsure = digest in self._unsure
+        self._unsure.discard(digest)
+        if not self.pending:
+            self.pending = {}  # a dict never shrinks: the table a burst grew goes with it
+            self._unsure = set()
         waiting = self._waiting.pop(digest, ())
         if msg is None:
             return
@@ -259,7 +335,7 @@ class Relay:
             for durable in waiting:
                 durable(False)
             return
-        self.index[digest] = Held(msg.topic, msg.epoch, msg.publisher, msg.hsig, ticket.seq, source)
+        self.index.put(digest, msg.topic, msg.epoch, msg.publisher, msg.hsig, ticket.seq, source, unsure)
         for durable in waiting:  # on disk: the copies that fed it may go
             durable(True)
         self.counts["stored"] += 1
@@ -288,14 +364,19 @@ class Relay:
         old = [h for h, held in self.index.items() if held.topic == topic and held.epoch < keep_from]
         for digest in old:
             del self.index[digest]
-        for key in [k for k in self.claims if k[0] == topic and k[2] < keep_from]:
+        for key in [k for k in self.claims if k[0] == topic and k[1] < keep_from]:
             del self.claims[key]
+        for key in [k for k in self.odd_claims if k[0] == topic and k[2] < keep_from]:
+            del self.odd_claims[key]
         for key in [k for k in self.tips if k[0] == topic and k[2] < keep_from]:
             del self.tips[key]
         for key in [k for k in self.heads if k[0] == topic and k[1] < keep_from]:
             del self.heads[key]
         for key in [k for k in self.genesis if k[0] == topic and k[1] < keep_from]:
             del self.genesis[key]
+        for table in (self.history, self.full):
+            for key in [k for k in table if k[0] == topic and k[2] < keep_from]:
+                del table[key]
         for digest in [h for h, (t, e, _r) in self.rejected.items() if t == topic and e < keep_from]:
             del self.rejected[digest]
         return len(old)
@@ -349,6 +430,9 @@ class Relay:
             if not self.is_open(msg.topic, msg.epoch) or msg.hash in self.index:
                 continue
             self._claim(msg)
-            self.index[msg.hash] = Held(msg.topic, msg.epoch, msg.publisher, msg.hsig, seq, "")
+            held = self.history.setdefault((msg.topic, msg.publisher, msg.epoch), [0, 0])
+            held[0] += 1  # what the cache holds counts, even past a budget lowered since
+            held[1] += len(msg.wire)
+            self.index.put(msg.hash, msg.topic, msg.epoch, msg.publisher, msg.hsig, seq, "")
             kept += 1
         return kept

@@ -262,6 +262,10 @@ class CausalService:
         """Keep a signed message that proves misbehaviour (``other``: the message it equivocates with); report it."""
         reason = reason or kind
         cap = (msg.publisher, "equivocation" if other is not None else kind, msg.epoch)
+        if other is not None:  # reported every time (the share, the event); only the disk writes are capped
+            self.note("equivocations", msg.topic, msg.hash, {"publisher": msg.publisher.hex(), "other": other.hex()})
+            if self.hooks.equivocation is not None:
+                self.hooks.equivocation(msg.topic, msg.publisher, other, msg.hash)
         if self._evidence[cap] >= self.config.evidence_cap:
             self.counts["evidence_over_cap"] += 1
             return
@@ -271,9 +275,6 @@ class CausalService:
             if other_wire is not None:
                 self.ledger.keep(other, "equivocation", msg.topic, msg.publisher, f"claims the same place as {msg.hash.hex()}",
                                  msg.hash, self.clock(), other_wire)
-            self.note("equivocations", msg.topic, msg.hash, {"publisher": msg.publisher.hex(), "other": other.hex()})
-            if self.hooks.equivocation is not None:
-                self.hooks.equivocation(msg.topic, msg.publisher, other, msg.hash)
         if self.ledger.keep(msg.hash, kind, msg.topic, msg.publisher, reason, other, self.clock(), msg.wire):
             self._evidence[cap] += 1  # only what is new counts: judging one message again (a re-entered frame) is not more proof
             self.counts[f"evidence_{kind}"] += 1
@@ -379,16 +380,20 @@ class CausalService:
     def status(self) -> dict[str, Any]:
         relay = self.relay
         return {
-            "topics": {t: {"epoch": relay.current.get(t, 0), "held": sum(1 for h in relay.index.values() if h.topic == t)}
+            "topics": {t: {"epoch": relay.current.get(t, 0),
+                           "held": sum(held[0] for (topic, _p, _e), held in relay.history.items() if topic == t),
+                           "full": {publisher.hex(): {"epoch": epoch, "refused": refused}
+                                    for (topic, publisher, epoch), refused in relay.full.items() if topic == t}}
                        for t in self.config.topics},
             "relay": dict(relay.counts),
             "sync": {"missing": len(self.sync.missing), **self.sync.counts, **self.heads.counts},
+            "intake": self.sync.intake.status(),
             "broker": dict(self.broker.counts),
             "waiting": {"publishes": self.waits.waiting, "bytes": self.waits.bytes, **self.waits.counts},
             "subscriptions": [
                 {"name": s.name, "topic": s.topic, "into": s.into, "delivered": s.delivered, "rejected": s.rejected,
-                 "buffered": len(s.mailbox.buffered), "deferred": s.mailbox.counts["deferred"],
-                 "deferred_publishers": len(s.mailbox.deferred), "backlog": len(s.backlog),
+                 "buffered": len(s.mailbox.buffered), "deferred": len(s.mailbox.deferred),
+                 "deferrals": s.mailbox.counts["deferred"], "deferred_publishers": len(s.mailbox.deferred.by_publisher), "backlog": len(s.backlog),
                  "owed": len(s.handoff), "redelivered": s.redelivered}
                 for s in self.broker.subs.values()
             ],

@@ -31,6 +31,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from flowcast.causal.intake import Intake
 from flowcast.causal.mailbox import Mailbox
 from flowcast.causal.message import MAX_DEPS, TopicMsg, verify_id
 from flowcast.routing import Landing, Route
@@ -115,6 +116,8 @@ class Sync:
         self._unstored: list[tuple[str, dict[str, Any]]] = []
         self._retrying: Any = None
         self._settling: Any = None
+        #: the peers' feeds, offered to the relay in turns between topics and publishers
+        self.intake = Intake(self.scheduler, self._offer)
         store = self.router.store
         store.share(FETCH_SHARE)
         store.queue(FETCH_SHARE + ".error", 100).watchers.append(self._on_error)
@@ -139,7 +142,7 @@ class Sync:
         while queue:
             item = queue.popleft()
             if item.get("tag") == "cast":
-                self._offer(peer, item)
+                self.intake.put(peer, item)
             else:  # a CAST gap: the peer's cache expired messages before they reached us
                 self.counts["peer_gaps"] += 1
                 self.service.note("gaps", "", hashlib.blake2b(repr(item.get("data")).encode(), digest_size=8).digest(),
@@ -455,6 +458,7 @@ class Sync:
     def close(self) -> None:
         """Stop fetching and answering; a service started again in this house takes over the tags."""
         self._closed = True
+        self.intake.close()
         self.router.unhandle(FETCH, self._on_fetch)
         self.router.unhandle(HAVE, self._on_have)
         store = self.router.store

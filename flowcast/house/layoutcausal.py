@@ -35,10 +35,13 @@ if TYPE_CHECKING:
 
 __all__ = ["CAUSAL_KEYS", "CausalSpec", "TOPIC_KEYS", "read_causal", "wire_causal"]
 
-CAUSAL_KEYS = ("keys", "topics", "peers", "grace", "epoch_every", "heads_every", "max_buffered", "max_per_publisher", "dep_wait")
+CAUSAL_KEYS = ("keys", "topics", "peers", "grace", "epoch_every", "heads_every", "max_buffered", "max_per_publisher", "dep_wait",
+               "epoch_max_messages", "epoch_max_bytes")
 TOPIC_KEYS = ("owner", "publishers", "sign_as")
 #: Caps on what a mailbox buffers, with their ranges (docs/causal.md, "Caps").
-WHOLE = {"max_buffered": (1, 10_000_000), "max_per_publisher": (1, 10_000_000)}
+WHOLE = {"max_buffered": (1, 10_000_000), "max_per_publisher": (1, 10_000_000),
+         # what one publisher may hold in one epoch (docs/causal.md, "Budgets"): messages, wire bytes
+         "epoch_max_messages": (1, 100_000_000), "epoch_max_bytes": (1 << 10, 1 << 40)}
 #: Seconds a closing epoch stays open (a day at most: history is bounded).
 GRACE = (0.0, 86400.0)
 #: Seconds between the epochs the owner's house opens, when the layout asks it to (a second to a year).

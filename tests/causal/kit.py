@@ -36,7 +36,8 @@ class Causal:
     """Estates ``names`` (all peers of each other unless ``peers`` says), one topic, owner = the first."""
 
     def __init__(self, tmp_path, names=("alpha", "beta", "gamma"), *, seed: int = 1, peers: dict | None = None,
-                 owner: str | None = None, publishers=None, config: dict | None = None, connect: bool = True, follow: bool = True, **conditions) -> None:
+                 owner: str | None = None, publishers=None, config: dict | None = None, connect: bool = True, follow: bool = True,
+                 topics: tuple[str, ...] = (), **conditions) -> None:
         self.tmp_path = tmp_path
         self.world = World(seed=seed, **conditions)
         self.names = list(names)
@@ -45,6 +46,8 @@ class Causal:
         owner = owner or names[0]
         publishers = publishers if publishers is not None else names
         self.topic = TopicConfig.of(TOPIC, bytes(self.keys[owner].verify_key), [bytes(self.keys[n].verify_key) for n in publishers])
+        #: TOPIC and ``topics``, each with the same owner and publishers
+        self.topics = {t: TopicConfig.of(t, self.topic.owner, self.topic.publishers) for t in (TOPIC, *topics)}
         self.options = config or {}
         self.follow = follow
         self.estates = {n: self.world.routed_estate(n, ["manor"], policy=rules(self.peers[n])) for n in names}
@@ -65,8 +68,8 @@ class Causal:
         cache = Cache.open(path, estate=n, clock=self.world.scheduler.clock, scheduler=self.world.scheduler)
         grants = {p: (f"{n}/causal/**",) for p in self.peers[n]}
         cast = CastService(router, cache=cache, config=CastConfig(subscribers=grants), inbox=self.tmp_path / n / "inbox.sqlite3")
-        config = CausalConfig(topics={TOPIC: self.topic}, peers=tuple(self.peers[n]), **self.options)
-        signers = {TOPIC: self.keys[n]} if bytes(self.keys[n].verify_key) in self.topic.publishers else {}
+        config = CausalConfig(topics=self.topics, peers=tuple(self.peers[n]), **self.options)
+        signers = {t: self.keys[n] for t in self.topics} if bytes(self.keys[n].verify_key) in self.topic.publishers else {}
         service = CausalService(router, cast, config, state=self.tmp_path / n / "causal.sqlite3", signers=signers, follow=self.follow)
         self.caches[n], self.casts[n], self.services[n] = cache, cast, service
         return service

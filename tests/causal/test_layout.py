@@ -48,6 +48,8 @@ def test_the_section_loads_topics_keys_peers_and_caps(tmp_path):
   max_buffered: 500
   max_per_publisher: 50
   dep_wait: 2.5
+  epoch_max_messages: 20000
+  epoch_max_bytes: 8388608
 """, cast="cast: {house: w1}"))
     spec = loaded.causal
     config = spec.config
@@ -58,6 +60,7 @@ def test_the_section_loads_topics_keys_peers_and_caps(tmp_path):
     assert config.heads_every == 2.5
     assert (config.max_buffered, config.max_per_publisher) == (500, 50)
     assert config.dep_wait == 2.5
+    assert (config.epoch_max_messages, config.epoch_max_bytes) == (20_000, 8 << 20)
     chat = config.topic("chat")
     assert chat.owner == pubs["alice"] and chat.publishers == set(pubs.values())
     assert config.topic("news/daily").publishers == {pubs["alice"]}
@@ -68,6 +71,7 @@ def test_an_empty_section_relays_nothing_and_no_section_is_no_causal(tmp_path):
     assert loaded.causal.config.topics == {} and loaded.causal.keys == loaded.run / "keys"
     assert loaded.causal.config.epoch_every is None and loaded.causal.config.grace == 300.0
     assert loaded.causal.config.heads_every == 10.0 and loaded.causal.config.dep_wait == 5.0
+    assert (loaded.causal.config.epoch_max_messages, loaded.causal.config.epoch_max_bytes) == (100_000, 256 << 20)
     assert load_layout(layout(tmp_path, "causal: {heads_every: null}")).causal.config.heads_every is None
     assert loaded.causal.house == "manor"
     assert load_layout(layout(tmp_path, "")).causal is None
@@ -105,6 +109,7 @@ HEX = "ab" * 32
     ("causal: {heads_every: 0}", "causal heads_every is '0', outside 0.1..3600 seconds"),
     ("causal: {heads_every: often}", "causal heads_every must be a number of seconds"),
     ("causal: {max_buffered: 0}", "causal max_buffered is '0', outside"),
+    ("causal: {epoch_max_messages: 0}", "causal epoch_max_messages is '0', outside"),
     ("causal: {max_per_publisher: 1.5}", "causal max_per_publisher must be a whole number"),
     ("causal: {gracee: 5}", "did you mean 'grace'"),
     ("causal: {dep_wait: -1}", "causal dep_wait is '-1', outside 0..3600 seconds"),

@@ -37,7 +37,7 @@ def test_a_message_offered_again_is_a_duplicate_whether_delivered_or_buffered() 
     assert box.offer(C, P, 0, (B,)) == (BUFFERED, [])
     assert box.offer(C, P, 0, (B,)) == (DUPLICATE, [])
     assert box.counts[DUPLICATE] == 2 and box.counts[DELIVERED] == 1
-    assert list(box.buffered) == [C] and box.per_publisher[P] == 1 and box.waiters[B] == [box.buffered[C]]
+    assert list(box.buffered) == [C] and box.per_publisher[P] == 1 and box.waiting_for(B) == [box.buffered[C]]
     status, ready = box.offer(B, P, 0, (A,))
     assert status == DELIVERED and hashes(ready) == [B, C]
     assert box.offer(C, P, 0, (B,)) == (DUPLICATE, [])
@@ -116,47 +116,74 @@ def test_messages_made_ready_together_come_oldest_buffered_first() -> None:
     assert hashes(box.offer(A, P, 0, ())[1]) == [A, C, B, D]
 
 
-def test_over_a_cap_the_lowest_deferred_seq_is_remembered_per_publisher() -> None:
+def seqs(entries) -> list[int]:
+    return sorted(p.seq for p in entries)
+
+
+def test_over_a_cap_each_deferred_message_is_kept_by_seq_under_one_dep_it_waits_for() -> None:
     box = Mailbox(max_per_publisher=1)
     assert box.offer(B, P, 0, (A,), seq=1)[0] == BUFFERED
     assert box.offer(C, P, 0, (A,), seq=7) == (DEFERRED, [])
-    assert box.offer(D, P, 0, (A,), seq=3) == (DEFERRED, [])
-    assert box.offer(E, P, 0, (A,), seq=9) == (DEFERRED, [])
+    assert box.offer(D, P, 0, (A, X), seq=3) == (DEFERRED, [])
+    assert box.offer(E, P, 0, (X,), seq=9) == (DEFERRED, [])
     assert box.offer(X, Q, 0, (A,), seq=8)[0] == BUFFERED  # another publisher has room
-    assert box.deferred == {P: 3} and box.counts[DEFERRED] == 3
+    assert len(box.deferred) == 3 and box.counts[DEFERRED] == 3
     assert len(box.buffered) == 2 and C not in box.buffered
-    assert box.resumable() == []  # no room, and nothing delivered since
-    assert box.offer(A, Q, 0, (), seq=0)[0] == DELIVERED
-    assert box.resumable() == [(P, 3)]
-    box.resumed(P, None)
-    assert box.deferred == {} and box.resumable() == []
+    assert box.due() == []  # no room, and nothing delivered since
+    status, ready = box.offer(A, Q, 0, (), seq=0)
+    assert status == DELIVERED and hashes(ready) == [A, B, X]
+    # C and D waited under A; E under X, which was released with it
+    assert seqs(box.due()) == [3, 7, 9] and not box.deferred
 
 
-def test_a_deferred_message_that_became_deliverable_is_resumed_though_the_buffer_is_full() -> None:
+def test_a_deferred_message_that_became_deliverable_is_due_though_the_buffer_is_full() -> None:
     """Regression: M2 filled P's room waiting for M1, deferred waiting for R; R came and nothing moved again."""
     m1, m2, r = B, C, A
     box = Mailbox(max_per_publisher=1)
     assert box.offer(m2, P, 0, (m1,), seq=2) == (BUFFERED, [])
     assert box.offer(m1, P, 0, (r,), seq=1) == (DEFERRED, [])
     assert box.offer(r, Q, 0, (), seq=0)[0] == DELIVERED
-    assert box.resumable() == [(P, 1)]
-    box.resumed(P, None)  # as the broker does: forget, then offer again from seq 1
+    assert seqs(box.due()) == [1]
     status, ready = box.offer(m1, P, 0, (r,), seq=1)
     assert status == DELIVERED and hashes(ready) == [m1, m2]
     assert box.offer(m2, P, 0, (m1,), seq=2) == (DUPLICATE, [])
-    assert box.resumable() == [] and box.buffered == {} and box.deferred == {}
+    assert box.due() == [] and box.buffered == {} and not box.deferred
 
 
-def test_a_deferred_publisher_with_nothing_new_delivered_waits_for_room() -> None:
+def test_a_deferred_message_with_nothing_new_delivered_waits_for_room() -> None:
     box = Mailbox(max_buffered=1)
     assert box.offer(B, P, 0, (A,), seq=1)[0] == BUFFERED
     assert box.offer(D, Q, 0, (C,), seq=2) == (DEFERRED, [])
-    assert box.resumable() == []
-    box.resumed(Q, None)
-    assert box.offer(D, Q, 0, (C,), seq=2) == (DEFERRED, [])  # offered again, still no room: no busy loop
-    assert box.resumable() == []
+    assert box.due() == []
+    assert box.offer(D, Q, 0, (C,), seq=2) == (DEFERRED, [])  # offered again, still no room: kept once, no busy loop
+    assert len(box.deferred) == 1 and box.due() == []
     assert [g.hash for g in box.reject(B, "invalid")] == [B]
-    assert box.resumable() == [(Q, 2)]
+    assert seqs(box.due()) == [2] and not box.deferred
+
+
+def test_room_that_comes_back_is_shared_between_the_publishers_oldest_first() -> None:
+    box = Mailbox(max_buffered=2)
+    assert box.offer(B, P, 0, (A,), seq=1)[0] == BUFFERED
+    assert box.offer(C, P, 0, (A,), seq=2)[0] == BUFFERED
+    for seq in range(3, 13):
+        assert box.offer(bytes([0x40 + seq]) * 32, P, 0, (X,), seq=seq) == (DEFERRED, [])
+    assert box.offer(D, Q, 0, (X,), seq=20) == (DEFERRED, [])
+    box.reject(B, "invalid")
+    box.reject(C, "invalid")
+    assert seqs(box.due()) == [3, 20]  # the flooding publisher's oldest, and the other's: one each
+
+
+def test_an_honest_delivery_costs_nothing_for_messages_deferred_under_other_deps() -> None:
+    """A flood of deferred messages naming ghosts must cost nothing per honest delivery."""
+    box = Mailbox(max_per_publisher=1)
+    assert box.offer(B, P, 0, (X,), seq=1)[0] == BUFFERED  # P's room: waits for a ghost
+    for seq in range(2, 2002):
+        assert box.offer(seq.to_bytes(32, "big"), P, 0, (b"\x01" + seq.to_bytes(31, "big"),), seq=seq)[0] == DEFERRED
+    assert box.offer(C, P, 0, (A,), seq=3000) == (DEFERRED, [])  # waits for A
+    assert box.offer(D, Q, 0, (), seq=3001)[0] == DELIVERED  # unrelated: nothing is due
+    assert box.due() == []
+    assert box.offer(A, Q, 0, (), seq=3002)[0] == DELIVERED  # what C waits for: C alone is due
+    assert seqs(box.due()) == [3000] and len(box.deferred) == 2000
 
 
 def test_closing_an_epoch_abandons_its_buffered_messages_and_forgets_it() -> None:
@@ -173,7 +200,7 @@ def test_closing_an_epoch_abandons_its_buffered_messages_and_forgets_it() -> Non
     assert box.rejected == {D: (0, "invalid"), E: (1, "invalid"), m: (1, "dep_rejected")}
     abandoned = box.close_epoch(0)
     assert sorted(e.hash for e in abandoned) == [C, X] and all(e.epoch == 0 for e in abandoned)
-    assert list(box.buffered) == [k] and box.waiters == {h: [box.buffered[k]]}
+    assert list(box.buffered) == [k] and list(box.waiters) == [h] and box.waiting_for(h) == [box.buffered[k]]
     assert box.rejected == {E: (1, "invalid"), m: (1, "dep_rejected")}
     assert box.epochs() == [1] and box.frontier(0) == [] and box.frontier(1) == [g]
     assert not box.is_delivered(A, 0) and box.is_delivered(g, 1)
@@ -199,30 +226,3 @@ def test_the_frontier_is_the_newest_heads_up_to_the_limit() -> None:
     assert box.frontier(0) == [B, C, D]
     assert box.frontier(0, limit=2) == [C, D]
     assert box.frontier(5) == []
-
-
-def test_with_no_room_only_delivering_what_a_deferred_message_waits_for_makes_it_worth_offering_again() -> None:
-    """A flood of deferred messages naming ghosts must cost nothing per honest delivery."""
-    box = Mailbox(max_per_publisher=1)
-    assert box.offer(B, P, 0, (X,), seq=1)[0] == BUFFERED  # P's room: waits for a ghost
-    assert box.offer(C, P, 0, (A,), seq=2) == (DEFERRED, [])  # waits for A
-    assert box.offer(D, Q, 0, (), seq=3)[0] == DELIVERED  # unrelated: P is not offered again
-    assert box.resumable() == []
-    assert box.offer(A, Q, 0, (), seq=4)[0] == DELIVERED  # what C waits for
-    assert box.resumable() == [(P, 2)]
-    box.resumed(P, None)
-    assert box.deferred_on == {} and box.deferred_deps == {} and box.deferred_hit == set()
-
-
-def test_past_the_deps_it_remembers_any_delivery_makes_a_deferred_publisher_worth_offering_again(monkeypatch) -> None:
-    from flowcast.causal import mailbox
-
-    monkeypatch.setattr(mailbox, "MAX_DEFERRED_DEPS", 2)
-    box = Mailbox(max_per_publisher=1)
-    assert box.offer(B, P, 0, (X,), seq=1)[0] == BUFFERED
-    for seq, (msg, dep) in enumerate([(C, A), (D, B), (E, b"\x01" * 32)], start=2):
-        assert box.offer(msg, P, 0, (dep,), seq=seq)[0] == DEFERRED
-    assert box.deferred_deps[P] is None and box.deferred_on == {}  # forgotten, not grown
-    assert box.resumable() == []
-    assert box.offer(b"\x02" * 32, Q, 0, (), seq=9)[0] == DELIVERED  # anything
-    assert box.resumable() == [(P, 2)]

@@ -5,7 +5,7 @@ every delivered sequence is a linear extension of the DAG, every message
 is delivered at most once, and all are delivered once the sync completes.
 The Mailbox is driven directly (no I/O), the way the broker drives it:
 ``seq`` is a storage locator (the position in an append-only store) and
-deferred messages are re-offered from :meth:`Mailbox.resumable` as
+deferred messages are re-offered from :meth:`Mailbox.due` as
 ``broker.Broker.resume`` does.
 """
 
@@ -164,7 +164,7 @@ class Run:
             assert box.rejected[h][1] == "dep_rejected"
         elif full:
             assert (status, ready) == (DEFERRED, []), (node, status)
-            assert box.deferred[publisher] <= seq
+            assert any(p.seq == seq for p in box.deferred.by_publisher[publisher].values())
         else:
             assert (status, ready) == (BUFFERED, []), (node, status)
             assert box.buffered[h].seq == seq
@@ -203,8 +203,9 @@ class Run:
             missing = box.missing_of(entry)
             assert entry.waiting == len(missing) > 0, entry
             for d in missing:
-                assert any(w is entry for w in box.waiters.get(d, ())), (entry, d)
-        for d, waiting in box.waiters.items():
+                assert any(w is entry for w in box.waiting_for(d)), (entry, d)
+        for d in box.waiters:
+            waiting = box.waiting_for(d)
             assert waiting, "an empty waiter list is kept"
             for w in waiting:
                 assert box.buffered.get(w.hash) is w and d in w.deps
@@ -213,22 +214,15 @@ class Run:
             assert done == {self.dag(epoch).hashes[n] for n in self.nodes(epoch)}
 
     def resume(self) -> None:
-        """Re-offer deferred messages as ``Broker.resume`` does, after a turn that delivered.
-
-        For each resumable publisher: forget its deferral, then offer its
-        stored messages from the lowest deferred seq on, in seq order (what
-        is deferred again is remembered again).  Again while that delivered.
-        """
+        """Re-offer deferred messages as ``Broker.resume`` does: what :meth:`Mailbox.due` hands back, by seq,
+        until nothing more is due (each offer may wake more)."""
         for _round in range(10_000):
-            delivered = len(self.delivered)
-            for publisher, low in self.box.resumable():
-                self.box.resumed(publisher, None)
-                for seq in range(low, len(self.storage)):
-                    epoch, node = self.storage[seq]
-                    if self.dag(epoch).publishers[node] == publisher:
-                        self.offer(node, epoch)
-            if len(self.delivered) == delivered:
+            due = self.box.due()
+            if not due:
                 return
+            for entry in sorted(due, key=lambda p: p.seq):
+                epoch, node = self.storage[entry.seq]
+                self.offer(node, epoch)
         raise AssertionError("resuming never settles")
 
     def settled(self) -> None:
@@ -238,7 +232,7 @@ class Run:
         assert box.waiters == {}
         assert box.waited() == []
         assert all(c == 0 for c in box.per_publisher.values())
-        assert box.deferred == {}
+        assert not box.deferred and box.deferred.on == {} and box.woken == []
 
 
 def assert_linear_extension(dag: Dag, sequence: list[int]) -> None:
@@ -417,7 +411,7 @@ def test_closing_an_epoch_abandons_exactly_its_buffered_messages(data) -> None:
     assert box.buffered == before  # the other epochs' buffered messages, untouched
     assert {e: s for e, s in box.delivered.items()} == kept
     assert closing not in box.epochs() and box.frontier(closing) == []
-    assert not any(w.epoch == closing for ws in box.waiters.values() for w in ws)
+    assert not any(w.epoch == closing for d in box.waiters for w in box.waiting_for(d))
     run.delivered = [(e, i) for e, i in run.delivered if e != closing]
     run.position = {k: p for k, p in run.position.items() if k[0] != closing}
     run.dags = tuple(g for g in graphs if g.epoch != closing)
