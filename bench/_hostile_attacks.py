@@ -72,20 +72,20 @@ def _seal(peer: Attacker, body: bytes) -> int:
 
 
 def big_messages(peer: Attacker, params: dict[str, Any]) -> Attack:
-    """One message of ``size`` bytes every ``every`` seconds, to a share no rule lets it write.
+    """One message of ``size`` bytes every ``every`` seconds, from an estate no rule lets write anything.
 
     The message is an array of empty maps, the most Python objects per
-    byte msgpack can make: a victim that decodes before its policy says
-    no pays ~72 bytes of objects per byte sent.
+    byte msgpack can make, sent as the road's own msgpack (``road.send``,
+    not a router parcel): a victim whose road decodes it before its router
+    looks at the policy pays ~72 bytes of objects per byte sent.
     """
     size, every = int(params["size"]), float(params["every"])
     data = [{}] * max(1, size - 5)
-    peer.store.share("junk")
 
     def body(stats: dict[str, Any]) -> Iterator[float]:
         stats["sent"] = stats["bytes"] = 0
         while True:
-            peer.router.send("junk@.victim", data, src="junk", tag="junk")
+            peer.road.send(data, "victim")
             stats["sent"] += 1
             stats["bytes"] += size
             yield every

@@ -113,7 +113,7 @@ CLASSES: list[Class] = [
     Class(
         "incomplete", "incomplete messages from three peers (eviction pressure; honest reads carry 200 KB)",
         shape=lambda quick, keys: Shape(attackers=("mallory", "mallory2", "mallory3")),
-        params=lambda quick, keys: {"rate": 1e6 if quick else 9.8e6},
+        params=lambda quick, keys: {"rate": 1e6 if quick else 9.8e6, "piece": 2000},
         budget=_road,
         attackers=3,
         pad=lambda quick: (100 << 10) if quick else 200_000,
@@ -121,7 +121,7 @@ CLASSES: list[Class] = [
     Class(
         "joins", "JOIN flood from unproven addresses (never answering a cookie)",
         shape=lambda quick, keys: Shape(),
-        params=lambda quick, keys: {"keys": 200 if quick else 3000, "ports": 8 if quick else 40, "rate": 1000 if quick else 5000},
+        params=lambda quick, keys: {"keys": 200 if quick else 3000, "ports": 8 if quick else 40, "rate": 1000 if quick else 30_000},
         budget=lambda s, shape, params: _plus_allowance(0, "nothing admitted"),
         join=False,
         amplification=True,

@@ -9,6 +9,7 @@ what its memory growth is judged against (:meth:`Victim.budget`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -43,8 +44,27 @@ class Settings:
     max_buffered: int = 10_000
     max_per_publisher: int = 1_000
 
+    #: Further layout settings, ``(("roads", "main", "KEY"), value)``: what ``--set`` adds (a budget a fix
+    #: introduces, say), written over the generated layout.
+    extra: list[tuple[tuple[str, ...], Any]] = field(default_factory=list)
+
     def road(self) -> dict[str, Any]:
         return {"hold_budget": self.hold_budget, "max_message": self.max_message, "backlog_bytes": self.backlog_bytes}
+
+    def set(self, assignment: str) -> None:
+        """``PATH=VALUE`` (``roads.main.hold_budget=8388608``, ``cast.window_bytes=65536``): VALUE is JSON or
+        else text.  A key this class knows also moves the budget the growth is judged against."""
+        path, sep, text = assignment.partition("=")
+        keys = tuple(part for part in path.split(".") if part)
+        if not sep or not keys:
+            raise ValueError(f"--set takes PATH=VALUE, not {assignment!r}")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        if keys[-1] in {f.name for f in dataclasses.fields(self)} - {"extra"}:
+            setattr(self, keys[-1], value)
+        self.extra.append((keys, value))
 
 
 @dataclass
@@ -102,6 +122,13 @@ def write_layout(top: Path, shape: Shape, settings: Settings) -> Path:
             "max_per_publisher": settings.max_per_publisher,
             "heads_every": None,
         }
+    for keys, value in settings.extra:
+        if len(keys) > 1 and keys[0] in ("cast", "causal") and keys[0] not in layout:
+            continue  # a class whose victim has no such section keeps having none
+        place = layout
+        for key in keys[:-1]:
+            place = place.setdefault(key, {})
+        place[keys[-1]] = value
     path = top / "victim.yaml"
     path.write_text(_yaml(layout) + "\n")
     return path

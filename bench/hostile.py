@@ -19,6 +19,23 @@ object), per class C:
 * ``hostile_joins_amplification``  bytes the victim sent the flood's unproven addresses
   per byte they sent it, counted at the flood's sockets; goal: at most 3.
 
+* ``hostile_causal_forged_stored``  of the messages naming a real dep with a forged
+  signature (sent in one answer with that dep), how many the victim's relay stored:
+  counted in its CAST cache file after it stopped; goal: 0.
+
+The budgets, as the victim's layout states them (bench/_hostile_victim.py
+``Settings``; ``--set PATH=VALUE`` changes one or adds a setting a fix
+introduces, e.g. ``--set roads.main.hold_budget=8388608``): road
+``hold_budget`` 16 MiB, ``max_message`` 16 MiB, ``backlog_bytes`` 4 MiB;
+cast ``window_bytes`` 1 MiB, ``max_subs`` 64, ``max_bytes`` 256 MiB; causal
+``max_buffered`` 10,000, ``max_per_publisher`` 1,000; and what the router
+keeps per ``SHARE.error`` (1,000 reports of at most 16 KiB).  Each class is
+judged against the ones that govern what it attacks (its line names them:
+bench/_hostile_classes.py), plus a 16 MiB allowance for the interpreter's
+own churn.  A goal not reached prints ``NOT met`` / ``NOT within`` and, in
+the JSON, ``goal_met: false``; the run goes on and exits 0 (a bench reports,
+it does not judge); a victim that died says ``victim_alive: false``.
+
 Run: ``.venv/bin/python bench/hostile.py [--json] [--quick] [--classes big,joins]``.
 A class whose run fails (the victim died, a peer could not join) prints its
 figures as n/a with the reason; the others still run.
@@ -177,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=8.0, help="each attack's duration")
     p.add_argument("--baseline", type=float, default=3.0, help="each class's honest baseline before its attack")
     p.add_argument("--rate", type=float, default=50.0, help="honest reads a second at most (one at a time)")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                   help="a setting of the victim's layout, e.g. roads.main.hold_budget=8388608 (repeatable)")
     args = p.parse_args(argv)
     names = [n for n in args.classes.split(",") if n]
     unknown = [n for n in names if n not in BY_NAME]
@@ -185,8 +204,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.seconds, args.baseline = min(args.seconds, 1.0), min(args.baseline, 0.5)
     settings = Settings()
+    for assignment in args.set:
+        try:
+            settings.set(assignment)
+        except ValueError as error:
+            p.error(str(error))
     figures = Figures("hostile", quick=args.quick, seconds=args.seconds, baseline=args.baseline, rate=args.rate,
-                      classes=names, budgets=vars(settings))
+                      classes=names, budgets={k: v for k, v in vars(settings).items() if k != "extra"},
+                      set=args.set)
     keys = _keys()
     for name in names:
         case = BY_NAME[name]

@@ -51,3 +51,21 @@ def test_every_class_runs_against_a_live_victim_and_reports_its_goals():
 def test_an_unknown_class_is_refused_naming_the_classes():
     proc = _run("--classes", "big,nope", timeout=60)
     assert proc.returncode == 2 and "unknown class 'nope'" in proc.stderr and "incomplete" in proc.stderr
+
+
+def test_a_set_setting_reaches_the_victims_layout_and_the_budget_it_is_judged_by(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from _hostile_victim import Settings, Shape, write_layout
+
+    settings = Settings()
+    settings.set("roads.main.hold_budget=8388608")
+    settings.set("roads.main.send_bytes=65536")  # a budget this bench does not know yet: written all the same
+    settings.set("cast.window_bytes=65536")
+    assert settings.hold_budget == 8 << 20 and settings.window_bytes == 65536
+    plain = json.loads(write_layout(tmp_path, Shape(), settings).read_text())
+    assert plain["roads"]["main"]["hold_budget"] == 8 << 20 and plain["roads"]["main"]["send_bytes"] == 65536
+    assert "cast" not in plain  # a victim without CAST is not given a cast section by a --set
+    cast = json.loads(write_layout(tmp_path, Shape(cast=True), settings).read_text())
+    assert cast["cast"]["window_bytes"] == 65536
+    proc = _run("--set", "no-equals-sign", timeout=60)
+    assert proc.returncode == 2 and "PATH=VALUE" in proc.stderr
