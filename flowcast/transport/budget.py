@@ -256,7 +256,7 @@ def release(link: Any) -> int:
         state.pending = {}
     link.buffered = 0
     heldage.clear(link)
-    heldage.charge_books(link, -link.books)  # the streams' states go with the session
+    link.book(-link.books)  # the streams' states go with the session
     budget = link.budget
     if budget is not None:
         budget.leave(link)

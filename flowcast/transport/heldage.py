@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from flowcast.transport.holding import AGE_COST, Partial, StreamIn
 
-__all__ = ["AGE_COST", "INF", "AgedLink", "charge_books", "push", "live", "oldest", "next_due", "clear"]
+__all__ = ["AGE_COST", "INF", "AgedLink", "push", "live", "oldest", "next_due", "clear"]
 
 INF = float("inf")
 _REBUILD_SLACK = 64
@@ -56,11 +56,6 @@ class AgedLink(Protocol):
     def book(self, delta: int) -> None: ...
 
 
-def charge_books(link: AgedLink, delta: int) -> None:
-    """``delta`` more bytes of books (the link keeps them: :meth:`Receiver.book`)."""
-    link.book(delta)
-
-
 def push(link: AgedLink, when: float, state: StreamIn | None, key: Any, item: Any) -> None:
     """``item`` is now held at ``key`` of ``state`` (None: the unreliable partials)."""
     ages = link.ages
@@ -69,7 +64,7 @@ def push(link: AgedLink, when: float, state: StreamIn | None, key: Any, item: An
         ages = link.ages
     tick = link.age_tick = link.age_tick + 1
     heapq.heappush(ages, (when, tick, id(item), state, key))
-    charge_books(link, AGE_COST)
+    link.book(AGE_COST)
 
 
 def _holder(link: AgedLink, state: StreamIn | None) -> dict:
@@ -91,7 +86,7 @@ def _rebuild(link: AgedLink) -> None:
     link.ages = kept
     link.ages_at = 2 * len(kept) + _REBUILD_SLACK
     if gone:
-        charge_books(link, -gone * AGE_COST)
+        link.book(-gone * AGE_COST)
 
 
 def oldest(link: AgedLink, upto: float = INF) -> Iterator[tuple[StreamIn | None, Any, Any]]:
@@ -112,7 +107,7 @@ def oldest(link: AgedLink, upto: float = INF) -> Iterator[tuple[StreamIn | None,
             heapq.heapreplace(ages, (item.last, entry[1], entry[2], entry[3], entry[4]))
             continue
         heapq.heappop(ages)
-        charge_books(link, -AGE_COST)
+        link.book(-AGE_COST)
         if item is not None:
             yield entry[3], entry[4], item
 
@@ -128,6 +123,6 @@ def next_due(link: AgedLink) -> float | None:
 def clear(link: AgedLink) -> None:
     """Forget every entry (the link's session is going); their books are given back."""
     if link.ages:
-        charge_books(link, -len(link.ages) * AGE_COST)
+        link.book(-len(link.ages) * AGE_COST)
     link.ages = []
     link.ages_at = _REBUILD_SLACK
